@@ -1,0 +1,237 @@
+#include "cc/kernels/conv_params.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tf_fp16ops {
+
+using tensorflow::DataType;
+using tensorflow::Status;
+namespace errors = tensorflow::errors;
+
+std::string TypeName(DataType t) {
+  switch (t) {
+    case tensorflow::DT_HALF:
+      return "half";
+    case tensorflow::DT_FLOAT:
+      return "float";
+    default:
+      return tensorflow::DataTypeString(t);
+  }
+}
+
+namespace {
+
+int SpatialIndex(bool nchw, int i) { return nchw ? 2 + i : 1 + i; }  // i = 0 (H) or 1 (W)
+int BatchIndex(bool) { return 0; }
+int ChannelIndex(bool nchw) { return nchw ? 1 : 3; }
+
+template <typename V>
+std::string ListStr(const std::vector<V>& v) {
+  return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
+}
+
+Status CheckWindowAttr(const char* name, const std::vector<int32_t>& v, bool nchw) {
+  if (v.size() != 4) {
+    return errors::InvalidArgument(name, " must have 4 entries (one per dimension of the input), got ",
+                                   v.size(), ": ", ListStr(v));
+  }
+  if (v[BatchIndex(nchw)] != 1 || v[ChannelIndex(nchw)] != 1) {
+    return errors::InvalidArgument(name, " must be 1 in the batch and channel dimensions, got ", ListStr(v),
+                                   " with data_format ", nchw ? "NCHW" : "NHWC");
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (v[SpatialIndex(nchw, i)] < 1) {
+      return errors::InvalidArgument(name, " must be positive in the spatial dimensions, got ", ListStr(v));
+    }
+  }
+  return Status();
+}
+
+// Checked int64 product for element counts.
+bool MulOverflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
+
+Status CheckElements(const char* what, std::initializer_list<int64_t> dims) {
+  int64_t total = 1;
+  for (int64_t d : dims) {
+    if (MulOverflows(total, d, &total)) {
+      return errors::InvalidArgument(what, " has too many elements: the product of its sizes overflows int64");
+    }
+  }
+  return Status();
+}
+
+Status OutputSize(const char* dim, int64_t in, int64_t k, int64_t stride, int64_t dilation, PaddingKind pad,
+                  int64_t pad_before_explicit, int64_t pad_after_explicit, int64_t* out, int64_t* pad_before) {
+  if (k > (std::numeric_limits<int32_t>::max() / dilation)) {
+    return errors::InvalidArgument("filter ", dim, " ", k, " with dilation ", dilation, " is too large");
+  }
+  const int64_t eff = (k - 1) * dilation + 1;
+  switch (pad) {
+    case PaddingKind::kValid:
+      *pad_before = 0;
+      *out = in >= eff ? (in - eff) / stride + 1 : 0;
+      break;
+    case PaddingKind::kSame: {
+      *out = (in + stride - 1) / stride;
+      const int64_t total = std::max<int64_t>((*out - 1) * stride + eff - in, 0);
+      *pad_before = total / 2;
+      break;
+    }
+    case PaddingKind::kExplicit: {
+      *pad_before = pad_before_explicit;
+      const int64_t padded = in + pad_before_explicit + pad_after_explicit;
+      *out = padded >= eff ? (padded - eff) / stride + 1 : 0;
+      break;
+    }
+  }
+  if (*out <= 0) {
+    return errors::InvalidArgument("output ", dim, " would be ", *out, " (input ", dim, " ", in,
+                                   ", effective filter ", dim, " ", eff, ", stride ", stride,
+                                   "): the output size must be positive");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status ValidateConvAttrs(const ConvAttrs& a) {
+  if (a.T != tensorflow::DT_HALF && a.T != tensorflow::DT_FLOAT) {
+    return errors::InvalidArgument("T must be half or float, got ", TypeName(a.T));
+  }
+  if (a.Tacc != tensorflow::DT_HALF && a.Tacc != tensorflow::DT_FLOAT) {
+    return errors::InvalidArgument("Tacc must be half or float, got ", TypeName(a.Tacc));
+  }
+  if (a.T == tensorflow::DT_FLOAT && a.Tacc == tensorflow::DT_HALF) {
+    return errors::InvalidArgument(
+        "Tacc=half requires T=half: a float input would be rounded to half before every product; "
+        "cast the inputs to half, or use Tacc=float (got T=float, Tacc=half)");
+  }
+  TF_RETURN_IF_ERROR(CheckWindowAttr("strides", a.strides, a.nchw));
+  TF_RETURN_IF_ERROR(CheckWindowAttr("dilations", a.dilations, a.nchw));
+  if (a.padding == PaddingKind::kExplicit) {
+    if (a.explicit_paddings.size() != 8) {
+      return errors::InvalidArgument("explicit_paddings must have 8 entries (before/after per dimension) "
+                                     "when padding is EXPLICIT, got ",
+                                     a.explicit_paddings.size(), ": ", ListStr(a.explicit_paddings));
+    }
+    for (int64_t v : a.explicit_paddings) {
+      if (v < 0) {
+        return errors::InvalidArgument("explicit_paddings must be non-negative, got ", ListStr(a.explicit_paddings));
+      }
+      if (v > std::numeric_limits<int32_t>::max()) {
+        return errors::InvalidArgument("explicit_paddings entry ", v, " is too large");
+      }
+    }
+    const int b = BatchIndex(a.nchw), c = ChannelIndex(a.nchw);
+    if (a.explicit_paddings[2 * b] || a.explicit_paddings[2 * b + 1] || a.explicit_paddings[2 * c] ||
+        a.explicit_paddings[2 * c + 1]) {
+      return errors::InvalidArgument("explicit_paddings must be 0 in the batch and channel dimensions, got ",
+                                     ListStr(a.explicit_paddings));
+    }
+  } else if (!a.explicit_paddings.empty()) {
+    return errors::InvalidArgument("explicit_paddings must be empty unless padding is EXPLICIT, got ",
+                                   ListStr(a.explicit_paddings));
+  }
+  return Status();
+}
+
+template <typename Ctx>
+Status ReadConvAttrs(Ctx* ctx, ConvAttrs* a) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("T", &a->T));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("Tacc", &a->Tacc));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("strides", &a->strides));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("dilations", &a->dilations));
+  std::string padding, data_format;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("padding", &padding));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("explicit_paddings", &a->explicit_paddings));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("data_format", &data_format));
+  if (padding == "SAME") {
+    a->padding = PaddingKind::kSame;
+  } else if (padding == "VALID") {
+    a->padding = PaddingKind::kValid;
+  } else if (padding == "EXPLICIT") {
+    a->padding = PaddingKind::kExplicit;
+  } else {
+    return errors::InvalidArgument("padding must be SAME, VALID or EXPLICIT, got '", padding, "'");
+  }
+  if (data_format != "NHWC" && data_format != "NCHW") {
+    return errors::InvalidArgument("data_format must be NHWC or NCHW, got '", data_format, "'");
+  }
+  a->nchw = data_format == "NCHW";
+  return ValidateConvAttrs(*a);
+}
+
+template Status ReadConvAttrs(tensorflow::OpKernelConstruction*, ConvAttrs*);
+template Status ReadConvAttrs(tensorflow::shape_inference::InferenceContext*, ConvAttrs*);
+
+Dims4 ToNHWC(const ConvAttrs& a, const int64_t d[4]) {
+  return a.nchw ? Dims4{d[0], d[2], d[3], d[1]} : Dims4{d[0], d[1], d[2], d[3]};
+}
+
+Status ComputeConvGeometry(const ConvAttrs& a, const int64_t input_dims[4], const int64_t filter_dims[4],
+                           cpu::ConvGeometry* g) {
+  const Dims4 in = ToNHWC(a, input_dims);
+  for (int i = 0; i < 4; ++i) {
+    if (input_dims[i] < 0 || filter_dims[i] < 0) {
+      return errors::InvalidArgument("sizes must be non-negative, got input [", absl::StrJoin(input_dims, input_dims + 4, ", "),
+                                     "] and filter [", absl::StrJoin(filter_dims, filter_dims + 4, ", "), "]");
+    }
+  }
+  const int64_t KH = filter_dims[0], KW = filter_dims[1], Cg = filter_dims[2], K = filter_dims[3];
+  if (KH < 1 || KW < 1 || Cg < 1) {
+    return errors::InvalidArgument("filter sizes [KH, KW, in_channels, out_channels] must be positive in the "
+                                   "first three dimensions, got [", KH, ", ", KW, ", ", Cg, ", ", K, "]");
+  }
+  if (in.c % Cg != 0) {
+    return errors::InvalidArgument("input channels (", in.c, ") must be a multiple of the filter's in_channels (",
+                                   Cg, "): filter shape [", KH, ", ", KW, ", ", Cg, ", ", K,
+                                   "], input channels ", in.c);
+  }
+  const int64_t groups = in.c / Cg;
+  if (groups == 0) {
+    return errors::InvalidArgument("input has 0 channels; the filter expects ", Cg);
+  }
+  if (K % groups != 0) {
+    return errors::InvalidArgument("filter out_channels (", K, ") must be a multiple of the number of groups (",
+                                   groups, " = input channels ", in.c, " / filter in_channels ", Cg, ")");
+  }
+  TF_RETURN_IF_ERROR(CheckElements("input", {in.n, in.h, in.w, in.c}));
+  TF_RETURN_IF_ERROR(CheckElements("filter", {KH, KW, Cg, K}));
+  const int hi = SpatialIndex(a.nchw, 0), wi = SpatialIndex(a.nchw, 1);
+  const int64_t eh0 = a.padding == PaddingKind::kExplicit ? a.explicit_paddings[2 * hi] : 0;
+  const int64_t eh1 = a.padding == PaddingKind::kExplicit ? a.explicit_paddings[2 * hi + 1] : 0;
+  const int64_t ew0 = a.padding == PaddingKind::kExplicit ? a.explicit_paddings[2 * wi] : 0;
+  const int64_t ew1 = a.padding == PaddingKind::kExplicit ? a.explicit_paddings[2 * wi + 1] : 0;
+  g->N = in.n;
+  g->H = in.h;
+  g->W = in.w;
+  g->C = in.c;
+  g->KH = KH;
+  g->KW = KW;
+  g->Cg = Cg;
+  g->K = K;
+  g->groups = groups;
+  g->stride_h = a.strides[hi];
+  g->stride_w = a.strides[wi];
+  g->dilation_h = a.dilations[hi];
+  g->dilation_w = a.dilations[wi];
+  TF_RETURN_IF_ERROR(OutputSize("height", in.h, KH, g->stride_h, g->dilation_h, a.padding, eh0, eh1, &g->P, &g->pad_top));
+  TF_RETURN_IF_ERROR(OutputSize("width", in.w, KW, g->stride_w, g->dilation_w, a.padding, ew0, ew1, &g->Q, &g->pad_left));
+  TF_RETURN_IF_ERROR(CheckElements("output", {in.n, g->P, g->Q, K}));
+  return Status();
+}
+
+void OutputDims(const ConvAttrs& a, const cpu::ConvGeometry& g, int64_t out[4]) {
+  if (a.nchw) {
+    out[0] = g.N, out[1] = g.K, out[2] = g.P, out[3] = g.Q;
+  } else {
+    out[0] = g.N, out[1] = g.P, out[2] = g.Q, out[3] = g.K;
+  }
+}
+
+}  // namespace tf_fp16ops

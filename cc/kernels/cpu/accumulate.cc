@@ -1,0 +1,227 @@
+#include "cc/kernels/cpu/accumulate.h"
+
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tf_fp16ops {
+namespace cpu {
+namespace {
+
+// Why the kHalf step is exact in binary32 arithmetic:
+//  * x and w have 11-bit significands, so p = x * w (22 bits) is exact in binary32.
+//  * s = fl32(p + acc) may be inexact; TwoSum (Knuth, TAOCP vol. 2, 4.2.2) gives the exact
+//    error e with s + e == p + acc.
+//  * s is replaced by its round-to-odd value (s itself when e == 0 or its last bit is odd,
+//    else its neighbour towards s + e).  Rounding to odd at 24 bits followed by round to
+//    nearest even at 11 bits equals one direct rounding, because 24 >= 11 + 2 (Boldo and
+//    Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
+//    rounding to odd", IEEE Trans. Computers 57(4), 2008, Theorem 1).
+//  * The final binary32 -> binary16 conversion rounds to nearest even and overflows to inf
+//    at |v| >= 65520 (IEEE 754-2019, 4.3.1 and 7.4).
+inline float RoundHalf(float v) { return static_cast<float>(static_cast<_Float16>(v)); }
+
+inline float RoundToOddSum(float p, float acc) {
+  const float s = p + acc;
+  const float bb = s - p;
+  const float e = (p - (s - bb)) + (acc - bb);
+  if (e != 0.0f && std::isfinite(s)) {
+    uint32_t bits;
+    std::memcpy(&bits, &s, sizeof(bits));
+    if ((bits & 1u) == 0u) {
+      bits += (std::signbit(e) == std::signbit(s)) ? 1u : static_cast<uint32_t>(-1);
+      float odd;
+      std::memcpy(&odd, &bits, sizeof(odd));
+      return odd;
+    }
+  }
+  return s;
+}
+
+void AccumulateScalar(Accumulation accumulation, float* acc, int64_t len, const float* xs,
+                      int64_t terms, const float* rows, int64_t row_stride) {
+  for (int64_t l = 0; l < len; ++l) {
+    float a = acc[l];
+    const float* w = rows + l;
+    if (accumulation == Accumulation::kHalf) {
+      for (int64_t t = 0; t < terms; ++t) a = HalfFmaStep(a, xs[t], w[t * row_stride]);
+    } else {
+      for (int64_t t = 0; t < terms; ++t) a = std::fma(xs[t], w[t * row_stride], a);
+    }
+    acc[l] = a;
+  }
+}
+
+#if defined(__x86_64__)
+// ---------------------------------------------------------------- AVX-512 (16 lanes)
+__attribute__((target("avx512f,avx512vl,f16c,fma"))) inline __m512 HalfStep512(__m512 acc, __m512 x,
+                                                                                __m512 w) {
+  const __m512 p = _mm512_mul_ps(x, w);
+  const __m512 s = _mm512_add_ps(p, acc);
+  const __m512 bb = _mm512_sub_ps(s, p);
+  const __m512 e = _mm512_add_ps(_mm512_sub_ps(p, _mm512_sub_ps(s, bb)), _mm512_sub_ps(acc, bb));
+  const __m512i sb = _mm512_castps_si512(s);
+  const __m512i one = _mm512_set1_epi32(1);
+  // Inexact (ordered compare: a NaN error means s is not finite) and last bit even.
+  const __mmask16 fix = _mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_NEQ_OQ) &
+                        _mm512_testn_epi32_mask(sb, one);
+  // +1 when e and s have the same sign (move away from zero), else -1.
+  const __m512i delta =
+      _mm512_or_si512(_mm512_srai_epi32(_mm512_xor_si512(sb, _mm512_castps_si512(e)), 31), one);
+  const __m512 odd = _mm512_castsi512_ps(_mm512_mask_add_epi32(sb, fix, sb, delta));
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+template <int kVecs, bool kHalfAcc>
+__attribute__((target("avx512f,avx512vl,f16c,fma"))) inline void Block512(
+    float* acc, int64_t l, const float* xs, int64_t terms, const float* rows, int64_t row_stride) {
+  __m512 a[kVecs];
+  for (int v = 0; v < kVecs; ++v) a[v] = _mm512_loadu_ps(acc + l + 16 * v);
+  const float* w = rows + l;
+  for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+    const __m512 x = _mm512_set1_ps(xs[t]);
+    for (int v = 0; v < kVecs; ++v) {
+      const __m512 wv = _mm512_loadu_ps(w + 16 * v);
+      a[v] = kHalfAcc ? HalfStep512(a[v], x, wv) : _mm512_fmadd_ps(x, wv, a[v]);
+    }
+  }
+  for (int v = 0; v < kVecs; ++v) _mm512_storeu_ps(acc + l + 16 * v, a[v]);
+}
+
+template <bool kHalfAcc>
+__attribute__((target("avx512f,avx512vl,f16c,fma"))) void Accumulate512(
+    float* acc, int64_t len, const float* xs, int64_t terms, const float* rows, int64_t row_stride) {
+  int64_t l = 0;
+  for (; l + 64 <= len; l += 64) Block512<4, kHalfAcc>(acc, l, xs, terms, rows, row_stride);
+  for (; l + 16 <= len; l += 16) Block512<1, kHalfAcc>(acc, l, xs, terms, rows, row_stride);
+  if (l < len) {
+    AccumulateScalar(kHalfAcc ? Accumulation::kHalf : Accumulation::kFloat, acc + l, len - l, xs,
+                     terms, rows + l, row_stride);
+  }
+}
+
+// ---------------------------------------------------------------- AVX2 (8 lanes)
+__attribute__((target("avx2,f16c,fma"))) inline __m256 HalfStep256(__m256 acc, __m256 x, __m256 w) {
+  const __m256 p = _mm256_mul_ps(x, w);
+  const __m256 s = _mm256_add_ps(p, acc);
+  const __m256 bb = _mm256_sub_ps(s, p);
+  const __m256 e = _mm256_add_ps(_mm256_sub_ps(p, _mm256_sub_ps(s, bb)), _mm256_sub_ps(acc, bb));
+  const __m256i sb = _mm256_castps_si256(s);
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i inexact = _mm256_castps_si256(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+  const __m256i even = _mm256_cmpeq_epi32(_mm256_and_si256(sb, one), _mm256_setzero_si256());
+  const __m256i delta =
+      _mm256_or_si256(_mm256_srai_epi32(_mm256_xor_si256(sb, _mm256_castps_si256(e)), 31), one);
+  const __m256i fix = _mm256_and_si256(_mm256_and_si256(inexact, even), delta);
+  const __m256 odd = _mm256_castsi256_ps(_mm256_add_epi32(sb, fix));
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+template <bool kHalfAcc>
+__attribute__((target("avx2,f16c,fma"))) void Accumulate256(float* acc, int64_t len, const float* xs,
+                                                           int64_t terms, const float* rows,
+                                                           int64_t row_stride) {
+  int64_t l = 0;
+  for (; l + 32 <= len; l += 32) {
+    __m256 a[4];
+    for (int v = 0; v < 4; ++v) a[v] = _mm256_loadu_ps(acc + l + 8 * v);
+    const float* w = rows + l;
+    for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+      const __m256 x = _mm256_set1_ps(xs[t]);
+      for (int v = 0; v < 4; ++v) {
+        const __m256 wv = _mm256_loadu_ps(w + 8 * v);
+        a[v] = kHalfAcc ? HalfStep256(a[v], x, wv) : _mm256_fmadd_ps(x, wv, a[v]);
+      }
+    }
+    for (int v = 0; v < 4; ++v) _mm256_storeu_ps(acc + l + 8 * v, a[v]);
+  }
+  for (; l + 8 <= len; l += 8) {
+    __m256 a = _mm256_loadu_ps(acc + l);
+    const float* w = rows + l;
+    for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+      const __m256 x = _mm256_set1_ps(xs[t]);
+      const __m256 wv = _mm256_loadu_ps(w);
+      a = kHalfAcc ? HalfStep256(a, x, wv) : _mm256_fmadd_ps(x, wv, a);
+    }
+    _mm256_storeu_ps(acc + l, a);
+  }
+  if (l < len) {
+    AccumulateScalar(kHalfAcc ? Accumulation::kHalf : Accumulation::kFloat, acc + l, len - l, xs,
+                     terms, rows + l, row_stride);
+  }
+}
+#endif  // __x86_64__
+
+enum class Isa { kScalar, kAvx2, kAvx512 };
+
+Isa DetectIsa() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma")) {
+    return Isa::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+      __builtin_cpu_supports("fma")) {
+    return Isa::kAvx2;
+  }
+#endif
+  return Isa::kScalar;
+}
+
+Isa ChosenIsa() {
+  static const Isa isa = DetectIsa();  // CPU features do not change during a process.
+  return isa;
+}
+
+}  // namespace
+
+float HalfFmaStep(float acc, float x, float w) { return RoundHalf(RoundToOddSum(x * w, acc)); }
+
+void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const float* xs,
+                    int64_t terms, const float* rows, int64_t row_stride) {
+  if (len <= 0 || terms <= 0) return;
+#if defined(__x86_64__)
+  switch (ChosenIsa()) {
+    case Isa::kAvx512:
+      if (accumulation == Accumulation::kHalf) {
+        Accumulate512<true>(acc, len, xs, terms, rows, row_stride);
+      } else {
+        Accumulate512<false>(acc, len, xs, terms, rows, row_stride);
+      }
+      return;
+    case Isa::kAvx2:
+      if (accumulation == Accumulation::kHalf) {
+        Accumulate256<true>(acc, len, xs, terms, rows, row_stride);
+      } else {
+        Accumulate256<false>(acc, len, xs, terms, rows, row_stride);
+      }
+      return;
+    case Isa::kScalar:
+      break;
+  }
+#endif
+  AccumulateScalar(accumulation, acc, len, xs, terms, rows, row_stride);
+}
+
+void RoundToHalfInPlace(float* values, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) values[i] = RoundHalf(values[i]);
+}
+
+const char* AccumulateIsa() {
+  switch (ChosenIsa()) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kScalar:
+      break;
+  }
+  return "scalar";
+}
+
+}  // namespace cpu
+}  // namespace tf_fp16ops

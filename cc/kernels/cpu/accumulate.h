@@ -1,0 +1,42 @@
+// Row accumulation primitive shared by the CPU fprop, dgrad and wgrad functors.
+//
+//   for t in [0, terms):  for l in [0, len):  acc[l] = Step(acc[l], xs[t], rows[t * row_stride + l])
+//
+// Every convolution on the CPU is a sequence of such calls: the scalar xs[t] is broadcast
+// across a contiguous row of `len` output lanes (output channels for fprop and wgrad, input
+// channels for dgrad), so the reduction order along t is exactly the caller's loop order.
+//
+// Step semantics (the numerics contract, README "Numerics"):
+//   Accumulation::kFloat: acc = fl32(x * w + acc), one fused multiply-add in binary32.
+//   Accumulation::kHalf:  acc = round_binary16(x * w + acc): x, w and acc are binary16 values
+//     (held in float); the product is exact and the sum is rounded once, to nearest even, to
+//     binary16 -- the semantics of CUDA's __hfma (CUDA Math API, "Half Precision Intrinsics").
+//     Overflow gives +-inf; inf*0 and inf-inf give NaN (IEEE 754-2019, 7.2).
+// No TensorFlow headers here: the functors build and test on their own.
+#ifndef TF_FP16OPS_CC_KERNELS_CPU_ACCUMULATE_H_
+#define TF_FP16OPS_CC_KERNELS_CPU_ACCUMULATE_H_
+
+#include <cstdint>
+
+namespace tf_fp16ops {
+namespace cpu {
+
+enum class Accumulation { kHalf, kFloat };
+
+// One step of the kHalf accumulation on scalars (the reference the vector paths must equal).
+float HalfFmaStep(float acc, float x, float w);
+
+// See the file comment. `acc` holds `len` floats; with kHalf each must be a binary16 value.
+void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const float* xs,
+                    int64_t terms, const float* rows, int64_t row_stride);
+
+// Rounds n floats to binary16 (round to nearest even) in place: the final store of kFloat.
+void RoundToHalfInPlace(float* values, int64_t n);
+
+// Name of the instruction-set path chosen at run time ("avx512", "avx2", "scalar").
+const char* AccumulateIsa();
+
+}  // namespace cpu
+}  // namespace tf_fp16ops
+
+#endif  // TF_FP16OPS_CC_KERNELS_CPU_ACCUMULATE_H_

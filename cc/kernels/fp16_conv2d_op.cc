@@ -1,0 +1,248 @@
+// CPU OpKernels for Fp16Conv2D, Fp16Conv2DBackpropInput and Fp16Conv2DBackpropFilter.
+//
+// Each kernel validates its inputs into a cpu::ConvGeometry (cc/kernels/conv_params.h), brings
+// the operands into float NHWC buffers (binary16 -> binary32 is exact), runs the functor of
+// cc/kernels/cpu/conv2d_cpu.h on TensorFlow's CPU worker threads, and stores the result in T
+// (binary32 -> binary16 rounds to nearest even; with Tacc=half the values are already binary16).
+#include <cstring>
+
+#include "cc/kernels/conv_params.h"
+#include "cc/kernels/cpu/conv2d_cpu.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+namespace tf_fp16ops {
+namespace {
+
+using tensorflow::DT_FLOAT;
+using tensorflow::OpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+using tensorflow::Status;
+using tensorflow::Tensor;
+using tensorflow::TensorShape;
+namespace errors = tensorflow::errors;
+
+cpu::ParallelFor MakeParallelFor(OpKernelContext* ctx) {
+  auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
+  return [workers](int64_t total, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
+    tensorflow::Shard(workers->num_threads, workers->workers, total, cost, fn);
+  };
+}
+
+cpu::Accumulation AccOf(const ConvAttrs& a) {
+  return a.Tacc == tensorflow::DT_HALF ? cpu::Accumulation::kHalf : cpu::Accumulation::kFloat;
+}
+
+std::string ShapeStr(const Tensor& t) { return t.shape().DebugString(); }
+
+Status CheckRank4(const char* name, const Tensor& t) {
+  if (t.dims() != 4) {
+    return errors::InvalidArgument(name, " must be 4-D, got shape ", ShapeStr(t));
+  }
+  return Status();
+}
+
+void Dims(const Tensor& t, int64_t d[4]) {
+  for (int i = 0; i < 4; ++i) d[i] = t.dim_size(i);
+}
+
+Status SizesFromTensor(const char* name, const Tensor& t, int64_t d[4]) {
+  if (t.dims() != 1 || t.NumElements() != 4) {
+    return errors::InvalidArgument(name, " must be a 1-D tensor of 4 int32 values, got shape ", ShapeStr(t));
+  }
+  auto v = t.flat<int32_t>();
+  for (int i = 0; i < 4; ++i) {
+    if (v(i) < 0) {
+      return errors::InvalidArgument(name, " must be non-negative, got [", v(0), ", ", v(1), ", ", v(2), ", ", v(3), "]");
+    }
+    d[i] = v(i);
+  }
+  return Status();
+}
+
+// Float copy of a tensor of type T; `nchw_to_nhwc` transposes a 4-D activation.
+template <typename T>
+Status ToFloat(OpKernelContext* ctx, const Tensor& t, bool nchw_to_nhwc, Tensor* out, const float** data) {
+  const int64_t n = t.NumElements();
+  if (std::is_same<T, float>::value && !nchw_to_nhwc) {
+    *data = reinterpret_cast<const float*>(t.flat<T>().data());
+    return Status();
+  }
+  TensorShape shape = t.shape();
+  TF_RETURN_IF_ERROR(ctx->allocate_temp(DT_FLOAT, shape, out));
+  const T* src = t.flat<T>().data();
+  float* dst = out->flat<float>().data();
+  if (!nchw_to_nhwc) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+  } else {
+    const int64_t N = t.dim_size(0), C = t.dim_size(1), H = t.dim_size(2), W = t.dim_size(3);
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t hw = 0; hw < H * W; ++hw) dst[(b * H * W + hw) * C + c] = static_cast<float>(src[(b * C + c) * H * W + hw]);
+  }
+  *data = dst;
+  return Status();
+}
+
+// Stores a float NHWC buffer [N, H, W, C] into `out` (type T, data_format order).
+template <typename T>
+void FromFloat(const float* src, int64_t N, int64_t H, int64_t W, int64_t C, bool nhwc_to_nchw, Tensor* out) {
+  T* dst = out->flat<T>().data();
+  if (!nhwc_to_nchw) {
+    const int64_t n = N * H * W * C;
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+  } else {
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t hw = 0; hw < H * W; ++hw) dst[(b * C + c) * H * W + hw] = static_cast<T>(src[(b * H * W + hw) * C + c]);
+  }
+}
+
+// A float NHWC result buffer: the output itself when T=float and NHWC, else a temporary.
+template <typename T>
+Status ResultBuffer(OpKernelContext* ctx, Tensor* out, bool nchw, int64_t elems, Tensor* tmp, float** data) {
+  if (std::is_same<T, float>::value && !nchw) {
+    *data = reinterpret_cast<float*>(out->flat<T>().data());
+    return Status();
+  }
+  TF_RETURN_IF_ERROR(ctx->allocate_temp(DT_FLOAT, TensorShape({elems}), tmp));
+  *data = tmp->flat<float>().data();
+  return Status();
+}
+
+template <typename T>
+class Fp16Conv2DOp : public OpKernel {
+ public:
+  explicit Fp16Conv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) { OP_REQUIRES_OK(ctx, ReadConvAttrs(ctx, &attrs_)); }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& input = ctx->input(0);
+    const Tensor& filter = ctx->input(1);
+    OP_REQUIRES_OK(ctx, CheckRank4("input", input));
+    OP_REQUIRES_OK(ctx, CheckRank4("filter", filter));
+    int64_t in[4], f[4], o[4];
+    Dims(input, in);
+    Dims(filter, f);
+    cpu::ConvGeometry g;
+    OP_REQUIRES_OK(ctx, ComputeConvGeometry(attrs_, in, f, &g));
+    OutputDims(attrs_, g, o);
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({o[0], o[1], o[2], o[3]}), &output));
+    if (output->NumElements() == 0) return;
+    Tensor xt, wt, yt;
+    const float *x, *w;
+    float* y;
+    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, input, attrs_.nchw, &xt, &x));
+    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, filter, false, &wt, &w));
+    OP_REQUIRES_OK(ctx, ResultBuffer<T>(ctx, output, attrs_.nchw, output->NumElements(), &yt, &y));
+    cpu::Conv2DFprop(g, AccOf(attrs_), x, w, y, MakeParallelFor(ctx));
+    if (y != reinterpret_cast<float*>(output->flat<T>().data())) FromFloat<T>(y, g.N, g.P, g.Q, g.K, attrs_.nchw, output);
+  }
+
+ private:
+  ConvAttrs attrs_;
+};
+
+template <typename T>
+class Fp16Conv2DBackpropInputOp : public OpKernel {
+ public:
+  explicit Fp16Conv2DBackpropInputOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadConvAttrs(ctx, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& sizes = ctx->input(0);
+    const Tensor& filter = ctx->input(1);
+    const Tensor& dy = ctx->input(2);
+    int64_t in[4], f[4], d[4], o[4];
+    OP_REQUIRES_OK(ctx, SizesFromTensor("input_sizes", sizes, in));
+    OP_REQUIRES_OK(ctx, CheckRank4("filter", filter));
+    OP_REQUIRES_OK(ctx, CheckRank4("out_backprop", dy));
+    Dims(filter, f);
+    Dims(dy, d);
+    cpu::ConvGeometry g;
+    OP_REQUIRES_OK(ctx, ComputeConvGeometry(attrs_, in, f, &g));
+    OutputDims(attrs_, g, o);
+    OP_REQUIRES(ctx, std::equal(o, o + 4, d),
+                errors::InvalidArgument("out_backprop has shape ", ShapeStr(dy), " but the convolution of input_sizes [",
+                                        in[0], ", ", in[1], ", ", in[2], ", ", in[3], "] with filter ", ShapeStr(filter),
+                                        " has output shape [", o[0], ", ", o[1], ", ", o[2], ", ", o[3], "]"));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({in[0], in[1], in[2], in[3]}), &output));
+    if (output->NumElements() == 0) return;
+    Tensor dyt, wt, dxt;
+    const float *dyf, *w;
+    float* dx;
+    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, dy, attrs_.nchw, &dyt, &dyf));
+    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, filter, false, &wt, &w));
+    OP_REQUIRES_OK(ctx, ResultBuffer<T>(ctx, output, attrs_.nchw, output->NumElements(), &dxt, &dx));
+    if (dy.NumElements() == 0 || filter.NumElements() == 0) {
+      std::memset(dx, 0, sizeof(float) * output->NumElements());
+    } else {
+      cpu::Conv2DDgrad(g, AccOf(attrs_), dyf, w, dx, MakeParallelFor(ctx));
+    }
+    if (dx != reinterpret_cast<float*>(output->flat<T>().data())) FromFloat<T>(dx, g.N, g.H, g.W, g.C, attrs_.nchw, output);
+  }
+
+ private:
+  ConvAttrs attrs_;
+};
+
+template <typename T>
+class Fp16Conv2DBackpropFilterOp : public OpKernel {
+ public:
+  explicit Fp16Conv2DBackpropFilterOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadConvAttrs(ctx, &attrs_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& input = ctx->input(0);
+    const Tensor& sizes = ctx->input(1);
+    const Tensor& dy = ctx->input(2);
+    int64_t in[4], f[4], d[4], o[4];
+    OP_REQUIRES_OK(ctx, CheckRank4("input", input));
+    OP_REQUIRES_OK(ctx, SizesFromTensor("filter_sizes", sizes, f));
+    OP_REQUIRES_OK(ctx, CheckRank4("out_backprop", dy));
+    Dims(input, in);
+    Dims(dy, d);
+    cpu::ConvGeometry g;
+    OP_REQUIRES_OK(ctx, ComputeConvGeometry(attrs_, in, f, &g));
+    OutputDims(attrs_, g, o);
+    OP_REQUIRES(ctx, std::equal(o, o + 4, d),
+                errors::InvalidArgument("out_backprop has shape ", ShapeStr(dy), " but the convolution of input ",
+                                        ShapeStr(input), " with filter_sizes [", f[0], ", ", f[1], ", ", f[2], ", ", f[3],
+                                        "] has output shape [", o[0], ", ", o[1], ", ", o[2], ", ", o[3], "]"));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({f[0], f[1], f[2], f[3]}), &output));
+    if (output->NumElements() == 0) return;
+    Tensor xt, dyt, dwt;
+    const float *x, *dyf;
+    float* dw;
+    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, input, attrs_.nchw, &xt, &x));
+    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, dy, attrs_.nchw, &dyt, &dyf));
+    OP_REQUIRES_OK(ctx, ResultBuffer<T>(ctx, output, false, output->NumElements(), &dwt, &dw));
+    cpu::Conv2DWgrad(g, AccOf(attrs_), x, dyf, dw, MakeParallelFor(ctx));
+    if (dw != reinterpret_cast<float*>(output->flat<T>().data())) FromFloat<T>(dw, f[0], f[1], f[2], f[3], false, output);
+  }
+
+ private:
+  ConvAttrs attrs_;
+};
+
+#define REGISTER_CPU(T)                                                                                      \
+  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),         \
+                          Fp16Conv2DOp<T>);                                                                  \
+  REGISTER_KERNEL_BUILDER(                                                                                   \
+      Name("Fp16Conv2DBackpropInput").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T").HostMemory("input_sizes"), \
+      Fp16Conv2DBackpropInputOp<T>);                                                                         \
+  REGISTER_KERNEL_BUILDER(                                                                                   \
+      Name("Fp16Conv2DBackpropFilter").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T").HostMemory("filter_sizes"), \
+      Fp16Conv2DBackpropFilterOp<T>);
+
+REGISTER_CPU(Eigen::half);
+REGISTER_CPU(float);
+
+}  // namespace
+}  // namespace tf_fp16ops

@@ -1,0 +1,144 @@
+// Op registrations and shape functions for Fp16Conv2D and its gradients.
+#include "cc/kernels/conv_params.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tf_fp16ops {
+namespace {
+
+using tensorflow::Status;
+using tensorflow::shape_inference::DimensionHandle;
+using tensorflow::shape_inference::InferenceContext;
+using tensorflow::shape_inference::ShapeHandle;
+
+
+// Fills dims[4] from a rank-4 shape; returns false when some dimension is unknown.
+bool KnownDims(InferenceContext* c, ShapeHandle s, int64_t dims[4]) {
+  bool known = true;
+  for (int i = 0; i < 4; ++i) {
+    dims[i] = c->Value(c->Dim(s, i));
+    known = known && dims[i] >= 0;
+  }
+  return known;
+}
+
+ShapeHandle MakeShape4(InferenceContext* c, const int64_t d[4]) {
+  return c->MakeShape({d[0], d[1], d[2], d[3]});
+}
+
+Status Fp16Conv2DShape(InferenceContext* c) {
+  ConvAttrs attrs;
+  TF_RETURN_IF_ERROR(ReadConvAttrs(c, &attrs));
+  ShapeHandle input, filter;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &input));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &filter));
+  int64_t in[4], f[4];
+  const bool in_known = KnownDims(c, input, in);
+  const bool f_known = KnownDims(c, filter, f);
+  if (in_known && f_known) {
+    cpu::ConvGeometry g;
+    TF_RETURN_IF_ERROR(ComputeConvGeometry(attrs, in, f, &g));
+    int64_t out[4];
+    OutputDims(attrs, g, out);
+    c->set_output(0, MakeShape4(c, out));
+    return Status();
+  }
+  // Partially known: batch from the input, channels from the filter, spatial unknown.
+  const int ch = attrs.nchw ? 1 : 3;
+  const int64_t cin = c->Value(c->Dim(input, ch)), cg = f[2];
+  if (cin >= 0 && cg > 0 && cin % cg != 0) {
+    return tensorflow::errors::InvalidArgument("input channels (", cin,
+                                               ") must be a multiple of the filter's in_channels (", cg, ")");
+  }
+  DimensionHandle n = c->Dim(input, 0), k = c->Dim(filter, 3), u = c->UnknownDim();
+  c->set_output(0, attrs.nchw ? c->MakeShape({n, k, u, u}) : c->MakeShape({n, u, u, k}));
+  return Status();
+}
+
+// Shared by both gradients: the output shape comes from a sizes tensor (input 1 or 0).
+Status BackpropShape(InferenceContext* c, int sizes_input, int known_input, bool known_is_filter) {
+  ConvAttrs attrs;
+  TF_RETURN_IF_ERROR(ReadConvAttrs(c, &attrs));
+  ShapeHandle out, sizes_shape, known, dy;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(sizes_input), 1, &sizes_shape));
+  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(sizes_shape, 0), 4, nullptr));
+  TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(sizes_input, &out));
+  TF_RETURN_IF_ERROR(c->WithRank(out, 4, &out));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(known_input), 4, &known));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 4, &dy));
+  int64_t o[4], k[4], d[4];
+  if (KnownDims(c, out, o) && KnownDims(c, known, k) && KnownDims(c, dy, d)) {
+    cpu::ConvGeometry g;
+    TF_RETURN_IF_ERROR(known_is_filter ? ComputeConvGeometry(attrs, o, k, &g) : ComputeConvGeometry(attrs, k, o, &g));
+    int64_t expect[4];
+    OutputDims(attrs, g, expect);
+    for (int i = 0; i < 4; ++i) {
+      if (expect[i] != d[i]) {
+        return tensorflow::errors::InvalidArgument(
+            "out_backprop has shape [", d[0], ", ", d[1], ", ", d[2], ", ", d[3], "] but the convolution's output has shape [",
+            expect[0], ", ", expect[1], ", ", expect[2], ", ", expect[3], "]");
+      }
+    }
+  }
+  c->set_output(0, out);
+  return Status();
+}
+
+}  // namespace
+}  // namespace tf_fp16ops
+
+#define FP16_CONV_ATTRS                                                   \
+  Attr("T: {half, float}")                                                \
+      .Attr("Tacc: {half, float}")                              \
+      .Attr("strides: list(int)")                                         \
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")                     \
+      .Attr("explicit_paddings: list(int) = []")                          \
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")                     \
+      .Attr("dilations: list(int) = [1, 1, 1, 1]")
+
+REGISTER_OP("Fp16Conv2D")
+    .Input("input: T")
+    .Input("filter: T")
+    .Output("output: T")
+    .FP16_CONV_ATTRS
+    .SetShapeFn(tf_fp16ops::Fp16Conv2DShape)
+    .Doc(R"doc(
+2-D convolution with a selectable accumulation type, like Conv2D plus the attr Tacc.
+
+input: 4-D tensor in data_format order (NHWC or NCHW).
+filter: HWIO [KH, KW, Cg, K]; the input's channel count must be a multiple of Cg (grouped
+  convolution with C / Cg groups).
+output: 4-D tensor in data_format order.
+T: storage type of input, filter and output.
+Tacc: accumulation type. float: binary32 accumulation rounded once to T. half (T=half only): one
+  binary16 accumulator per output, acc = round_half(x*w + acc) per step (CUDA __hfma semantics)
+  over (kh, kw, in_channel) ascending on the CPU; tensor-core MMA order on the GPU.
+)doc");
+
+REGISTER_OP("Fp16Conv2DBackpropInput")
+    .Input("input_sizes: int32")
+    .Input("filter: T")
+    .Input("out_backprop: T")
+    .Output("output: T")
+    .FP16_CONV_ATTRS
+    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
+      return tf_fp16ops::BackpropShape(c, 0, 1, /*known_is_filter=*/true);
+    })
+    .Doc(R"doc(
+Gradient of Fp16Conv2D with respect to its input (dgrad); attrs as Fp16Conv2D.
+CPU reduction order for Tacc=half: (kh, kw, out_channel) ascending.
+)doc");
+
+REGISTER_OP("Fp16Conv2DBackpropFilter")
+    .Input("input: T")
+    .Input("filter_sizes: int32")
+    .Input("out_backprop: T")
+    .Output("output: T")
+    .FP16_CONV_ATTRS
+    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
+      return tf_fp16ops::BackpropShape(c, 1, 0, /*known_is_filter=*/false);
+    })
+    .Doc(R"doc(
+Gradient of Fp16Conv2D with respect to its filter (wgrad); attrs as Fp16Conv2D.
+CPU reduction order for Tacc=half: (batch, out_row, out_col) ascending.
+)doc");
