@@ -1,0 +1,45 @@
+# The README's two commands: `make demo` and `make test`. Both set everything up on a fresh
+# Debian 12 machine: system packages (as root; else the apt command is printed), a virtualenv
+# with pinned dependencies, the Bazel build of the op library, and the package install.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+BAZEL  ?= bazel
+PYTEST_ARGS ?=
+
+.PHONY: demo test build install venv system-deps configure benchmark clean
+
+demo: install
+	$(PY) -m tf_fp16ops.demo
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+system-deps:
+	PYTHON=$(PYTHON) tools/install_system_deps.sh
+
+venv: system-deps $(VENV)/.deps-installed
+
+$(VENV)/.deps-installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r requirements.txt
+	touch $@
+
+configure: venv
+	$(PY) tools/configure.py --python $(PY) --bazel $(BAZEL)
+
+# Builds //:_fp16ops.so against the virtualenv's TensorFlow and records that version.
+build: configure
+	$(BAZEL) build //:_fp16ops.so
+	install -m 0755 bazel-bin/_fp16ops.so tf_fp16ops/_fp16ops.so
+	$(PY) -c "import json, tensorflow as tf; json.dump({'tensorflow_version': tf.__version__}, open('tf_fp16ops/_build_info.json', 'w'))"
+
+install: build
+	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e .
+
+benchmark: install
+	$(PY) tools/benchmark_cpu.py
+
+clean:
+	-$(BAZEL) clean
+	rm -f tf_fp16ops/_fp16ops.so tf_fp16ops/_build_info.json .bazelrc.user

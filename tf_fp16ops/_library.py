@@ -1,0 +1,52 @@
+"""Loads the compiled op library `_fp16ops.so` that sits beside this file.
+
+The library is built against one TensorFlow release (its C++ ABI and op registry change
+between releases), so the version recorded at build time in `_build_info.json` must equal the
+installed one; otherwise the import fails with an ImportError that says how to rebuild.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+
+import tensorflow as tf
+
+LIBRARY_PATH = Path(__file__).resolve().parent / "_fp16ops.so"
+BUILD_INFO_PATH = LIBRARY_PATH.with_name("_build_info.json")
+REBUILD_COMMAND = "make build"
+
+
+def _built_for() -> str:
+    try:
+        return json.loads(BUILD_INFO_PATH.read_text())["tensorflow_version"]
+    except (OSError, ValueError, KeyError):
+        return "unknown"
+
+
+def load() -> ModuleType:
+    """Returns the op module made by `tf.load_op_library` for `_fp16ops.so`.
+
+    Loading twice, or through a symlink, returns the same registered ops (TensorFlow keeps one
+    registration per op name; `tf.load_op_library` of an already-loaded file is a no-op).
+
+    Raises:
+      ImportError: the library is missing, was built for another TensorFlow version, or fails
+        to load (the message names the built-for and installed versions and `make build`).
+    """
+    installed = tf.__version__
+    built_for = _built_for()
+    hint = (f"tf_fp16ops: the op library {LIBRARY_PATH} was built for TensorFlow {built_for}; "
+            f"TensorFlow {installed} is installed. Rebuild it with `{REBUILD_COMMAND}` "
+            f"in the source tree ({LIBRARY_PATH.parent.parent}).")
+    if not LIBRARY_PATH.exists():
+        raise ImportError(f"tf_fp16ops: the op library {LIBRARY_PATH} is missing (built for TensorFlow "
+                          f"{built_for}; TensorFlow {installed} is installed). Build it with "
+                          f"`{REBUILD_COMMAND}` in the source tree ({LIBRARY_PATH.parent.parent}).")
+    if built_for != installed:
+        raise ImportError(hint)
+    try:
+        return tf.load_op_library(os.fspath(LIBRARY_PATH))
+    except (tf.errors.NotFoundError, OSError) as e:
+        raise ImportError(f"{hint}\nLoader error: {e}") from e

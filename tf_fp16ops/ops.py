@@ -1,0 +1,248 @@
+"""Python wrappers for the Fp16Conv2D op family and their gradients.
+
+Numerics contract (README "Numerics"; DESIGN.md):
+  accumulation="float32": products summed in binary32, rounded once to the input dtype.
+  accumulation="float16" (inputs must be float16): one binary16 accumulator per output, starting
+    at +0; each step is acc = round_fp16(x*w + acc) with the exact product and one
+    round-to-nearest-even (the semantics of CUDA's __hfma, CUDA Math API "Half Precision
+    Intrinsics"), over (kh, kw, in_channel) ascending on the CPU. The forward result of the
+    float16 path is bit-exact against a NumPy reference (tests/reference.py).
+"""
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+from tf_fp16ops import _library
+
+_ops = _library.load()
+
+IntOrList = Union[int, Sequence[int]]
+
+_ACCUMULATION_NAMES = {
+    "float16": tf.float16, "half": tf.float16, "fp16": tf.float16,
+    "float32": tf.float32, "float": tf.float32, "fp32": tf.float32,
+}
+
+
+def accumulation_dtype(accumulation) -> tf.DType:
+    """Maps an accumulation given as a name ("float16", "half", "float32", "float"), a tf.DType
+    or a NumPy dtype to tf.float16 or tf.float32.
+
+    Raises:
+      ValueError: any other value (the message names `accumulation` and the value).
+    """
+    if isinstance(accumulation, str):
+        key = accumulation.strip().lower()
+        if key in _ACCUMULATION_NAMES:
+            return _ACCUMULATION_NAMES[key]
+    else:
+        try:
+            dtype = tf.as_dtype(accumulation)
+        except TypeError:
+            dtype = None
+        if dtype in (tf.float16, tf.float32):
+            return dtype
+    raise ValueError(f"accumulation must be 'float16' or 'float32' (or tf.float16/tf.float32), "
+                     f"got {accumulation!r}")
+
+
+def _window_attr(name: str, value, data_format: str) -> list[int]:
+    """Expands `strides`/`dilations` as tf.nn.conv2d does: an int, 1, 2 or 4 ints."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        values = [int(value)] * 2
+    else:
+        try:
+            values = [int(v) for v in value]
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be an int or a list of 1, 2 or 4 ints, got {value!r}") from None
+        if len(values) == 1:
+            values = values * 2
+    if len(values) == 2:
+        return [1, 1] + values if data_format == "NCHW" else [1] + values + [1]
+    if len(values) == 4:
+        return values
+    raise ValueError(f"{name} must be an int or a list of 1, 2 or 4 ints, got {value!r}")
+
+
+def _padding_attrs(padding) -> tuple[str, list[int]]:
+    """'SAME' / 'VALID', or explicit [[0, 0], [top, bottom], [left, right], [0, 0]] in data_format order."""
+    if isinstance(padding, str):
+        upper = padding.upper()
+        if upper in ("SAME", "VALID"):
+            return upper, []
+        raise ValueError(f"padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs, got {padding!r}")
+    try:
+        pairs = [list(p) for p in padding]
+        flat = [int(v) for p in pairs for v in p]
+    except (TypeError, ValueError):
+        raise ValueError(f"padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs, "
+                         f"got {padding!r}") from None
+    if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"explicit padding must be 4 [before, after] pairs (one per dimension), got {padding!r}")
+    return "EXPLICIT", flat
+
+
+def _data_format(data_format: str) -> str:
+    if not isinstance(data_format, str) or data_format.upper() not in ("NHWC", "NCHW"):
+        raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
+    return data_format.upper()
+
+
+def conv2d(input, filters, strides: IntOrList, padding, data_format: str = "NHWC",
+           dilations: IntOrList | None = None, accumulation="float16", name: str | None = None) -> tf.Tensor:
+    """2-D convolution like `tf.nn.conv2d`, with the accumulation precision chosen per call.
+
+    Args:
+      input: 4-D float16 or float32 tensor, [N, H, W, C] for NHWC or [N, C, H, W] for NCHW.
+      filters: same dtype as `input`, HWIO [KH, KW, C / groups, K]. When C is a multiple
+        `groups` of the filter's in-channels, the convolution is grouped (K divisible by groups).
+      strides: int or list of 1, 2 or 4 ints (4: in data_format order, 1 at batch and channel).
+      padding: 'SAME', 'VALID', or explicit [[0, 0], [top, bottom], [left, right], [0, 0]] pairs in
+        data_format order (elements; padded positions are zeros that take part in the sum).
+      data_format: 'NHWC' (default) or 'NCHW'.
+      dilations: int or list of 1, 2 or 4 ints; default 1.
+      accumulation: 'float16' (default; true fp16 accumulation, needs float16 inputs) or
+        'float32'; also 'half'/'float', tf.float16/tf.float32 or NumPy dtypes.
+      name: op name.
+
+    Returns:
+      Tensor of the input dtype, [N, P, Q, K] (NHWC) or [N, K, P, Q] (NCHW) with P, Q as in
+      `tf.nn.conv2d`: VALID P = floor((H - (KH-1)*dh - 1) / sh) + 1, SAME P = ceil(H / sh).
+
+    Numerics: see the module docstring. With accumulation='float16' a partial sum that reaches
+    65520 in magnitude becomes inf (binary16 max is 65504; IEEE 754-2019 7.4), and once the
+    accumulator is ≥ 2048 adding a term below 1 may leave it unchanged (spacing 2 there).
+
+    Raises:
+      ValueError: malformed `strides`, `dilations`, `padding`, `data_format` or `accumulation`
+        (in graph mode also the shape/attr errors below, when shapes are known).
+      tf.errors.InvalidArgumentError: ranks other than 4, channel mismatch, non-positive strides
+        or dilations, strides/dilations other than 1 on batch or channel, negative or misplaced
+        explicit paddings, output size ≤ 0, element counts that overflow, dtypes other than
+        float16/float32, accumulation float16 with float32 inputs.
+    """
+    data_format = _data_format(data_format)
+    tacc = accumulation_dtype(accumulation)
+    strides_attr = _window_attr("strides", strides, data_format)
+    dilations_attr = _window_attr("dilations", 1 if dilations is None else dilations, data_format)
+    padding_attr, explicit = _padding_attrs(padding)
+    with tf.name_scope(name or "Fp16Conv2D"):
+        input = tf.convert_to_tensor(input, name="input")
+        filters = tf.convert_to_tensor(filters, name="filters")
+        if input.dtype not in (tf.float16, tf.float32):
+            raise ValueError(f"input must be float16 or float32, got dtype {input.dtype.name}")
+        if filters.dtype != input.dtype:
+            raise ValueError(f"filters must have the input's dtype {input.dtype.name}, got {filters.dtype.name}")
+        return _ops.fp16_conv2d(input, filters, Tacc=tacc, strides=strides_attr, padding=padding_attr,
+                                explicit_paddings=explicit, data_format=data_format,
+                                dilations=dilations_attr)
+
+
+def _attrs_of(op) -> dict:
+    return {k: op.get_attr(k) for k in ("Tacc", "strides", "padding", "explicit_paddings", "data_format", "dilations")}
+
+
+def _sizes(name: str, sizes) -> tf.Tensor:
+    sizes = tf.convert_to_tensor(sizes, name=name)
+    if sizes.dtype != tf.int32:
+        sizes = tf.cast(sizes, tf.int32)
+    return sizes
+
+
+def conv2d_backprop_input(input_sizes, filters, out_backprop, strides: IntOrList, padding,
+                          data_format: str = "NHWC", dilations: IntOrList | None = None,
+                          accumulation="float16", name: str | None = None) -> tf.Tensor:
+    """Gradient of `conv2d` with respect to its input (dgrad), like `tf.nn.conv2d_backprop_input`.
+
+    Args:
+      input_sizes: int32 [4], the input's shape in data_format order.
+      filters: HWIO [KH, KW, C / groups, K], float16 or float32.
+      out_backprop: the gradient of the convolution's output, its shape in data_format order.
+      strides, padding, data_format, dilations, accumulation: as in `conv2d`.
+
+    Returns:
+      Tensor of shape `input_sizes` and the filters' dtype.
+
+    Numerics: as `conv2d`; the CPU reduction order for accumulation='float16' is
+    (kh, kw, out_channel) ascending over the output positions that touch each input element.
+
+    Raises:
+      ValueError / tf.errors.InvalidArgumentError: as `conv2d`, and when `input_sizes` is not 4
+        non-negative ints or `out_backprop`'s shape is not the convolution's output shape.
+    """
+    data_format = _data_format(data_format)
+    padding_attr, explicit = _padding_attrs(padding)
+    with tf.name_scope(name or "Fp16Conv2DBackpropInput"):
+        return _ops.fp16_conv2d_backprop_input(
+            _sizes("input_sizes", input_sizes), filters, out_backprop, Tacc=accumulation_dtype(accumulation),
+            strides=_window_attr("strides", strides, data_format), padding=padding_attr,
+            explicit_paddings=explicit, data_format=data_format,
+            dilations=_window_attr("dilations", 1 if dilations is None else dilations, data_format))
+
+
+def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides: IntOrList, padding,
+                           data_format: str = "NHWC", dilations: IntOrList | None = None,
+                           accumulation="float16", name: str | None = None) -> tf.Tensor:
+    """Gradient of `conv2d` with respect to its filters (wgrad), like `tf.nn.conv2d_backprop_filter`.
+
+    Args:
+      input: the convolution's input, 4-D in data_format order, float16 or float32.
+      filter_sizes: int32 [4], HWIO [KH, KW, C / groups, K].
+      out_backprop: the gradient of the convolution's output, its shape in data_format order.
+      strides, padding, data_format, dilations, accumulation: as in `conv2d`.
+
+    Returns:
+      Tensor of shape `filter_sizes` and the input's dtype.
+
+    Numerics: as `conv2d`; the CPU reduction order for accumulation='float16' is
+    (batch, out_row, out_col) ascending: a float16 accumulator over N*P*Q terms stagnates
+    once it reaches 2048 when the terms are below 1 (see README "Numerics").
+
+    Raises:
+      ValueError / tf.errors.InvalidArgumentError: as `conv2d_backprop_input`, for `filter_sizes`.
+    """
+    data_format = _data_format(data_format)
+    padding_attr, explicit = _padding_attrs(padding)
+    with tf.name_scope(name or "Fp16Conv2DBackpropFilter"):
+        return _ops.fp16_conv2d_backprop_filter(
+            input, _sizes("filter_sizes", filter_sizes), out_backprop, Tacc=accumulation_dtype(accumulation),
+            strides=_window_attr("strides", strides, data_format), padding=padding_attr,
+            explicit_paddings=explicit, data_format=data_format,
+            dilations=_window_attr("dilations", 1 if dilations is None else dilations, data_format))
+
+
+# Gradients, as TensorFlow's nn_grad.py registers them for Conv2D and its backprops, with the
+# forward op's attrs (Tacc included) passed on, so training uses the same accumulation.
+@tf.RegisterGradient("Fp16Conv2D")
+def _fp16_conv2d_grad(op, grad):
+    a = _attrs_of(op)
+    x, w = op.inputs
+    return [
+        _ops.fp16_conv2d_backprop_input(tf.shape(x), w, grad, **a),
+        _ops.fp16_conv2d_backprop_filter(x, tf.shape(w), grad, **a),
+    ]
+
+
+@tf.RegisterGradient("Fp16Conv2DBackpropInput")
+def _fp16_conv2d_backprop_input_grad(op, grad):
+    a = _attrs_of(op)
+    _, w, dy = op.inputs
+    return [
+        None,
+        _ops.fp16_conv2d_backprop_filter(grad, tf.shape(w), dy, **a),
+        _ops.fp16_conv2d(grad, w, **a),
+    ]
+
+
+@tf.RegisterGradient("Fp16Conv2DBackpropFilter")
+def _fp16_conv2d_backprop_filter_grad(op, grad):
+    a = _attrs_of(op)
+    x, _, dy = op.inputs
+    return [
+        _ops.fp16_conv2d_backprop_input(tf.shape(x), grad, dy, **a),
+        None,
+        _ops.fp16_conv2d(x, grad, **a),
+    ]

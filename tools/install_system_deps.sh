@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the system packages the build needs on Debian 12 when they are missing:
+# a C++ compiler, Python's venv module, and Debian's offline Bazel 4.2.3 with its rule packages.
+# As root it runs apt-get; otherwise it prints the exact command to run and fails.
+set -euo pipefail
+
+PYTHON="${PYTHON:-python3}"
+need=()
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v bazel >/dev/null 2>&1 || need+=(bazel-bootstrap)
+# Debian's Bazel needs the rule packages (tools/configure.py points Bazel at them).
+if ! command -v bazel >/dev/null 2>&1 || bazel --version 2>/dev/null | grep -q no_version; then
+  [ -d /usr/share/bazel/rules/java ] || need+=(bazel-rules-java)
+  [ -d /usr/share/bazel/tools/platforms ] || need+=(bazel-platforms)
+fi
+if ! "$PYTHON" -c "import ensurepip, venv" >/dev/null 2>&1; then
+  need+=("python3-venv")
+fi
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+cmd="apt-get update && apt-get install -y ${need[*]}"
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "install_system_deps: installing ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+else
+  echo "install_system_deps: missing ${need[*]}; run as root:" >&2
+  echo "  $cmd" >&2
+  exit 1
+fi
