@@ -1,0 +1,23 @@
+// Explicit instantiations of the CUTLASS 3.x (sm_90a) fprop kernels for T=half, Tacc in {half, float}.
+// Compile for sm_90a only: the kernel bodies need wgmma/TMA (__CUDA_ARCH_FEAT_SM90_ALL).
+#include "cc/kernels/gpu/cutlass_sm90.h"
+
+namespace tf_fp16ops {
+namespace gpu {
+namespace internal {
+
+template <>
+IgResult Sm90Fprop<DataType::kHalf, DataType::kHalf>(const IgProblem& p, const void* x, const void* w, void* y,
+                                                   cudaStream_t s) {
+  return sm90::Run<sm90::FpropConv<DataType::kHalf>>(p, x, w, y, s);
+}
+
+template <>
+IgResult Sm90Fprop<DataType::kHalf, DataType::kFloat>(const IgProblem& p, const void* x, const void* w, void* y,
+                                                    cudaStream_t s) {
+  return sm90::Run<sm90::FpropConv<DataType::kFloat>>(p, x, w, y, s);
+}
+
+}  // namespace internal
+}  // namespace gpu
+}  // namespace tf_fp16ops
