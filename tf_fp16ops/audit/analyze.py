@@ -1,0 +1,39 @@
+"""The audit pipeline: loaded model + runtime context -> AuditReport. Pure; prints nothing."""
+from __future__ import annotations
+
+from .context import RuntimeContext
+from .findings import AuditReport
+from .graph import AuditGraph, build_graph
+from .model import LoadedModel
+from .passes.sites import finding
+from .passes.summary import summarize
+from .passes.switches import switch_statuses
+from .passes.unknown_ops import unknown_ops
+
+
+def analyze(model: LoadedModel, ctx: RuntimeContext, graph: AuditGraph | None = None,
+            signature: str | None = None) -> AuditReport:
+    """Runs every pass over every conv call site.
+
+    Args:
+      signature: keep only call sites reached from this SavedModel signature's outputs.
+    """
+    ag = graph if graph is not None else build_graph(model)
+    layers = {l.name: l for l in model.keras_layers}
+    findings = tuple(finding(ag, site, ctx, layers, model.keras_model_name) for site in ag.call_sites())
+    if signature is not None:
+        known = {n for s in ag.scopes.values() for names in s.signatures.values() for n in names}
+        if signature not in known:
+            from .errors import AuditInputError
+
+            raise AuditInputError(f"{model.source}: no signature {signature!r} (has: {', '.join(sorted(known)) or 'none'})")
+        findings = tuple(f for f in findings if signature in f.signatures)
+    notes = list(model.notes) + list(ag.notes)
+    if ctx.amp:
+        notes.append("auto mixed precision requested: the rewrite happens at run time inside grappler; "
+                     "the graph still shows T=float, and amp columns are predictions")
+    if model.format == "keras":
+        notes.append("Keras config read statically: conv nodes are reconstructed from layer configs "
+                     "(use --build-keras to trace the real model in Keras safe mode)")
+    return AuditReport(model.source, model.format, ctx, findings, summarize(findings),
+                       switch_statuses(ctx), unknown_ops(ag), tuple(notes))

@@ -1,0 +1,138 @@
+"""`tf-fp16-audit`: which convolutions of a TensorFlow model really run in fp16.
+
+Exit status: 0 audit done (and gates passed); 1 a gate failed; 2 unreadable input or bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EPILOG = """\
+classes:
+  fp16-accumulate  products summed in fp16 (this package's Tacc=half, or a TF switch)
+  fp16-storage     T=half tensors, fp32 accumulation (TensorFlow's default for half)
+  fake-fp16        T=float conv on values rounded to fp16 on the way in
+  bf16 / fp32 / fp64 / unknown
+switches (exact strings, shared cases C5):
+  TF_FP16_CONV_USE_FP32_COMPUTE   GPU: only "0" selects fp16 compute for T=half
+  TF_CONV2D_USE_FP16_ACCUMULATE   CPU Conv2D: only "1" selects fp16 accumulation
+  TF_ENABLE_AUTO_MIXED_PRECISION  ignored in TF2 (reported as ignored); use --amp
+examples:
+  tf-fp16-audit saved_model_dir
+  tf-fp16-audit model.pb --device gpu --compute-capability 8.0 --env TF_FP16_CONV_USE_FP32_COMPUTE=0
+  tf-fp16-audit model.keras --format json --output audit.json
+  tf-fp16-audit saved_model_dir --require fp16-accumulate --fail-under 0.9
+  tf-fp16-audit saved_model_dir --logdir /tmp/audit && tensorboard --logdir /tmp/audit
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tf-fp16-audit",
+        description="Static audit of TensorFlow models: for every convolution call site, the storage dtype T, "
+                    "the effective accumulation and why, casts on its inputs, the Keras policy, FLOPs and risk "
+                    "flags. Models are parsed as protos and never executed.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="SavedModel directory, GraphDef .pb/.pbtxt, or .keras archive")
+    p.add_argument("--format", choices=("table", "json", "markdown"), default="table",
+                   help="report format (default: table)")
+    p.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--max-rows", type=int, default=None, metavar="N", help="table: show at most N rows")
+    p.add_argument("--signature", metavar="NAME", help="only call sites reached from this SavedModel signature")
+    p.add_argument("--build-keras", action="store_true",
+                   help=".keras: build the model in Keras safe mode and trace it (default: read config only)")
+    g = p.add_argument_group("runtime context (default: this process)")
+    g.add_argument("--device", choices=("gpu", "cpu"), help="device convolutions run on")
+    g.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="environment switch as the model's process would see it (repeatable)")
+    g.add_argument("--amp", action=argparse.BooleanOptionalAction, default=None,
+                   help="auto mixed precision rewrite requested (prediction only)")
+    g.add_argument("--compute-capability", metavar="X.Y", help="GPU compute capability, e.g. 8.0")
+    g.add_argument("--cudnn-version", metavar="X.Y.Z", help="cuDNN version, e.g. 8.9.7")
+    c = p.add_argument_group("CI gates (exit status 1 when failed)")
+    c.add_argument("--fail-under", type=float, metavar="FRACTION",
+                   help="minimum share (of FLOPs, or of call sites when FLOPs are unknown) in the --require "
+                        "category (default category: fp16)")
+    c.add_argument("--require", choices=("fp16-accumulate", "fp16"),
+                   help="category that must cover all call sites (or --fail-under of them)")
+    t = p.add_argument_group("TensorBoard")
+    t.add_argument("--logdir", metavar="DIR", help="also write TensorBoard event files (text, scalars, graph) to DIR")
+    return p
+
+
+def _parse_env(items: list[str]) -> dict[str, str]:
+    env = {}
+    for item in items:
+        if "=" not in item or not item.split("=", 1)[0]:
+            raise ValueError(f"--env expects NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        env[k] = v
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.fail_under is not None and not 0.0 <= args.fail_under <= 1.0:
+        parser.error(f"--fail-under must be a fraction in [0, 1], got {args.fail_under}")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from .analyze import analyze
+    from .context import RuntimeContext
+    from .errors import AuditInputError
+    from .gates import check
+    from .loader import build_keras, load_path
+    from .render.jsonfmt import render_json
+    from .render.markdown import render_markdown
+    from .render.terminal import render_terminal
+
+    try:
+        ctx = RuntimeContext.from_process().with_overrides(
+            device=args.device, env=_parse_env(args.env), amp=args.amp,
+            compute_capability=args.compute_capability, cudnn_version=args.cudnn_version)
+    except ValueError as e:
+        print(f"tf-fp16-audit: error: {e}", file=sys.stderr)
+        return 2
+    outputs, status = [], 0
+    reports = []
+    for path in args.paths:
+        try:
+            model = build_keras(path) if args.build_keras and path.endswith(".keras") else load_path(path)
+            report = analyze(model, ctx, signature=args.signature)
+        except AuditInputError as e:
+            print(f"tf-fp16-audit: error: {e}", file=sys.stderr)
+            return 2
+        reports.append(report)
+        if args.format == "table":
+            outputs.append(render_terminal(report, args.max_rows))
+        elif args.format == "markdown":
+            outputs.append(render_markdown(report))
+        if args.logdir:
+            from .render.tensorboard import write_tensorboard
+
+            sub = args.logdir if len(args.paths) == 1 else os.path.join(args.logdir, f"model{len(reports) - 1}")
+            write_tensorboard(report, sub, [(u.label, u.graph_def) for u in model.units])
+        gate = check(report, args.fail_under, args.require)
+        if gate is not None:
+            print(f"{path}: {gate.message}", file=sys.stderr)
+            if not gate.passed:
+                status = 1
+    if args.format == "json":
+        import json
+
+        outputs = [render_json(reports[0])] if len(reports) == 1 else \
+            [json.dumps([r.to_dict() for r in reports], indent=2) + "\n"]
+    text = "\n".join(outputs)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            print(f"tf-fp16-audit: error: --output {args.output}: {e.strerror}", file=sys.stderr)
+            return 2
+    else:
+        sys.stdout.write(text)
+    if args.logdir:
+        print(f"TensorBoard: tensorboard --logdir {args.logdir}", file=sys.stderr)
+    return status

@@ -1,0 +1,150 @@
+"""Runtime context: the facts outside the model that decide what a convolution computes in.
+
+A `RuntimeContext` is a frozen value. `RuntimeContext.from_process()` reads the current process
+(environment variables, visible GPUs, TensorFlow build info, TF32 and optimizer options);
+`with_overrides()` applies command-line overrides. Passes take it as an argument; nothing here
+is global state.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+# Environment variables that matter for convolution precision (see shared cases C5, C8).
+RELEVANT_ENV = (
+    "TF_FP16_CONV_USE_FP32_COMPUTE",
+    "TF_CONV2D_USE_FP16_ACCUMULATE",
+    "TF_ENABLE_AUTO_MIXED_PRECISION",
+    "TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE",
+    "TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_ADD",
+    "TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_REMOVE",
+    "TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_LEVEL",
+    "TF_FP16_MATMUL_USE_FP32_COMPUTE",
+    "NVIDIA_TF32_OVERRIDE",
+)
+
+
+@dataclass(frozen=True)
+class RuntimeContext:
+    """Where and how the audited model would run.
+
+    Attributes:
+      device: "gpu" or "cpu": the device convolutions are assumed to be placed on (a node's own
+        `device` field wins over it).
+      env: relevant environment variables that are set, as sorted (name, value) pairs; a variable
+        absent here is unset.
+      amp: whether grappler's auto mixed precision rewrite is requested.
+      compute_capability: GPU compute capability (major, minor), or None when unknown/no GPU.
+      cudnn_version: cuDNN version as a tuple, e.g. (9, 3, 0), or None when unknown.
+      tf32: whether TensorFloat-32 execution is enabled (tf.config default True).
+      tf_version: TensorFlow version string of the auditing process.
+      origin: "process" or "process + overrides: ...".
+    """
+
+    device: str = "cpu"
+    env: tuple[tuple[str, str], ...] = ()
+    amp: bool = False
+    compute_capability: tuple[int, int] | None = None
+    cudnn_version: tuple[int, ...] | None = None
+    tf32: bool = True
+    tf_version: str = ""
+    origin: str = "explicit"
+    overrides: tuple[str, ...] = field(default=())
+
+    def getenv(self, name: str) -> str | None:
+        """The value of environment variable `name` in this context, or None when unset."""
+        for key, value in self.env:
+            if key == name:
+                return value
+        return None
+
+    def to_dict(self) -> dict:
+        return {
+            "device": self.device,
+            "env": dict(self.env),
+            "amp": self.amp,
+            "compute_capability": list(self.compute_capability) if self.compute_capability else None,
+            "cudnn_version": list(self.cudnn_version) if self.cudnn_version else None,
+            "tf32": self.tf32,
+            "tf_version": self.tf_version,
+            "origin": self.origin,
+            "overrides": list(self.overrides),
+        }
+
+    @staticmethod
+    def from_process(environ: Mapping[str, str] | None = None) -> "RuntimeContext":
+        """Reads the current process: env vars, visible GPUs, cuDNN from TF build info, TF32, AMP option."""
+        import tensorflow as tf
+
+        environ = os.environ if environ is None else environ
+        env = tuple(sorted((k, environ[k]) for k in RELEVANT_ENV if k in environ))
+        gpus = tf.config.list_physical_devices("GPU")
+        cc = None
+        if gpus:
+            try:
+                details = tf.config.experimental.get_device_details(gpus[0])
+                cc = details.get("compute_capability")
+            except (ValueError, RuntimeError):
+                cc = None
+        build = tf.sysconfig.get_build_info()
+        cudnn = _parse_version(str(build.get("cudnn_version", ""))) if build.get("is_cuda_build") else None
+        try:
+            tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
+        except AttributeError:
+            tf32 = True
+        amp = bool(tf.config.optimizer.get_experimental_options().get("auto_mixed_precision", False))
+        return RuntimeContext(
+            device="gpu" if gpus else "cpu", env=env, amp=amp,
+            compute_capability=tuple(cc) if cc else None, cudnn_version=cudnn, tf32=tf32,
+            tf_version=tf.__version__, origin="process",
+        )
+
+    def with_overrides(self, *, device: str | None = None, env: Mapping[str, str] | None = None,
+                       amp: bool | None = None, compute_capability: str | None = None,
+                       cudnn_version: str | None = None) -> "RuntimeContext":
+        """Returns a copy with command-line overrides applied.
+
+        Raises:
+          ValueError: naming the argument and the bad value (device not gpu/cpu, malformed versions).
+        """
+        changes: dict = {}
+        notes: list[str] = list(self.overrides)
+        if device is not None:
+            if device not in ("gpu", "cpu"):
+                raise ValueError(f"--device must be 'gpu' or 'cpu', got {device!r}")
+            changes["device"] = device
+            notes.append(f"device={device}")
+        if env:
+            merged = dict(self.env)
+            for k, v in env.items():
+                merged[k] = v
+                notes.append(f"{k}={v!r}")
+            changes["env"] = tuple(sorted(merged.items()))
+        if amp is not None:
+            changes["amp"] = amp
+            notes.append(f"amp={amp}")
+        if compute_capability is not None:
+            cc = _parse_version(compute_capability)
+            if cc is None or len(cc) != 2:
+                raise ValueError(f"--compute-capability must look like 8.0, got {compute_capability!r}")
+            changes["compute_capability"] = cc
+            notes.append(f"compute_capability={compute_capability}")
+        if cudnn_version is not None:
+            v = _parse_version(cudnn_version)
+            if v is None:
+                raise ValueError(f"--cudnn-version must look like 8.9.7, got {cudnn_version!r}")
+            changes["cudnn_version"] = v
+            notes.append(f"cudnn_version={cudnn_version}")
+        if not changes:
+            return self
+        base = self.origin.split(" + ")[0]
+        return replace(self, **changes, overrides=tuple(notes),
+                       origin=f"{base} + overrides: {', '.join(notes)}")
+
+
+def _parse_version(text: str) -> tuple[int, ...] | None:
+    parts = text.strip().split(".")
+    if not text.strip() or not all(p.isdigit() for p in parts):
+        return None
+    return tuple(int(p) for p in parts)

@@ -1,0 +1,226 @@
+"""Audit results: frozen dataclasses with `to_dict()`; the JSON renderer and other tools reuse them.
+
+SCHEMA_VERSION is the version of the dict/JSON layout produced by `AuditReport.to_dict()`.
+Bump the major number on incompatible changes.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .context import RuntimeContext
+
+SCHEMA_VERSION = "1.0"
+
+# Audit classes, from most to least fp16.
+CLASSES = (
+    "fp16-accumulate",  # products accumulated in fp16
+    "fp16-storage",     # T=half tensors, fp32 accumulation (TensorFlow's default for half)
+    "fake-fp16",        # T=float conv on values rounded to fp16 on the way in (seed's conv16_32)
+    "bf16",             # T=bfloat16, fp32 accumulation
+    "fp32",             # T=float
+    "fp64",             # T=double
+    "unknown",          # dtype or accumulation not determined statically
+)
+FP16_CLASSES = ("fp16-accumulate", "fp16-storage")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where one conv input comes from, through value-preserving ops and casts.
+
+    Attributes:
+      source_op / source_node / source_dtype: the first node that is not Identity-like, Cast or
+        ReadVariableOp (a variable handle, Const, Placeholder, function argument at a root, or
+        any compute op), and the dtype it produces.
+      chain: the collapsed chain from source to conv as "op(dtype)" strings.
+      dtypes: the value dtypes along the chain, source first (consecutive repeats collapsed).
+      variable: variable name when the value is read from a variable, else None.
+      shape: static shape of the value when known (-1 for unknown dims), else None.
+      crossed: function boundaries crossed, as "caller_node->function" strings.
+    """
+
+    source_op: str
+    source_node: str
+    source_dtype: str | None
+    chain: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    variable: str | None = None
+    shape: tuple[int, ...] | None = None
+    crossed: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["chain"] = list(self.chain)
+        d["dtypes"] = list(self.dtypes)
+        d["shape"] = list(self.shape) if self.shape is not None else None
+        d["crossed"] = list(self.crossed)
+        return d
+
+
+@dataclass(frozen=True)
+class AmpPrediction:
+    """What grappler's auto mixed precision would do to one conv. Always a prediction."""
+
+    rewrite: bool
+    predicted_T: str
+    reason: str
+    label: str = "prediction: the rewrite happens at run time"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ConvFinding:
+    """One convolution call site.
+
+    Attributes:
+      site_id: unique within a report: "unit | call path | node".
+      unit: the top-level graph (MetaGraph / GraphDef) label.
+      function_path: functions from the outermost call to the function holding the conv.
+      call_nodes: the call node names, one per entry of function_path.
+      signatures: SavedModel signatures whose outputs the outermost call produces (may be empty).
+      node / op / direction: conv node name, op type, "fprop"/"dgrad"/"wgrad".
+      device: the node's device field ("" when unplaced); target_device: "gpu"/"cpu" assumed.
+      T / Tacc: storage dtype and, for this package's ops, the accumulator dtype attr.
+      data / filter: provenance of the activation (or output-gradient) input and of the filter.
+      keras_layer / keras_policy: owning Keras layer and its dtype policy when known.
+      accumulation: "fp16", "fp32", "fp64" or "unknown"; accumulation_reason says why.
+      audit_class: one of CLASSES.
+      amp: auto mixed precision prediction, or None when the rewrite is not requested.
+      flops: 2 * MACs of this conv for the known batch size (per example when the batch is
+        unknown, see flops_note); None when shapes are unknown.
+      input_shape / filter_shape / output_shape: fprop-equivalent shapes when known.
+      flags: risk and consistency flags (see README).
+    """
+
+    site_id: str
+    unit: str
+    function_path: tuple[str, ...]
+    call_nodes: tuple[str, ...]
+    signatures: tuple[str, ...]
+    node: str
+    op: str
+    direction: str
+    device: str
+    target_device: str
+    T: str | None
+    Tacc: str | None
+    data: Provenance | None
+    filter: Provenance | None
+    keras_layer: str | None
+    keras_policy: str | None
+    accumulation: str
+    accumulation_reason: str
+    audit_class: str
+    amp: AmpPrediction | None
+    flops: int | None
+    flops_note: str
+    input_shape: tuple[int, ...] | None
+    filter_shape: tuple[int, ...] | None
+    output_shape: tuple[int, ...] | None
+    flags: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        d = {}
+        for k in self.__dataclass_fields__:
+            v = getattr(self, k)
+            if hasattr(v, "to_dict"):
+                v = v.to_dict()
+            elif isinstance(v, tuple):
+                v = list(v)
+            d[k] = v
+        return d
+
+
+@dataclass(frozen=True)
+class UnknownOp:
+    """An op type no registry knows (not TensorFlow's, not this package's, not a library function)."""
+
+    op: str
+    count: int
+    example_nodes: tuple[str, ...]
+    attrs: tuple[str, ...]
+    verdict: str = "unknown op, not a convolution"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["example_nodes"] = list(self.example_nodes)
+        d["attrs"] = list(self.attrs)
+        return d
+
+
+@dataclass(frozen=True)
+class SwitchStatus:
+    """One environment switch relevant to conv precision and what it does in this context."""
+
+    name: str
+    value: str | None
+    effect: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ClassShare:
+    audit_class: str
+    count: int
+    flops: int
+    flop_share: float | None  # of known conv FLOPs; None when no FLOPs are known
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Counts and FLOP shares per class (all call sites), plus the fp16 share used by CI gates.
+
+    fp16_share: share of conv FLOPs in FP16_CLASSES when every site's FLOPs are known, else the
+      share of call sites; `share_basis` says which ("flops" or "count").
+    fp16_accumulate_share: the same for class "fp16-accumulate" alone.
+    """
+
+    call_sites: int
+    conv_nodes: int
+    classes: tuple[ClassShare, ...]
+    total_flops: int
+    flops_known: int
+    share_basis: str
+    fp16_share: float
+    fp16_accumulate_share: float
+    amp_predicted_rewrites: int
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["classes"] = [c.to_dict() for c in self.classes]
+        return d
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The full audit of one input."""
+
+    source: str
+    source_format: str
+    context: RuntimeContext
+    findings: tuple[ConvFinding, ...]
+    summary: Summary
+    switches: tuple[SwitchStatus, ...] = ()
+    unknown_ops: tuple[UnknownOp, ...] = ()
+    notes: tuple[str, ...] = ()
+    schema_version: str = field(default=SCHEMA_VERSION)
+
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": self.schema_version,
+            "source": self.source,
+            "source_format": self.source_format,
+            "context": self.context.to_dict(),
+            "summary": self.summary.to_dict(),
+            "switches": [s.to_dict() for s in self.switches],
+            "findings": [f.to_dict() for f in self.findings],
+            "unknown_ops": [u.to_dict() for u in self.unknown_ops],
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,327 @@
+"""The audit graph: a networkx graph over every graph scope of a loaded model.
+
+Nodes:
+  * ("scope", key) for each scope: a top-level graph or a FunctionDef of its library.
+  * (key, node_name) for each op node the analysis can reach from a convolution: the convolutions,
+    call nodes, and the nodes that feed them through value-preserving chains (Identity-like ops,
+    Cast, ReadVariableOp) up to the first other op; function arguments appear as
+    (key, "_arg:NAME") with op "_Arg".
+Edges (a MultiDiGraph):
+  * data edges producer -> consumer, keyed by the consumer's input index, with `src_output`;
+  * call edges call node -> ("scope", callee) with the callee attr name and its attr bindings.
+
+Only the neighbourhoods of convolutions and calls get data edges: indexing every node by name is
+one pass over the protos, and a full data-edge graph of a 200k-node model costs several times the
+protobuf parse (measured, see benchmarks/results/audit_scale.md); `scope_dataflow()` builds the
+full data-edge graph of one scope on demand.
+
+Call sites are enumerated by `call_sites()`: one per (call path from a root, convolution), with
+function attr placeholders resolved per call path. Recursion is cut at the first repeated scope.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import networkx as nx
+
+from .model import LoadedModel
+from .opsets import CALL_ATTRS, CAST_OPS, CONV_OPS, IDENTITY_LIKE, READ_VARIABLE
+
+_WALK_THROUGH = IDENTITY_LIKE | CAST_OPS | READ_VARIABLE
+MAX_CALL_SITES = 5_000_000
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One graph scope. `function` is None for a top-level graph."""
+
+    key: str
+    unit: str
+    function: str | None
+    index: dict  # node name -> NodeDef
+    fdef: Any  # FunctionDef or None
+    convs: tuple[str, ...]
+    calls: tuple[str, ...]
+    args: dict  # arg name -> (position, ArgDef)
+    arg_attrs: dict  # position -> {attr name: AttrValue}
+    rets: tuple[str, ...]  # output tensors in signature order (function scopes)
+    signatures: dict  # top-level node name -> signature names
+    arg_shapes: dict  # top-level placeholder name -> shape tuple
+    op_counts: dict  # op type -> (count, first node name)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One call on a call path: `call_node` in scope `caller` calls function scope `callee`."""
+
+    caller: str
+    call_node: str
+    call_op: str
+    attr: str
+    callee: str
+    bindings: dict  # attr name -> AttrValue, placeholders already resolved
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """A convolution reached through `frames` (outermost call first) from root scope `root`."""
+
+    root: str
+    frames: tuple[Frame, ...]
+    scope: str
+    node: str
+
+    @property
+    def bindings(self) -> dict:
+        return self.frames[-1].bindings if self.frames else {}
+
+
+@dataclass(frozen=True)
+class AuditGraph:
+    """The graph plus scope indexes. Build with `build_graph(model)`."""
+
+    g: nx.MultiDiGraph
+    scopes: dict[str, Scope]
+    roots: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    # ---- node access -------------------------------------------------------------------------
+    def nodedef(self, scope: str, name: str):
+        return self.scopes[scope].index.get(name)
+
+    def producer(self, node_id: tuple, input_index: int) -> tuple[tuple, int] | None:
+        """(producer node id, its output index) feeding `input_index` of `node_id`, or None."""
+        for src, _, key, data in self.g.in_edges(node_id, keys=True, data=True):
+            if key == input_index and data.get("kind") == "data":
+                return src, data["src_output"]
+        return None
+
+    def callees(self, scope: str, call_node: str) -> list[tuple[str, str, dict]]:
+        """(callee scope key, attr name, raw bindings) for a call node."""
+        out = []
+        for _, dst, data in self.g.out_edges((scope, call_node), data=True):
+            if data.get("kind") == "call":
+                out.append((dst[1], data["attr"], data["bindings"]))
+        return out
+
+    # ---- call sites --------------------------------------------------------------------------
+    def call_sites(self) -> Iterator[CallSite]:
+        """Every (call path, convolution) pair, roots first, depth first."""
+        count = 0
+        for root in self.roots:
+            stack: list[tuple[str, tuple[Frame, ...]]] = [(root, ())]
+            while stack:
+                key, frames = stack.pop()
+                scope = self.scopes[key]
+                for conv in scope.convs:
+                    count += 1
+                    if count > MAX_CALL_SITES:
+                        return
+                    yield CallSite(root, frames, key, conv)
+                outer = frames[-1].bindings if frames else {}
+                on_path = {root} | {f.callee for f in frames}
+                pending = []
+                for call in scope.calls:
+                    op = scope.index[call].op
+                    for callee, attr, raw in self.callees(key, call):
+                        if callee in on_path:
+                            continue  # recursion: reported in notes by build_graph
+                        frame = Frame(key, call, op, attr, callee, resolve_bindings(raw, outer))
+                        pending.append((callee, frames + (frame,)))
+                stack.extend(reversed(pending))
+
+    def scope_dataflow(self, scope: str) -> nx.MultiDiGraph:
+        """Full data-edge graph of one scope (every node, every data input)."""
+        s = self.scopes[scope]
+        g = nx.MultiDiGraph()
+        for name, nd in s.index.items():
+            g.add_node(name, op=nd.op)
+            for i, inp in enumerate(nd.input):
+                ref = parse_input(inp, s.fdef is not None)
+                if ref is not None:
+                    src = ref[0] if ref[0] in s.index else "_arg:" + ref[0]
+                    g.add_edge(src, name, key=i, src_output=ref[1])
+        return g
+
+
+def resolve_attr(attr, bindings: dict):
+    """An AttrValue with a function-attr placeholder replaced from `bindings` (None if unbound)."""
+    if attr is None:
+        return None
+    if attr.placeholder:
+        return bindings.get(attr.placeholder)
+    return attr
+
+
+def resolve_bindings(raw: dict, outer: dict) -> dict:
+    out = {}
+    for k, v in raw.items():
+        out[k] = resolve_attr(v, outer) if v.placeholder else v
+    return out
+
+
+def parse_input(text: str, in_function: bool) -> tuple[str, int] | None:
+    """("node", output index) for a data input string; None for a control input.
+
+    GraphDef: "node" or "node:2". FunctionDef: "arg" or "node:out_arg:2" (index within the
+    output arg; call ops and value-preserving ops have one output arg, so it is the flat index).
+    """
+    if text.startswith("^"):
+        return None
+    parts = text.split(":")
+    if len(parts) == 1:
+        return parts[0], 0
+    if in_function:
+        return parts[0], int(parts[2]) if len(parts) > 2 else 0
+    return parts[0], int(parts[1])
+
+
+def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_shapes=None) -> Scope:
+    index = {}
+    convs = []
+    calls = []
+    op_counts: dict = {}
+    for n in nodes:
+        name = n.name
+        index[name] = n
+        op = n.op
+        c = op_counts.get(op)
+        op_counts[op] = (1, name) if c is None else (c[0] + 1, c[1])
+        if op in CONV_OPS:
+            convs.append(name)
+        elif op in CALL_ATTRS or op in fnames:
+            calls.append(name)
+    args = {}
+    arg_attrs = {}
+    rets: tuple[str, ...] = ()
+    if fdef is not None:
+        for i, a in enumerate(fdef.signature.input_arg):
+            args[a.name] = (i, a)
+        for i, aa in fdef.arg_attr.items():
+            arg_attrs[i] = aa.attr
+        rets = tuple(fdef.ret[o.name] for o in fdef.signature.output_arg if o.name in fdef.ret)
+    return Scope(key, unit, function, index, fdef, tuple(convs), tuple(calls), args, arg_attrs,
+                 rets, signatures or {}, arg_shapes or {}, op_counts)
+
+
+def _add_op_node(g: nx.MultiDiGraph, scope: Scope, name: str) -> tuple:
+    nid = (scope.key, name)
+    if nid not in g:
+        nd = scope.index.get(name)
+        if nd is None and name in scope.args:
+            g.add_node(nid, kind="op", op="_Arg", scope=scope.key, name=name, arg_index=scope.args[name][0])
+        else:
+            g.add_node(nid, kind="op", op=nd.op if nd is not None else "?", scope=scope.key, name=name)
+    return nid
+
+
+def _walk_back(g: nx.MultiDiGraph, scope: Scope, consumer: str, seen: set) -> None:
+    """Adds data edges from the inputs of `consumer` back through value-preserving ops."""
+    in_fn = scope.fdef is not None
+    todo = [consumer]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        nd = scope.index.get(name)
+        if nd is None:
+            continue
+        dst = _add_op_node(g, scope, name)
+        for i, inp in enumerate(nd.input):
+            ref = parse_input(inp, in_fn)
+            if ref is None:
+                continue
+            src_name, out_idx = ref
+            if src_name not in scope.index and src_name not in scope.args:
+                g.nodes[dst].setdefault("dangling", []).append(inp)
+                continue
+            src = _add_op_node(g, scope, src_name)
+            g.add_edge(src, dst, key=i, kind="data", src_output=out_idx)
+            src_nd = scope.index.get(src_name)
+            if src_nd is not None and src_nd.op in _WALK_THROUGH:
+                todo.append(src_name)
+
+
+def build_graph(model: LoadedModel) -> AuditGraph:
+    """Indexes every scope of `model` and builds the networkx graph described in the module doc."""
+    g = nx.MultiDiGraph()
+    scopes: dict[str, Scope] = {}
+    roots: list[str] = []
+    notes: list[str] = []
+    multi = len(model.units) > 1
+    for ui, unit in enumerate(model.units):
+        prefix = f"{ui}:" if multi else ""
+        gd = unit.graph_def
+        functions = {f.signature.name: f for f in gd.library.function}
+        fnames = set(functions)
+        top_key = prefix + "<graph>"
+        scopes[top_key] = _index_scope(top_key, unit.label, None, gd.node, None, fnames,
+                                       unit.signatures, unit.arg_shapes)
+        for fname, fdef in functions.items():
+            key = prefix + fname
+            scopes[key] = _index_scope(key, unit.label, fname, fdef.node_def, fdef, fnames)
+        unit_keys = [top_key] + [prefix + f for f in functions]
+        called: set[str] = set()
+        for key in unit_keys:
+            s = scopes[key]
+            g.add_node(("scope", key), kind="scope", unit=unit.label, function=s.function)
+        for key in unit_keys:
+            s = scopes[key]
+            seen: set = set()
+            for conv in s.convs:
+                _walk_back(g, s, conv, seen)
+            for call in s.calls:
+                _walk_back(g, s, call, seen)
+                nd = s.index[call]
+                for attr, callee, raw in _callee_refs(nd, fnames):
+                    ckey = prefix + callee
+                    if ckey not in scopes:
+                        notes.append(f"{s.function or 'graph'}: call node {call!r} names function "
+                                     f"{callee!r}, which the library does not define")
+                        continue
+                    called.add(ckey)
+                    g.add_edge((s.key, call), ("scope", ckey), kind="call", attr=attr, bindings=raw)
+            for r in s.rets:
+                ref = parse_input(r, True)
+                if ref and ref[0] in s.index:
+                    _add_op_node(g, s, ref[0])
+                    if s.index[ref[0]].op in _WALK_THROUGH:
+                        _walk_back(g, s, ref[0], seen)
+        roots.append(top_key)
+        roots.extend(k for k in unit_keys[1:] if k not in called)
+        notes.extend(_recursion_notes(g, unit_keys))
+    return AuditGraph(g, scopes, tuple(roots), tuple(notes))
+
+
+def _callee_refs(nd, fnames: set) -> list[tuple[str, str, dict]]:
+    op = nd.op
+    out = []
+    if op in CALL_ATTRS:
+        for attr in CALL_ATTRS[op][0]:
+            if attr not in nd.attr:
+                continue
+            v = nd.attr[attr]
+            funcs = list(v.list.func) if v.HasField("list") else [v.func]
+            for f in funcs:
+                if f.name:
+                    out.append((attr, f.name, dict(f.attr)))
+    elif op in fnames:
+        out.append(("op", op, dict(nd.attr)))
+    return out
+
+
+def _recursion_notes(g: nx.MultiDiGraph, unit_keys: list[str]) -> list[str]:
+    cg = nx.DiGraph()
+    for key in unit_keys:
+        cg.add_node(key)
+    for u, v, data in g.edges(data=True):
+        if data.get("kind") == "call" and u[0] in cg:
+            cg.add_edge(u[0], v[1])
+    notes = []
+    for comp in nx.strongly_connected_components(cg):
+        if len(comp) > 1 or any(cg.has_edge(k, k) for k in comp):
+            notes.append("recursive functions (call cycle cut at the first repeat on each path): "
+                         + ", ".join(sorted(comp)))
+    return notes

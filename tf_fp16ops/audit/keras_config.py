@@ -1,0 +1,250 @@
+"""Static reading of Keras configurations: .keras archives, dtype policies, conv layers.
+
+Nothing here imports Keras or builds a model. A `.keras` file is a zip archive whose
+`config.json` holds the model config; each layer's `dtype` entry is its dtype policy, serialized
+as a plain string ("mixed_float16"), as {"class_name": "Policy", "config": {"name": ...}} (Keras 2)
+or as {"module": "keras", "class_name": "DTypePolicy", "config": {"name": ...}} (Keras 3).
+
+`static_graph_from_config` reconstructs, for each convolution layer, the nodes Keras' TensorFlow
+backend emits for it (seen in SavedModels exported by Keras 3.15 with TF 2.21: variable of the
+policy's variable dtype -> ReadVariableOp -> Cast to the compute dtype when they differ ->
+Conv2D/DepthwiseConv2dNative/Conv3D/Conv2DBackpropInput with T = compute dtype), so the same
+analysis applies. Those graphs are labelled as reconstructions in every report.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import zipfile
+from dataclasses import dataclass, field
+
+from .errors import AuditInputError
+from .model import KerasLayer
+
+_DTYPES = {"float16": "half", "float32": "float", "float64": "double", "bfloat16": "bfloat16"}
+
+
+def policy_name(dtype_entry) -> str | None:
+    """The policy name of a layer config's `dtype` entry, in any of the three serializations."""
+    if dtype_entry is None:
+        return None
+    if isinstance(dtype_entry, str):
+        return dtype_entry
+    if isinstance(dtype_entry, dict):
+        cfg = dtype_entry.get("config")
+        if isinstance(cfg, dict) and isinstance(cfg.get("name"), str):
+            return cfg["name"]
+        if isinstance(dtype_entry.get("name"), str):
+            return dtype_entry["name"]
+    return None
+
+
+def policy_dtypes(name: str | None) -> tuple[str | None, str | None]:
+    """(variable dtype, compute dtype) of a policy name; "mixed_X" -> ("float32", X)."""
+    if not name:
+        return None, None
+    if name.startswith("mixed_"):
+        return "float32", name[len("mixed_"):]
+    return name, name
+
+
+def read_keras_archive(path: str) -> dict:
+    """The parsed config.json of a .keras archive. Raises AuditInputError when unreadable."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            if "config.json" not in z.namelist():
+                raise AuditInputError(f"{path}: zip archive without config.json is not a .keras file")
+            raw = z.read("config.json")
+    except zipfile.BadZipFile as e:
+        raise AuditInputError(f"{path}: not a valid .keras (zip) archive: {e}") from None
+    except OSError as e:
+        raise AuditInputError(f"{path}: cannot read: {e}") from None
+    try:
+        config = json.loads(raw)
+    except ValueError as e:
+        raise AuditInputError(f"{path}: config.json is not valid JSON: {e}") from None
+    if not isinstance(config, dict) or "config" not in config:
+        raise AuditInputError(f"{path}: config.json does not describe a Keras model")
+    return config
+
+
+def _iter_layers(config: dict):
+    """Yields every layer config dict, depth first (nested models included)."""
+    cfg = config.get("config", {})
+    layers = cfg.get("layers") if isinstance(cfg, dict) else None
+    if isinstance(layers, list):
+        for layer in layers:
+            if isinstance(layer, dict):
+                yield layer
+                yield from _iter_layers(layer)
+    inner = cfg.get("layer") if isinstance(cfg, dict) else None
+    if isinstance(inner, dict):  # wrappers (TimeDistributed, ...)
+        yield inner
+        yield from _iter_layers(inner)
+
+
+def layers_from_config(config: dict) -> list[KerasLayer]:
+    out = []
+    for layer in _iter_layers(config) if "layers" in config.get("config", {}) else [config]:
+        cfg = layer.get("config", {})
+        if not isinstance(cfg, dict):
+            continue
+        p = policy_name(cfg.get("dtype"))
+        var, comp = policy_dtypes(p)
+        out.append(KerasLayer(str(cfg.get("name", layer.get("name", "?"))), str(layer.get("class_name", "?")),
+                              p, var, comp))
+    return out
+
+
+@dataclass
+class StaticNotes:
+    messages: list[str] = field(default_factory=list)
+    saved_models: list[tuple[str, str]] = field(default_factory=list)  # (path, layer name)
+
+
+_CONV_LAYERS = {
+    "Conv1D": ("Conv2D", 1), "Conv2D": ("Conv2D", 2), "Conv3D": ("Conv3D", 3),
+    "DepthwiseConv2D": ("DepthwiseConv2dNative", 2), "SeparableConv2D": ("separable", 2),
+    "Conv2DTranspose": ("Conv2DBackpropInput", 2),
+}
+
+
+def static_graph_from_config(config: dict, base_dir: str = "."):
+    """A GraphDef reconstructing each convolution layer of a Keras config (see module doc)."""
+    from tensorflow.core.framework import graph_pb2
+
+    gd = graph_pb2.GraphDef()
+    notes = StaticNotes()
+    for layer in _iter_layers(config):
+        cls = layer.get("class_name")
+        cfg = layer.get("config", {})
+        if not isinstance(cfg, dict):
+            continue
+        name = str(cfg.get("name", "?"))
+        if cls == "TFSMLayer" and isinstance(cfg.get("filepath"), str):
+            fp = cfg["filepath"]
+            fp = fp if os.path.isabs(fp) else os.path.join(base_dir, fp)
+            notes.saved_models.append((fp, name))
+            notes.messages.append(f"layer {name!r} (TFSMLayer, policy {policy_name(cfg.get('dtype'))}) "
+                                  f"wraps the SavedModel {fp}: its convolutions are audited from that file")
+            continue
+        if cls not in _CONV_LAYERS:
+            continue
+        _add_conv_layer(gd, name, cls, cfg, notes)
+    return gd, notes
+
+
+def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes) -> None:
+    from tensorflow.core.framework import types_pb2
+
+    op, nd = _CONV_LAYERS[cls]
+    p = policy_name(cfg.get("dtype")) or "float32"
+    var, comp = policy_dtypes(p)
+    if comp not in _DTYPES or var not in _DTYPES:
+        notes.messages.append(f"layer {name!r}: policy {p!r} has no TensorFlow dtype; skipped")
+        return
+    tv, tc = getattr(types_pb2, "DT_" + _DTYPES[var].upper()), getattr(types_pb2, "DT_" + _DTYPES[comp].upper())
+    shape = (cfg.get("build_config") or {}).get("input_shape")
+    channels_last = cfg.get("data_format", "channels_last") != "channels_first"
+    ks = _tuple(cfg.get("kernel_size"), nd)
+    strides = _tuple(cfg.get("strides", 1), nd)
+    dil = _tuple(cfg.get("dilation_rate", 1), nd)
+    padding = str(cfg.get("padding", "valid")).upper()
+    if nd == 1:  # Keras' TF backend runs Conv1D as Conv2D over an inserted unit height
+        ks, strides, dil = (1,) + ks, (1,) + strides, (1,) + dil
+        if shape and len(shape) == 3:
+            shape = [shape[0], 1, shape[1], shape[2]] if channels_last else [shape[0], shape[1], 1, shape[2]]
+    in_shape = tuple(-1 if d is None else int(d) for d in shape) if shape else None
+    cin = None
+    if in_shape:
+        cin = in_shape[-1] if channels_last else in_shape[1]
+    groups = int(cfg.get("groups", 1) or 1)
+
+    def add(nname, nop, inputs=(), **attrs):
+        n = gd.node.add()
+        n.name, n.op = f"{name}/{nname}", nop
+        n.input.extend(f"{name}/{i}" for i in inputs)
+        for k, v in attrs.items():
+            if k in ("T", "dtype", "SrcT", "DstT"):
+                n.attr[k].type = v
+            elif k == "shape":
+                for d in v:
+                    n.attr["shape"].shape.dim.add().size = d
+            elif k == "_output_shapes":
+                s = n.attr[k].list.shape.add()
+                for d in v:
+                    s.dim.add().size = d
+            elif isinstance(v, str):
+                n.attr[k].s = v.encode()
+            else:
+                n.attr[k].list.i.extend(v)
+        return n
+
+    fmt = "NHWC" if channels_last else "NCHW"
+    if nd == 3:
+        fmt = "NDHWC" if channels_last else "NCDHW"
+    full = lambda t: (1,) + t + (1,) if channels_last else (1, 1) + t  # noqa: E731
+    add("input", "Placeholder", dtype=tc, **({"shape": in_shape} if in_shape else {}))
+
+    def kernel(kname, kshape):
+        add(kname, "VarHandleOp", dtype=tv, **({"shape": kshape} if kshape else {}))
+        add(kname + "/Read", "ReadVariableOp", [kname], dtype=tv)
+        if tv != tc:
+            add(kname + "/Cast", "Cast", [kname + "/Read"], SrcT=tv, DstT=tc)
+            return kname + "/Cast"
+        return kname + "/Read"
+
+    filters = cfg.get("filters")
+    conv_attrs = dict(T=tc, strides=full(strides), padding=padding if padding in ("SAME", "VALID") else "VALID",
+                      data_format=fmt, dilations=full(dil))
+    if op == "separable":
+        dm = int(cfg.get("depth_multiplier", 1))
+        dk = kernel("depthwise_kernel", ks + (cin, dm) if cin else None)
+        add("depthwise", "DepthwiseConv2dNative", ["input", dk], **conv_attrs,
+            **_out(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last))
+        pk = kernel("pointwise_kernel", (1, 1, cin * dm, filters) if cin and filters else None)
+        mid = _out_shape(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last)
+        add("pointwise", "Conv2D", ["depthwise", pk], T=tc, strides=full((1, 1)), padding="VALID",
+            data_format=fmt, dilations=full((1, 1)),
+            **_out(mid, (1, 1), (1, 1), (1, 1), "VALID", filters, channels_last))
+        return
+    if op == "DepthwiseConv2dNative":
+        dm = int(cfg.get("depth_multiplier", 1))
+        k = kernel("kernel", ks + (cin, dm) if cin else None)
+        add("depthwise", op, ["input", k], **conv_attrs,
+            **_out(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last))
+    elif op == "Conv2DBackpropInput":
+        k = kernel("kernel", ks + (filters, cin) if cin and filters else None)
+        add("conv_transpose", op, ["input_sizes", k, "input"], **conv_attrs)
+        add("input_sizes", "Const", dtype=types_pb2.DT_INT32)
+    else:
+        k = kernel("kernel", ks + (cin // groups, filters) if cin and filters else None)
+        add("convolution", op, ["input", k], **conv_attrs,
+            **_out(in_shape, ks, strides, dil, padding, filters, channels_last))
+
+
+def _tuple(v, n):
+    if isinstance(v, (list, tuple)):
+        return tuple(int(x) for x in v)
+    return (int(v),) * n
+
+
+def _out_shape(in_shape, ks, strides, dil, padding, cout, channels_last):
+    if not in_shape or cout is None:
+        return None
+    sp = in_shape[1:-1] if channels_last else in_shape[2:]
+    out = []
+    for size, k, s, d in zip(sp, ks, strides, dil):
+        if size < 0:
+            out.append(-1)
+        elif padding == "SAME":
+            out.append(math.ceil(size / s))
+        else:
+            out.append(max(0, math.ceil((size - (k - 1) * d) / s)))
+    return (in_shape[0],) + tuple(out) + (cout,) if channels_last else (in_shape[0], cout) + tuple(out)
+
+
+def _out(in_shape, ks, strides, dil, padding, cout, channels_last):
+    s = _out_shape(in_shape, ks, strides, dil, padding, cout, channels_last)
+    return {"_output_shapes": s} if s else {}

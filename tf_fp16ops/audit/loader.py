@@ -1,0 +1,229 @@
+"""Loaders: files and Python objects -> `LoadedModel`. Reads protos; never executes a model.
+
+Supported:
+  * SavedModel directory (saved_model.pb or saved_model.pbtxt): every MetaGraph and signature.
+  * GraphDef file: binary .pb or text .pbtxt (frozen graphs included).
+  * Keras .keras archive: config.json read statically (see keras_config.py).
+  * Python: tf.function (with an input_signature or already traced), ConcreteFunction,
+    tf.Graph, GraphDef, keras.Model (traced on its input specs; policies from its layers).
+Errors: `AuditInputError` naming the path and the problem.
+"""
+from __future__ import annotations
+
+import os
+import zipfile
+from typing import Any
+
+from google.protobuf import message as pb_message
+from google.protobuf import text_format
+
+from .errors import AuditInputError
+from .keras_config import layers_from_config, read_keras_archive, static_graph_from_config
+from .model import GraphUnit, KerasLayer, LoadedModel
+
+
+def load_path(path: str) -> LoadedModel:
+    """Loads a SavedModel directory, a GraphDef .pb/.pbtxt or a .keras archive from `path`."""
+    if not os.path.exists(path):
+        raise AuditInputError(f"{path}: no such file or directory")
+    if os.path.isdir(path):
+        return _load_saved_model_dir(path)
+    if path.endswith(".keras") or zipfile.is_zipfile(path):
+        return _load_keras(path)
+    name = os.path.basename(path)
+    if name in ("saved_model.pb", "saved_model.pbtxt"):
+        return _load_saved_model_dir(os.path.dirname(path) or ".")
+    return _load_graph_def_file(path)
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise AuditInputError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def _parse_binary(msg, data: bytes, path: str, what: str):
+    try:
+        msg.ParseFromString(data)
+    except (pb_message.DecodeError, RuntimeError, ValueError) as e:
+        raise AuditInputError(f"{path}: not a valid binary {what} (truncated or malformed protobuf: {e})") from None
+    return msg
+
+
+def _parse_text(msg, data: bytes, path: str, what: str):
+    try:
+        text_format.Parse(data.decode("utf-8"), msg, allow_unknown_extension=True)
+    except (text_format.ParseError, UnicodeDecodeError) as e:
+        raise AuditInputError(f"{path}: not a valid text {what}: {e}") from None
+    return msg
+
+
+def _load_saved_model_dir(path: str) -> LoadedModel:
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    pb = os.path.join(path, "saved_model.pb")
+    pbtxt = os.path.join(path, "saved_model.pbtxt")
+    sm = saved_model_pb2.SavedModel()
+    if os.path.exists(pb):
+        _parse_binary(sm, _read(pb), pb, "SavedModel")
+    elif os.path.exists(pbtxt):
+        _parse_text(sm, _read(pbtxt), pbtxt, "SavedModel")
+    else:
+        raise AuditInputError(f"{path}: a directory without saved_model.pb or saved_model.pbtxt is not a SavedModel")
+    if not sm.meta_graphs:
+        raise AuditInputError(f"{path}: SavedModel has no MetaGraph (truncated or not a SavedModel)")
+    units = []
+    for i, mg in enumerate(sm.meta_graphs):
+        tags = ",".join(mg.meta_info_def.tags) or "-"
+        sigs: dict[str, list[str]] = {}
+        shapes: dict[str, tuple[int, ...]] = {}
+        for sname, sdef in mg.signature_def.items():
+            for t in sdef.outputs.values():
+                if t.name:
+                    sigs.setdefault(t.name.split(":")[0], []).append(sname)
+            for t in sdef.inputs.values():
+                if t.name and not t.tensor_shape.unknown_rank:
+                    shapes[t.name.split(":")[0]] = tuple(d.size for d in t.tensor_shape.dim)
+        label = f"meta_graph[{i}] tags={tags}" if len(sm.meta_graphs) > 1 else f"saved_model tags={tags}"
+        units.append(GraphUnit(label, mg.graph_def, {k: tuple(sorted(v)) for k, v in sigs.items()}, shapes))
+    layers, notes = _keras_metadata(path)
+    return LoadedModel(path, "saved_model", tuple(units), layers, None, notes)
+
+
+def _keras_metadata(path: str) -> tuple[tuple[KerasLayer, ...], tuple[str, ...]]:
+    """Layers and policies from a Keras-2 SavedModel's keras_metadata.pb, when present."""
+    meta = os.path.join(path, "keras_metadata.pb")
+    if not os.path.exists(meta):
+        return (), ()
+    import json
+    from tensorflow.core.protobuf import saved_metadata_pb2  # type: ignore[attr-defined]
+
+    sm = _parse_binary(saved_metadata_pb2.SavedMetadata(), _read(meta), meta, "Keras metadata")
+    layers = []
+    for node in sm.nodes:
+        try:
+            md = json.loads(node.metadata)
+        except ValueError:
+            continue
+        if isinstance(md, dict) and "name" in md:
+            layers.extend(layers_from_config({"class_name": md.get("class_name", "?"), "config": md}))
+    return tuple(layers), ("layer policies read from keras_metadata.pb",)
+
+
+def _load_graph_def_file(path: str) -> LoadedModel:
+    from tensorflow.core.framework import graph_pb2
+
+    data = _read(path)
+    gd = graph_pb2.GraphDef()
+    if path.endswith(".pbtxt") or path.endswith(".txt"):
+        _parse_text(gd, data, path, "GraphDef")
+    else:
+        _parse_binary(gd, data, path, "GraphDef")
+        if not data:
+            raise AuditInputError(f"{path}: empty file is not a GraphDef")
+    if not gd.node and not gd.library.function:
+        raise AuditInputError(f"{path}: parsed as a GraphDef but holds no nodes and no functions "
+                              "(wrong format?)")
+    for n in gd.node:
+        if not n.op:
+            raise AuditInputError(f"{path}: node {n.name!r} has no op type: not a GraphDef")
+        break
+    return LoadedModel(path, "graph_def", (GraphUnit("graph", gd),))
+
+
+def _load_keras(path: str) -> LoadedModel:
+    config = read_keras_archive(path)
+    layers = tuple(layers_from_config(config))
+    gd, notes = static_graph_from_config(config, base_dir=os.path.dirname(os.path.abspath(path)))
+    units = [GraphUnit("keras config (static reconstruction)", gd)]
+    for sub_path, layer in notes.saved_models:
+        try:
+            sub = _load_saved_model_dir(sub_path)
+        except AuditInputError as e:
+            notes.messages.append(f"layer {layer!r} wraps {sub_path}, which could not be read: {e}")
+            continue
+        for u in sub.units:
+            units.append(GraphUnit(f"layer {layer} -> {sub_path} {u.label}", u.graph_def,
+                                   u.signatures, u.arg_shapes))
+    return LoadedModel(path, "keras", tuple(units), layers, config.get("config", {}).get("name"),
+                       tuple(notes.messages))
+
+
+def build_keras(path: str) -> LoadedModel:
+    """Opt-in: loads a .keras file with `keras.saving.load_model(safe_mode=True)` and traces it.
+
+    This runs Keras' own layer code (safe mode refuses Lambda layers and arbitrary code).
+    """
+    import keras
+
+    try:
+        m = keras.saving.load_model(path, compile=False, safe_mode=True)
+    except Exception as e:  # noqa: BLE001 - any load failure is an input problem here
+        raise AuditInputError(f"{path}: keras could not build the model in safe mode: {e}") from None
+    loaded = load_object(m)
+    return LoadedModel(path, "keras-built", loaded.units, loaded.keras_layers, loaded.keras_model_name,
+                       loaded.notes)
+
+
+def load_object(obj: Any) -> LoadedModel:
+    """Loads a tf.function, ConcreteFunction, tf.Graph, GraphDef or keras.Model (traced, not run)."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+
+    desc = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    layers: tuple[KerasLayer, ...] = ()
+    model_name = None
+    if isinstance(obj, graph_pb2.GraphDef):
+        gd = obj
+    elif isinstance(obj, tf.Graph):
+        gd = obj.as_graph_def()
+    elif _is_keras_model(obj):
+        layers = tuple(_layers_of_model(obj))
+        model_name = obj.name
+        specs = [tf.TensorSpec(t.shape, t.dtype) for t in obj.inputs]
+        fn = tf.function(lambda *a: obj(list(a) if len(a) > 1 else a[0], training=False))
+        gd = fn.get_concrete_function(*specs).graph.as_graph_def()
+        desc = f"keras.Model {obj.name!r}"
+    elif hasattr(obj, "graph") and hasattr(obj, "structured_input_signature"):  # ConcreteFunction
+        gd = obj.graph.as_graph_def()
+    elif hasattr(obj, "get_concrete_function"):  # tf.function
+        concrete = _concrete_functions(obj)
+        if not concrete:
+            raise AuditInputError(f"{desc}: tf.function has no input_signature and was never traced; "
+                                  "pass a ConcreteFunction (fn.get_concrete_function(...))")
+        units = tuple(GraphUnit(f"trace[{i}]", c.graph.as_graph_def()) for i, c in enumerate(concrete))
+        return LoadedModel(desc, "python", units)
+    else:
+        raise AuditInputError(f"cannot audit an object of type {desc}: expected a path, tf.function, "
+                              "ConcreteFunction, tf.Graph, GraphDef or keras.Model")
+    return LoadedModel(desc, "python", (GraphUnit("graph", gd),), layers, model_name)
+
+
+def _concrete_functions(fn) -> list:
+    try:
+        return [fn.get_concrete_function()]
+    except (TypeError, ValueError):
+        pass
+    lister = getattr(fn, "_list_all_concrete_functions_for_serialization", None)
+    return list(lister()) if lister else []
+
+
+def _is_keras_model(obj) -> bool:
+    try:
+        import keras
+    except ImportError:
+        return False
+    return isinstance(obj, keras.Model)
+
+
+def _layers_of_model(model) -> list[KerasLayer]:
+    from .keras_config import policy_dtypes
+
+    out = []
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        policy = getattr(getattr(layer, "dtype_policy", None), "name", None)
+        var, comp = policy_dtypes(policy)
+        out.append(KerasLayer(layer.name, type(layer).__name__, policy, var, comp))
+    return out

@@ -1,0 +1,1 @@
+"""Analysis passes: pure functions of (audit graph, call site, runtime context). They never print."""

@@ -1,0 +1,86 @@
+"""Effective accumulation pass: in which precision a conv sums its products, and why.
+
+Rules (sources in brackets):
+  * This package's ops: the `Tacc` attr [DESIGN.md numerics contract].
+  * TensorFlow convs with T=half on GPU (cuDNN): fp32 unless TF_FP16_CONV_USE_FP32_COMPUTE is
+    exactly "0"; read once per process [shared cases C5; TF stream executor].
+    DepthwiseConv2dNative: TF's own depthwise kernel accumulates half in float; its cuDNN path
+    follows the switch, so "0" gives fp16 only when cuDNN is chosen.
+  * TensorFlow convs with T=half on CPU: Conv2D accumulates in fp32 unless
+    TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1" [C1, C5]; Conv2DBackpropInput/Filter, Conv3D and
+    DepthwiseConv2dNative accumulate in fp16 (measured with the C1 probe, TF 2.21.0 CPU, see
+    opsets.CPU_HALF_FP16_ACCUMULATE_MEASURED); other ops: not determined statically.
+  * T=float: fp32 (TF32 inputs on compute capability >= 8.0 when enabled); T=bfloat16: fp32;
+    T=double: fp64.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..context import RuntimeContext
+from ..opsets import CPU_HALF_FP16_ACCUMULATE_MEASURED, ConvOpInfo
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    accumulation: str  # "fp16" | "fp32" | "fp64" | "unknown"
+    reason: str
+    tf32: bool = False
+
+
+def target_device(device_field: str, ctx: RuntimeContext) -> str:
+    """The node's own placement when it names CPU or GPU, else the context's device."""
+    d = device_field.upper()
+    if "GPU" in d:
+        return "gpu"
+    if "CPU" in d:
+        return "cpu"
+    return ctx.device
+
+
+def effective(info: ConvOpInfo, T: str | None, Tacc: str | None, device: str,
+              ctx: RuntimeContext) -> Accumulation:
+    if info.backend == "ours":
+        if Tacc == "half":
+            return Accumulation("fp16", "Tacc=half: one fp16 accumulator per output, rounded at every step "
+                                        "(CPU; fp16 MMA accumulators on GPU)")
+        if Tacc == "float":
+            return Accumulation("fp32", "Tacc=float: fp32 accumulator, rounded once to T")
+        return Accumulation("unknown", f"Tacc attr missing or unresolved ({Tacc!r})")
+    if T is None:
+        return Accumulation("unknown", "T attr missing or unresolved")
+    if T == "float":
+        tf32 = (device == "gpu" and ctx.tf32 and ctx.getenv("NVIDIA_TF32_OVERRIDE") != "0"
+                and ctx.compute_capability is not None and ctx.compute_capability >= (8, 0))
+        return Accumulation("fp32", "T=float: fp32" + ("; inputs rounded to TF32 on tensor cores "
+                                                       "(compute capability >= 8.0, TF32 enabled)" if tf32 else ""),
+                            tf32)
+    if T == "bfloat16":
+        return Accumulation("fp32", "T=bfloat16: fp32 accumulation")
+    if T == "double":
+        return Accumulation("fp64", "T=double")
+    if T != "half":
+        return Accumulation("unknown", f"T={T} is not a floating type this audit knows")
+    if device == "gpu":
+        if info.backend == "cpu-only":
+            return Accumulation("unknown", f"{info.name} has CPU kernels only; see the CPU rules")
+        v = ctx.getenv("TF_FP16_CONV_USE_FP32_COMPUTE")
+        shown = "unset" if v is None else repr(v)
+        if v == "0":
+            if info.family == "depthwise":
+                return Accumulation("fp16", 'TF_FP16_CONV_USE_FP32_COMPUTE="0" selects fp16 compute in cuDNN; '
+                                            "applies when TF picks cuDNN for depthwise (its own kernel uses float)")
+            return Accumulation("fp16", 'GPU (cuDNN): TF_FP16_CONV_USE_FP32_COMPUTE="0" selects fp16 compute')
+        return Accumulation("fp32", f"GPU (cuDNN) T=half: fp32 compute; TF_FP16_CONV_USE_FP32_COMPUTE={shown} "
+                                    '(only the exact string "0" selects fp16)')
+    v = ctx.getenv("TF_CONV2D_USE_FP16_ACCUMULATE")
+    shown = "unset" if v is None else repr(v)
+    if info.name == "Conv2D":
+        if v == "1":
+            return Accumulation("fp16", 'CPU Conv2D: TF_CONV2D_USE_FP16_ACCUMULATE="1" selects fp16 accumulation')
+        return Accumulation("fp32", f"CPU Conv2D T=half: computed in fp32; TF_CONV2D_USE_FP16_ACCUMULATE={shown} "
+                                    '(only the exact string "1" selects fp16)')
+    if info.name in CPU_HALF_FP16_ACCUMULATE_MEASURED:
+        return Accumulation("fp16", f"CPU {info.name} T=half accumulates in fp16 whatever the switch "
+                                    "(measured, TF 2.21 CPU, C1 probe)")
+    return Accumulation("unknown", f"CPU {info.name} T=half: accumulator not determined statically")

@@ -1,0 +1,41 @@
+"""Classification pass: one audit class per call site (see findings.CLASSES)."""
+from __future__ import annotations
+
+from ..findings import Provenance
+
+
+def audit_class(T: str | None, accumulation: str, data: Provenance | None, filt: Provenance | None) -> str:
+    if accumulation == "fp16":
+        return "fp16-accumulate"
+    if T == "half":
+        return "fp16-storage" if accumulation == "fp32" else "unknown"
+    if T == "float":
+        if any(p is not None and "half" in p.dtypes for p in (data, filt)):
+            return "fake-fp16"
+        return "fp32"
+    if T == "bfloat16":
+        return "bf16"
+    if T == "double":
+        return "fp64"
+    return "unknown"
+
+
+def provenance_flags(T: str | None, data: Provenance | None, filt: Provenance | None) -> tuple[str, ...]:
+    flags = []
+    for label, p in (("input", data), ("filter", filt)):
+        if p is None:
+            continue
+        d = p.dtypes
+        if T == "float" and "half" in d:
+            if d[0] != "half" and len(d) >= 3:
+                flags.append(f"fake-fp16-{label}(float->half->float round trip)")
+            else:
+                flags.append(f"fake-fp16-{label}(fp16 values computed in fp32)")
+        for i in range(len(d) - 2):
+            if d[i] == "half" and d[i + 1] in ("float", "double") and d[i + 2] == "half":
+                flags.append(f"noop-round-trip-{label}(half->{d[i + 1]}->half)")
+        if T and p.dtypes and p.dtypes[-1] != T:
+            flags.append(f"dtype-mismatch-{label}({p.dtypes[-1]} into T={T})")
+        if label == "filter" and p.variable and len(d) >= 2 and d[0] != d[-1]:
+            flags.append(f"variable-cast({d[0]} variable cast to {d[-1]})")
+    return tuple(flags)

@@ -1,0 +1,104 @@
+"""FLOPs and shape-based risk flags.
+
+FLOPs = 2 * |Y| * R, where Y is the fprop output (for dgrad/wgrad: the output gradient, same
+size) and R = product of the filter's spatial sizes times its input-channel dim (per group;
+depthwise: R = spatial product). Unknown batch (-1) counts as 1 and is noted "per example".
+Risk: with fp16 accumulation a reduction longer than 2048 terms can stagnate (2048 + 1 rounds to
+2048 in fp16) or overflow [shared cases C3]; tensor cores want channels that are multiples of 8 and
+groups = 1.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..opsets import ConvOpInfo
+
+FP16_ACC_SAFE_TERMS = 2048
+
+
+@dataclass(frozen=True)
+class ShapeFacts:
+    input_shape: tuple[int, ...] | None
+    filter_shape: tuple[int, ...] | None
+    output_shape: tuple[int, ...] | None
+    flops: int | None
+    note: str
+    flags: tuple[str, ...]
+
+
+def _channels_last(fmt: str | None) -> bool:
+    return not fmt or fmt.endswith("C") or fmt == "NHWC"
+
+
+def fprop_output(in_shape, filt, strides, dilations, padding, fmt, info: ConvOpInfo):
+    sd = info.spatial_dims
+    if not in_shape or not filt or len(in_shape) != sd + 2 or len(filt) != sd + 2:
+        return None
+    cl = _channels_last(fmt)
+    sp = in_shape[1:-1] if cl else in_shape[2:]
+    st = (strides[1:-1] if cl else strides[2:]) if strides and len(strides) == sd + 2 else (1,) * sd
+    dl = (dilations[1:-1] if cl else dilations[2:]) if dilations and len(dilations) == sd + 2 else (1,) * sd
+    out = []
+    for size, k, s, d in zip(sp, filt[:sd], st, dl):
+        if size < 0:
+            out.append(-1)
+        elif padding == "SAME":
+            out.append(math.ceil(size / s))
+        elif padding == "VALID":
+            out.append(max(0, math.ceil((size - (k - 1) * d) / s)))
+        else:
+            return None
+    cout = filt[sd] * filt[sd + 1] if info.family == "depthwise" else filt[sd + 1]
+    return (in_shape[0],) + tuple(out) + (cout,) if cl else (in_shape[0], cout) + tuple(out)
+
+
+def analyse(info: ConvOpInfo, T: str | None, accumulation: str, data_shape, filter_shape,
+            node_out_shape, grad_shape, strides, dilations, padding, fmt, filter_format=None) -> ShapeFacts:
+    sd = info.spatial_dims
+    filt = filter_shape if info.direction != "wgrad" else node_out_shape
+    if filt and filter_format == "OIHW" and len(filt) == 4:
+        filt = (filt[2], filt[3], filt[1], filt[0])
+    if info.direction == "fprop":
+        y = node_out_shape or fprop_output(data_shape, filt, strides, dilations, padding, fmt, info)
+        x = data_shape
+    else:
+        y = grad_shape
+        x = data_shape if info.direction == "wgrad" else node_out_shape
+    flops, note = None, "shapes unknown"
+    flags: list[str] = []
+    if y and filt and len(filt) == sd + 2 and all(d >= 0 for d in y[1:]) and all(d >= 0 for d in filt):
+        per_group_in = 1 if info.family == "depthwise" else filt[sd]
+        r = math.prod(filt[:sd]) * per_group_in
+        batch = y[0]
+        note = "for the graph's batch size"
+        if batch < 0:
+            batch, note = 1, "per example (batch size unknown)"
+        flops = 2 * batch * math.prod(y[1:]) * r
+    if filt and len(filt) == sd + 2 and all(d >= 0 for d in filt):
+        if info.direction == "fprop":
+            terms = math.prod(filt[:sd]) * (1 if info.family == "depthwise" else filt[sd])
+        elif info.direction == "dgrad":
+            terms = math.prod(filt[:sd]) * filt[sd + 1]
+        else:
+            terms = math.prod(y[:-1]) if y and all(d >= 0 for d in y) else None
+        if accumulation == "fp16" and terms is not None and terms > FP16_ACC_SAFE_TERMS:
+            flags.append(f"fp16-acc-long-reduction({terms}>{FP16_ACC_SAFE_TERMS})")
+        if T == "half":
+            cin = filt[sd]
+            cout = filt[sd + 1]
+            groups = None
+            if x and len(x) == sd + 2:
+                c_total = x[-1] if _channels_last(fmt) else x[1]
+                if c_total > 0 and cin > 0:
+                    groups = c_total // cin
+            if info.family == "depthwise":
+                groups = max(groups or 2, 2)
+            bad = []
+            if cin % 8 or cout % 8:
+                bad.append(f"channels {cin}->{cout} not multiples of 8")
+            if groups and groups > 1:
+                bad.append(f"groups={groups}")
+            if bad:
+                flags.append("tensor-core-unfriendly(" + "; ".join(bad) + ")")
+    return ShapeFacts(x, filt, y, flops, note, tuple(flags))

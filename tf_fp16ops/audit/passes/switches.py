@@ -1,0 +1,44 @@
+"""Switch pass: what each relevant environment switch does in a runtime context [shared cases C5]."""
+from __future__ import annotations
+
+from ..context import RuntimeContext
+from ..findings import SwitchStatus
+
+
+def switch_statuses(ctx: RuntimeContext) -> tuple[SwitchStatus, ...]:
+    out = []
+    v = ctx.getenv("TF_FP16_CONV_USE_FP32_COMPUTE")
+    if ctx.device == "gpu":
+        eff = ('selects fp16 compute for cuDNN convs with T=half' if v == "0" else
+               'keeps fp32 compute for T=half convs (only the exact string "0" selects fp16; read once per process)')
+    else:
+        eff = "GPU-only switch: no effect on CPU kernels"
+    out.append(SwitchStatus("TF_FP16_CONV_USE_FP32_COMPUTE", v, eff))
+    v = ctx.getenv("TF_CONV2D_USE_FP16_ACCUMULATE")
+    if ctx.device == "cpu":
+        eff = ("CPU Conv2D with T=half accumulates in fp16" if v == "1" else
+               'CPU Conv2D with T=half computes in fp32 (only the exact string "1" selects fp16)')
+    else:
+        eff = "CPU-only switch: no effect on GPU kernels"
+    out.append(SwitchStatus("TF_CONV2D_USE_FP16_ACCUMULATE", v, eff))
+    v = ctx.getenv("TF_ENABLE_AUTO_MIXED_PRECISION")
+    if v is not None:
+        out.append(SwitchStatus("TF_ENABLE_AUTO_MIXED_PRECISION", v,
+                                "ignored in TF2 (a TF1 NVIDIA-container switch); request the rewrite with "
+                                "tf.config.optimizer.set_experimental_options({'auto_mixed_precision': True}) "
+                                "or audit with --amp"))
+    v = ctx.getenv("TF_FP16_MATMUL_USE_FP32_COMPUTE")
+    if v is not None:
+        out.append(SwitchStatus("TF_FP16_MATMUL_USE_FP32_COMPUTE", v,
+                                "matmul switch (parsed as a boolean): no effect on convolutions"))
+    for name in ("TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_ADD",
+                 "TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_REMOVE"):
+        v = ctx.getenv(name)
+        if v is not None:
+            out.append(SwitchStatus(name, v, "edits the auto-mixed-precision allow list" +
+                                    ("" if ctx.amp else " (no effect: the rewrite is not requested)")))
+    v = ctx.getenv("NVIDIA_TF32_OVERRIDE")
+    if v is not None:
+        out.append(SwitchStatus("NVIDIA_TF32_OVERRIDE", v, "disables TF32 for T=float" if v == "0"
+                                else 'only "0" changes anything (disables TF32)'))
+    return tuple(out)

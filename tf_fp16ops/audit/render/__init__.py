@@ -1,0 +1,1 @@
+"""Renderers: AuditReport -> text/files. They format; they never analyse."""

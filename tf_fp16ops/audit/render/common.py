@@ -1,0 +1,31 @@
+"""Formatting helpers shared by renderers."""
+from __future__ import annotations
+
+from ..findings import AuditReport, ConvFinding
+
+
+def fmt_flops(f: int | None) -> str:
+    if f is None:
+        return "?"
+    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if f >= div:
+            return f"{f / div:.2f}{unit}"
+    return str(f)
+
+
+def path_of(f: ConvFinding, width: int = 0) -> str:
+    p = " > ".join(f.function_path) if f.function_path else "(graph)"
+    if width and len(p) > width:
+        p = "…" + p[-(width - 1):]
+    return p
+
+
+def reason_legend(report: AuditReport) -> dict[str, int]:
+    legend: dict[str, int] = {}
+    for f in report.findings:
+        legend.setdefault(f.accumulation_reason, len(legend) + 1)
+    return legend
+
+
+def share(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"

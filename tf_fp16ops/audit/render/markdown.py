@@ -1,0 +1,52 @@
+"""Markdown renderer: summary table, switches, and one row per conv call site."""
+from __future__ import annotations
+
+from ..findings import AuditReport
+from .common import fmt_flops, path_of, reason_legend, share
+
+
+def _esc(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def render_markdown_summary(report: AuditReport) -> str:
+    s = report.summary
+    out = [f"**{s.call_sites} conv call sites** ({s.conv_nodes} conv nodes) in `{_esc(report.source)}` "
+           f"({report.source_format}); context: device={report.context.device}, amp={report.context.amp}.",
+           "", "| class | call sites | FLOPs | share of FLOPs |", "|---|---:|---:|---:|"]
+    for c in s.classes:
+        out.append(f"| {c.audit_class} | {c.count} | {fmt_flops(c.flops)} | {share(c.flop_share)} |")
+    out.append("")
+    out.append(f"fp16 share ({s.share_basis}): **{share(s.fp16_share)}**; "
+               f"fp16-accumulate share: **{share(s.fp16_accumulate_share)}**.")
+    if report.context.amp:
+        out.append(f"Auto mixed precision (prediction): {s.amp_predicted_rewrites} call sites would be "
+                   "rewritten to half at run time.")
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(report: AuditReport) -> str:
+    legend = reason_legend(report)
+    out = ["# fp16 convolution audit", "", render_markdown_summary(report)]
+    if report.switches:
+        out += ["## Switches", "", "| variable | value | effect |", "|---|---|---|"]
+        for sw in report.switches:
+            out.append(f"| `{sw.name}` | {'unset' if sw.value is None else '`' + sw.value + '`'} | {_esc(sw.effect)} |")
+        out.append("")
+    out += ["## Call sites", "",
+            "| # | function path | node | op | T | accumulation | class | FLOPs | flags |",
+            "|---:|---|---|---|---|---|---|---:|---|"]
+    for i, f in enumerate(report.findings, 1):
+        acc = f"{f.accumulation} [{legend[f.accumulation_reason]}]" + (f" Tacc={f.Tacc}" if f.Tacc else "")
+        if f.amp is not None and f.amp.rewrite:
+            acc += " (amp→half, predicted)"
+        out.append(f"| {i} | {_esc(path_of(f))} | `{_esc(f.node)}` | {f.op} | {f.T} | {acc} | "
+                   f"{f.audit_class} | {fmt_flops(f.flops)} | {_esc(', '.join(f.flags)) or '-'} |")
+    out += ["", "Accumulation reasons:", ""]
+    out += [f"{n}. {_esc(r)}" for r, n in legend.items()]
+    if report.unknown_ops:
+        out += ["", "## Unknown ops", ""]
+        out += [f"- `{u.op}` ×{u.count}: {u.verdict} (attrs: {_esc(', '.join(u.attrs))})" for u in report.unknown_ops]
+    if report.notes:
+        out += ["", "## Notes", ""] + [f"- {_esc(n)}" for n in report.notes]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,72 @@
+"""Terminal renderer: a fixed-width table, one row per conv call site, and a summary."""
+from __future__ import annotations
+
+from ..findings import AuditReport
+from .common import fmt_flops, path_of, reason_legend, share
+
+
+def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
+    legend = reason_legend(report)
+    headers = ("#", "function path", "node", "op", "T", "accumulation", "class", "FLOPs", "flags")
+    rows = []
+    findings = report.findings if max_rows is None else report.findings[:max_rows]
+    for i, f in enumerate(findings, 1):
+        acc = f"{f.accumulation} [{legend[f.accumulation_reason]}]"
+        if f.Tacc:
+            acc += f" Tacc={f.Tacc}"
+        if f.amp is not None and f.amp.rewrite:
+            acc += " (amp→half, predicted)"
+        rows.append((str(i), path_of(f, 38), _cut(f.node, 40), f.op, f.T or "?", acc, f.audit_class,
+                     fmt_flops(f.flops), ", ".join(f.flags) or "-"))
+    widths = [max(len(h), *(len(r[c]) for r in rows)) if rows else len(h) for c, h in enumerate(headers)]
+    widths[-1] = len(headers[-1])
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    out = [f"tf-fp16-audit: {report.source} ({report.source_format})",
+           f"context: device={report.context.device} amp={report.context.amp} "
+           f"compute_capability={_v(report.context.compute_capability)} cudnn={_v(report.context.cudnn_version)} "
+           f"TF {report.context.tf_version} [{report.context.origin}]", ""]
+    out.append(line(headers))
+    out.append(line(tuple("-" * w for w in widths)))
+    out.extend(line(r) for r in rows)
+    if max_rows is not None and len(report.findings) > max_rows:
+        out.append(f"... {len(report.findings) - max_rows} more call sites (use --format json for all)")
+    if not report.findings:
+        out.append("(no convolutions found)")
+    out.append("")
+    out.append("accumulation reasons:")
+    out.extend(f"  [{n}] {r}" for r, n in legend.items())
+    s = report.summary
+    out.append("")
+    out.append(f"summary: {s.call_sites} conv call sites ({s.conv_nodes} conv nodes), "
+               f"FLOPs known for {s.flops_known}, total {fmt_flops(s.total_flops)}")
+    for c in s.classes:
+        out.append(f"  {c.audit_class:16s} {c.count:6d} sites  {share(c.flop_share):>7s} of FLOPs")
+    out.append(f"  fp16 share ({s.share_basis}): {share(s.fp16_share)}; fp16-accumulate share: "
+               f"{share(s.fp16_accumulate_share)}")
+    if report.context.amp:
+        out.append(f"  auto mixed precision (prediction): {s.amp_predicted_rewrites} sites would be rewritten "
+                   "to half at run time")
+    if report.switches:
+        out.append("")
+        out.append("switches:")
+        for sw in report.switches:
+            val = "unset" if sw.value is None else repr(sw.value)
+            out.append(f"  {sw.name}={val}: {sw.effect}")
+    if report.unknown_ops:
+        out.append("")
+        out.append("unknown ops:")
+        for u in report.unknown_ops:
+            out.append(f"  {u.op} x{u.count} ({', '.join(u.example_nodes)}): {u.verdict}; attrs {', '.join(u.attrs)}")
+    if report.notes:
+        out.append("")
+        out.append("notes:")
+        out.extend(f"  - {n}" for n in report.notes)
+    return "\n".join(out) + "\n"
+
+
+def _cut(s: str, w: int) -> str:
+    return s if len(s) <= w else "…" + s[-(w - 1):]
+
+
+def _v(t) -> str:
+    return ".".join(map(str, t)) if t else "?"
