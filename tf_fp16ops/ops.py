@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_fp16ops import _library
+from tf_fp16ops._xla import check_not_in_xla
 
 _ops = _library.load()
 
@@ -129,6 +130,7 @@ def conv2d(input, filters, strides: IntOrList, padding, data_format: str = "NHWC
     strides_attr = _window_attr("strides", strides, data_format)
     dilations_attr = _window_attr("dilations", 1 if dilations is None else dilations, data_format)
     padding_attr, explicit = _padding_attrs(padding)
+    check_not_in_xla("Fp16Conv2D")
     with tf.name_scope(name or "Fp16Conv2D"):
         input = tf.convert_to_tensor(input, name="input")
         filters = tf.convert_to_tensor(filters, name="filters")
@@ -175,6 +177,7 @@ def conv2d_backprop_input(input_sizes, filters, out_backprop, strides: IntOrList
     """
     data_format = _data_format(data_format)
     padding_attr, explicit = _padding_attrs(padding)
+    check_not_in_xla("Fp16Conv2DBackpropInput")
     with tf.name_scope(name or "Fp16Conv2DBackpropInput"):
         return _ops.fp16_conv2d_backprop_input(
             _sizes("input_sizes", input_sizes), filters, out_backprop, Tacc=accumulation_dtype(accumulation),
@@ -206,6 +209,7 @@ def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides: IntOrList
     """
     data_format = _data_format(data_format)
     padding_attr, explicit = _padding_attrs(padding)
+    check_not_in_xla("Fp16Conv2DBackpropFilter")
     with tf.name_scope(name or "Fp16Conv2DBackpropFilter"):
         return _ops.fp16_conv2d_backprop_filter(
             input, _sizes("filter_sizes", filter_sizes), out_backprop, Tacc=accumulation_dtype(accumulation),
