@@ -57,26 +57,39 @@ void AccumulateScalar(Accumulation accumulation, float* acc, int64_t len, const 
 
 #if defined(__x86_64__)
 // ---------------------------------------------------------------- AVX-512 (16 lanes)
-__attribute__((target("avx512f,avx512vl,f16c,fma"))) inline __m512 HalfStep512(__m512 acc, __m512 x,
-                                                                                __m512 w) {
-  const __m512 p = _mm512_mul_ps(x, w);
-  const __m512 s = _mm512_add_ps(p, acc);
-  const __m512 bb = _mm512_sub_ps(s, p);
-  const __m512 e = _mm512_add_ps(_mm512_sub_ps(p, _mm512_sub_ps(s, bb)), _mm512_sub_ps(acc, bb));
-  const __m512i sb = _mm512_castps_si512(s);
-  const __m512i one = _mm512_set1_epi32(1);
-  // Inexact (ordered compare: a NaN error means s is not finite) and last bit even.
-  const __mmask16 fix = _mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_NEQ_OQ) &
-                        _mm512_testn_epi32_mask(sb, one);
-  // +1 when e and s have the same sign (move away from zero), else -1.
-  const __m512i delta =
-      _mm512_or_si512(_mm512_srai_epi32(_mm512_xor_si512(sb, _mm512_castps_si512(e)), 31), one);
-  const __m512 odd = _mm512_castsi512_ps(_mm512_mask_add_epi32(sb, fix, sb, delta));
-  return _mm512_cvtph_ps(_mm512_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+// Vector kHalf step. s = fl32(x * w + acc) is one FMA (the product is exact). If s is not a
+// binary16 rounding midpoint, no midpoint lies between s and the exact sum (midpoints are
+// binary32 numbers and s is the binary32 number nearest the exact sum), so rounding s to
+// binary16 equals rounding the exact sum. Midpoints (|s| >= 2^-14: low 13 bits 0x1000) and the
+// binary16-subnormal range take the slow path: TwoSum and round to odd, as in RoundToOddSum.
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 HalfStep512(__m512 acc, __m512 x,
+                                                                                         __m512 w) {
+  __m512 s = _mm512_fmadd_ps(x, w, acc);
+  __m512i sb = _mm512_castps_si512(s);
+  const __m512i magnitude = _mm512_and_si512(sb, _mm512_set1_epi32(0x7FFFFFFF));
+  const __mmask16 midpoint = _mm512_cmpeq_epi32_mask(_mm512_and_si512(sb, _mm512_set1_epi32(0x1FFF)),
+                                                     _mm512_set1_epi32(0x1000));
+  // 0 < |s| < 2^-14 (0x38800000): unsigned (|s| - 1) < 0x387FFFFF.
+  const __mmask16 small = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(magnitude, _mm512_set1_epi32(1)),
+                                                  _mm512_set1_epi32(0x387FFFFF));
+  if (__builtin_expect((midpoint | small) != 0, 0)) {
+    const __m512 p = _mm512_mul_ps(x, w);
+    const __m512 bb = _mm512_sub_ps(s, p);
+    const __m512 e = _mm512_add_ps(_mm512_sub_ps(p, _mm512_sub_ps(s, bb)), _mm512_sub_ps(acc, bb));
+    const __m512i one = _mm512_set1_epi32(1);
+    // Inexact (ordered compare: a NaN error means s is not finite) and last bit even.
+    const __mmask16 fix = _mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_NEQ_OQ) & _mm512_testn_epi32_mask(sb, one);
+    // +1 when e and s have the same sign (away from zero), else -1.
+    const __m512i delta =
+        _mm512_or_si512(_mm512_srai_epi32(_mm512_xor_si512(sb, _mm512_castps_si512(e)), 31), one);
+    sb = _mm512_mask_add_epi32(sb, fix, sb, delta);
+    s = _mm512_castsi512_ps(sb);
+  }
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 template <int kVecs, bool kHalfAcc>
-__attribute__((target("avx512f,avx512vl,f16c,fma"))) inline void Block512(
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline void Block512(
     float* acc, int64_t l, const float* xs, int64_t terms, const float* rows, int64_t row_stride) {
   __m512 a[kVecs];
   for (int v = 0; v < kVecs; ++v) a[v] = _mm512_loadu_ps(acc + l + 16 * v);
@@ -92,7 +105,7 @@ __attribute__((target("avx512f,avx512vl,f16c,fma"))) inline void Block512(
 }
 
 template <bool kHalfAcc>
-__attribute__((target("avx512f,avx512vl,f16c,fma"))) void Accumulate512(
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Accumulate512(
     float* acc, int64_t len, const float* xs, int64_t terms, const float* rows, int64_t row_stride) {
   int64_t l = 0;
   for (; l + 64 <= len; l += 64) Block512<4, kHalfAcc>(acc, l, xs, terms, rows, row_stride);
@@ -103,21 +116,66 @@ __attribute__((target("avx512f,avx512vl,f16c,fma"))) void Accumulate512(
   }
 }
 
+// M output rows at once, 16 lanes per step, the lane tail masked.
+template <int M, bool kHalfAcc>
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512(float* const* acc, int64_t len,
+                                                                  const float* const* xs, int64_t terms,
+                                                                  const float* rows, int64_t row_stride) {
+  for (int64_t l = 0; l < len; l += 16) {
+    const __mmask16 mask = len - l >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                         : static_cast<__mmask16>((1u << (len - l)) - 1u);
+    __m512 a[M];
+    for (int r = 0; r < M; ++r) a[r] = _mm512_maskz_loadu_ps(mask, acc[r] + l);
+    const float* w = rows + l;
+    for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+      const __m512 wv = _mm512_maskz_loadu_ps(mask, w);
+      for (int r = 0; r < M; ++r) {
+        const __m512 x = _mm512_set1_ps(xs[r][t]);
+        a[r] = kHalfAcc ? HalfStep512(a[r], x, wv) : _mm512_fmadd_ps(x, wv, a[r]);
+      }
+    }
+    for (int r = 0; r < M; ++r) _mm512_mask_storeu_ps(acc[r] + l, mask, a[r]);
+  }
+}
+
+template <bool kHalfAcc>
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispatch(int m, float* const* acc, int64_t len,
+                                                                          const float* const* xs, int64_t terms,
+                                                                          const float* rows, int64_t row_stride) {
+  switch (m) {
+    case 1: return Multi512<1, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 2: return Multi512<2, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 3: return Multi512<3, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 4: return Multi512<4, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 5: return Multi512<5, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 6: return Multi512<6, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 7: return Multi512<7, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    default: return Multi512<8, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+  }
+}
+
 // ---------------------------------------------------------------- AVX2 (8 lanes)
 __attribute__((target("avx2,f16c,fma"))) inline __m256 HalfStep256(__m256 acc, __m256 x, __m256 w) {
-  const __m256 p = _mm256_mul_ps(x, w);
-  const __m256 s = _mm256_add_ps(p, acc);
-  const __m256 bb = _mm256_sub_ps(s, p);
-  const __m256 e = _mm256_add_ps(_mm256_sub_ps(p, _mm256_sub_ps(s, bb)), _mm256_sub_ps(acc, bb));
-  const __m256i sb = _mm256_castps_si256(s);
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m256i inexact = _mm256_castps_si256(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_OQ));
-  const __m256i even = _mm256_cmpeq_epi32(_mm256_and_si256(sb, one), _mm256_setzero_si256());
-  const __m256i delta =
-      _mm256_or_si256(_mm256_srai_epi32(_mm256_xor_si256(sb, _mm256_castps_si256(e)), 31), one);
-  const __m256i fix = _mm256_and_si256(_mm256_and_si256(inexact, even), delta);
-  const __m256 odd = _mm256_castsi256_ps(_mm256_add_epi32(sb, fix));
-  return _mm256_cvtph_ps(_mm256_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  __m256 s = _mm256_fmadd_ps(x, w, acc);
+  __m256i sb = _mm256_castps_si256(s);
+  const __m256i magnitude = _mm256_and_si256(sb, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i midpoint = _mm256_cmpeq_epi32(_mm256_and_si256(sb, _mm256_set1_epi32(0x1FFF)), _mm256_set1_epi32(0x1000));
+  // 0 < |s| < 2^-14 as signed compares on the magnitude bits.
+  const __m256i small = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x38800000), magnitude),
+                                         _mm256_cmpgt_epi32(magnitude, _mm256_setzero_si256()));
+  if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(midpoint, small), _mm256_set1_epi32(-1)), 0)) {
+    const __m256 p = _mm256_mul_ps(x, w);
+    const __m256 bb = _mm256_sub_ps(s, p);
+    const __m256 e = _mm256_add_ps(_mm256_sub_ps(p, _mm256_sub_ps(s, bb)), _mm256_sub_ps(acc, bb));
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i inexact = _mm256_castps_si256(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+    const __m256i even = _mm256_cmpeq_epi32(_mm256_and_si256(sb, one), _mm256_setzero_si256());
+    const __m256i delta =
+        _mm256_or_si256(_mm256_srai_epi32(_mm256_xor_si256(sb, _mm256_castps_si256(e)), 31), one);
+    sb = _mm256_add_epi32(sb, _mm256_and_si256(_mm256_and_si256(inexact, even), delta));
+    s = _mm256_castsi256_ps(sb);
+  }
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 template <bool kHalfAcc>
@@ -161,6 +219,7 @@ Isa DetectIsa() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma")) {
     return Isa::kAvx512;
   }
@@ -205,6 +264,25 @@ void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const fl
   }
 #endif
   AccumulateScalar(accumulation, acc, len, xs, terms, rows, row_stride);
+}
+
+void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, int64_t len,
+                         const float* const* xs, int64_t terms, const float* rows, int64_t row_stride) {
+  if (len <= 0 || terms <= 0 || m <= 0) return;
+#if defined(__x86_64__)
+  if (ChosenIsa() == Isa::kAvx512) {
+    for (int r0 = 0; r0 < m; r0 += kMaxRows) {
+      const int mm = m - r0 < kMaxRows ? m - r0 : kMaxRows;
+      if (accumulation == Accumulation::kHalf) {
+        Multi512Dispatch<true>(mm, acc + r0, len, xs + r0, terms, rows, row_stride);
+      } else {
+        Multi512Dispatch<false>(mm, acc + r0, len, xs + r0, terms, rows, row_stride);
+      }
+    }
+    return;
+  }
+#endif
+  for (int r = 0; r < m; ++r) AccumulateRows(accumulation, acc[r], len, xs[r], terms, rows, row_stride);
 }
 
 void RoundToHalfInPlace(float* values, int64_t n) {

@@ -30,6 +30,13 @@ float HalfFmaStep(float acc, float x, float w);
 void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const float* xs,
                     int64_t terms, const float* rows, int64_t row_stride);
 
+// The same for `m` independent output rows that share `rows` (up to kMaxRows): for each r < m,
+// acc[r][0:len] accumulates xs[r][t] * rows[t * row_stride + l]. Independent rows give the
+// vector units independent dependency chains (the kHalf step is a long chain of operations).
+constexpr int kMaxRows = 8;
+void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, int64_t len,
+                         const float* const* xs, int64_t terms, const float* rows, int64_t row_stride);
+
 // Rounds n floats to binary16 (round to nearest even) in place: the final store of kFloat.
 void RoundToHalfInPlace(float* values, int64_t n);
 

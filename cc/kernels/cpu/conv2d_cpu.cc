@@ -11,25 +11,41 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   const int64_t Kg = g.K / g.groups;
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
   const int64_t cost = std::max<int64_t>(1, 2 * g.Q * g.KH * g.KW * g.Cg * g.K);
+  // With one group and no horizontal dilation, the (kw, ci) terms of a window row are
+  // contiguous in x and in the filter, so one call covers a whole kernel row.
+  const bool contiguous_row = g.groups == 1 && g.dilation_w == 1;
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     const std::vector<float> zeros(static_cast<size_t>(g.Cg), 0.0f);
+    float* accs[kMaxRows];
+    const float* xs[kMaxRows];
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.P;
       const int64_t p = r % g.P;
       float* yrow = y + r * g.Q * g.K;
       std::fill(yrow, yrow + g.Q * g.K, 0.0f);
-      for (int64_t q = 0; q < g.Q; ++q) {
-        float* out = yrow + q * g.K;
+      for (int64_t q0 = 0; q0 < g.Q; q0 += kMaxRows) {
+        const int m = static_cast<int>(std::min<int64_t>(kMaxRows, g.Q - q0));
+        const int64_t w_first = q0 * g.stride_w - g.pad_left;
+        const int64_t w_last = (q0 + m - 1) * g.stride_w - g.pad_left + (g.KW - 1) * g.dilation_w;
+        const bool row_fits = contiguous_row && w_first >= 0 && w_last < g.W;
         for (int64_t gr = 0; gr < g.groups; ++gr) {
+          for (int i = 0; i < m; ++i) accs[i] = yrow + (q0 + i) * g.K + gr * Kg;
           for (int64_t kh = 0; kh < g.KH; ++kh) {
             const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
+            const bool h_inside = h >= 0 && h < g.H;
+            if (row_fits && h_inside) {
+              for (int i = 0; i < m; ++i) xs[i] = x + ((n * g.H + h) * g.W + w_first + i * g.stride_w) * g.C;
+              AccumulateRowsMulti(acc, m, accs, Kg, xs, g.KW * g.C, w + kh * g.KW * g.C * g.K, g.K);
+              continue;
+            }
             for (int64_t kw = 0; kw < g.KW; ++kw) {
-              const int64_t wi = q * g.stride_w - g.pad_left + kw * g.dilation_w;
-              const bool inside = h >= 0 && h < g.H && wi >= 0 && wi < g.W;
-              const float* xs =
-                  inside ? x + ((n * g.H + h) * g.W + wi) * g.C + gr * g.Cg : zeros.data();
+              for (int i = 0; i < m; ++i) {
+                const int64_t wi = (q0 + i) * g.stride_w - g.pad_left + kw * g.dilation_w;
+                const bool inside = h_inside && wi >= 0 && wi < g.W;
+                xs[i] = inside ? x + ((n * g.H + h) * g.W + wi) * g.C + gr * g.Cg : zeros.data();
+              }
               const float* wrows = w + (kh * g.KW + kw) * g.Cg * g.K + gr * Kg;
-              AccumulateRows(acc, out + gr * Kg, Kg, xs, g.Cg, wrows, g.K);
+              AccumulateRowsMulti(acc, m, accs, Kg, xs, g.Cg, wrows, g.K);
             }
           }
         }
@@ -54,26 +70,33 @@ void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const
   const int64_t rows = g.N * g.H;
   const int64_t cost = std::max<int64_t>(1, 2 * g.W * g.KH * g.KW * g.Cg * g.K);
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
+    float* accs[kMaxRows];
+    const float* xs[kMaxRows];
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.H;
       const int64_t h = r % g.H;
       float* dxrow = dx + r * g.W * g.C;
       std::fill(dxrow, dxrow + g.W * g.C, 0.0f);
-      for (int64_t wi = 0; wi < g.W; ++wi) {
-        float* out = dxrow + wi * g.C;
-        for (int64_t gr = 0; gr < g.groups; ++gr) {
-          for (int64_t kh = 0; kh < g.KH; ++kh) {
-            const int64_t ph = h + g.pad_top - kh * g.dilation_h;
-            if (ph < 0 || ph % g.stride_h != 0 || ph / g.stride_h >= g.P) continue;
-            const int64_t p = ph / g.stride_h;
-            for (int64_t kw = 0; kw < g.KW; ++kw) {
+      for (int64_t gr = 0; gr < g.groups; ++gr) {
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+          const int64_t ph = h + g.pad_top - kh * g.dilation_h;
+          if (ph < 0 || ph % g.stride_h != 0 || ph / g.stride_h >= g.P) continue;
+          const int64_t p = ph / g.stride_h;
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const float* wrows = wt.data() + ((kh * g.KW + kw) * g.groups + gr) * Kg * g.Cg;
+            int m = 0;
+            for (int64_t wi = 0; wi < g.W; ++wi) {
               const int64_t qw = wi + g.pad_left - kw * g.dilation_w;
-              if (qw < 0 || qw % g.stride_w != 0 || qw / g.stride_w >= g.Q) continue;
-              const int64_t q = qw / g.stride_w;
-              const float* xs = dy + ((n * g.P + p) * g.Q + q) * g.K + gr * Kg;
-              const float* wrows = wt.data() + ((kh * g.KW + kw) * g.groups + gr) * Kg * g.Cg;
-              AccumulateRows(acc, out + gr * g.Cg, g.Cg, xs, Kg, wrows, g.Cg);
+              if (qw >= 0 && qw % g.stride_w == 0 && qw / g.stride_w < g.Q) {
+                accs[m] = dxrow + wi * g.C + gr * g.Cg;
+                xs[m] = dy + ((n * g.P + p) * g.Q + qw / g.stride_w) * g.K + gr * Kg;
+                if (++m == kMaxRows) {
+                  AccumulateRowsMulti(acc, m, accs, g.Cg, xs, Kg, wrows, g.Cg);
+                  m = 0;
+                }
+              }
             }
+            AccumulateRowsMulti(acc, m, accs, g.Cg, xs, Kg, wrows, g.Cg);
           }
         }
       }
@@ -84,28 +107,38 @@ void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const
 void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy, float* dw,
                  const ParallelFor& parallel_for) {
   const int64_t Kg = g.K / g.groups;
-  const int64_t units = g.KH * g.KW * g.Cg;  // one shard unit: one filter row dw[kh, kw, ci, :]
-  const int64_t cost = std::max<int64_t>(1, 2 * g.N * g.P * g.Q * g.K);
+  const int64_t ci_blocks = (g.Cg + kMaxRows - 1) / kMaxRows;
+  // One shard unit: up to kMaxRows filter rows dw[kh, kw, ci, :] that share the dy rows.
+  const int64_t units = g.KH * g.KW * ci_blocks;
+  const int64_t cost = std::max<int64_t>(1, 2 * g.N * g.P * g.Q * g.K * kMaxRows);
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
-    std::vector<float> xs(static_cast<size_t>(g.Q));
+    std::vector<float> gathered(static_cast<size_t>(kMaxRows * g.Q));
+    float* accs[kMaxRows];
+    const float* xs[kMaxRows];
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t kh = u / (g.KW * g.Cg);
-      const int64_t kw = (u / g.Cg) % g.KW;
-      const int64_t ci = u % g.Cg;
-      float* out = dw + u * g.K;
-      std::fill(out, out + g.K, 0.0f);
+      const int64_t khw = u / ci_blocks;
+      const int64_t kh = khw / g.KW, kw = khw % g.KW;
+      const int64_t ci0 = (u % ci_blocks) * kMaxRows;
+      const int m = static_cast<int>(std::min<int64_t>(kMaxRows, g.Cg - ci0));
+      float* out = dw + (khw * g.Cg + ci0) * g.K;
+      std::fill(out, out + m * g.K, 0.0f);
       for (int64_t gr = 0; gr < g.groups; ++gr) {
-        const int64_t c = gr * g.Cg + ci;
+        for (int i = 0; i < m; ++i) {
+          accs[i] = out + i * g.K + gr * Kg;
+          xs[i] = gathered.data() + i * g.Q;
+        }
         for (int64_t n = 0; n < g.N; ++n) {
           for (int64_t p = 0; p < g.P; ++p) {
             const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
             const bool row_inside = h >= 0 && h < g.H;
             for (int64_t q = 0; q < g.Q; ++q) {
               const int64_t wi = q * g.stride_w - g.pad_left + kw * g.dilation_w;
-              xs[q] = (row_inside && wi >= 0 && wi < g.W) ? x[((n * g.H + h) * g.W + wi) * g.C + c] : 0.0f;
+              const bool inside = row_inside && wi >= 0 && wi < g.W;
+              const float* src = inside ? x + ((n * g.H + h) * g.W + wi) * g.C + gr * g.Cg + ci0 : nullptr;
+              for (int i = 0; i < m; ++i) gathered[i * g.Q + q] = inside ? src[i] : 0.0f;
             }
             const float* dyrows = dy + (n * g.P + p) * g.Q * g.K + gr * Kg;
-            AccumulateRows(acc, out + gr * Kg, Kg, xs.data(), g.Q, dyrows, g.K);
+            AccumulateRowsMulti(acc, m, accs, Kg, xs, g.Q, dyrows, g.K);
           }
         }
       }

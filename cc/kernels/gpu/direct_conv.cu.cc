@@ -80,19 +80,16 @@ __global__ void DgradKernel(DevProblem p, const T* __restrict__ w, const T* __re
     Acc acc = Zero<Acc>();
     for (int64_t kh = 0; kh < p.KH; ++kh) {
       const int64_t th = ih + p.pt - kh * p.dh;  // = op * stride_h when the tap maps to output op
-      if (((th % p.sh) + p.sh) % p.sh != 0) continue;
-      const int64_t op = th >= 0 ? th / p.sh : -((-th) / p.sh);
+      if (th < 0 || th % p.sh != 0 || th / p.sh >= p.P) continue;  // no output row maps here
+      const int64_t op = th / p.sh;
       for (int64_t kw = 0; kw < p.KW; ++kw) {
         const int64_t tw = iw + p.pl - kw * p.dw;
-        if (((tw % p.sw) + p.sw) % p.sw != 0) continue;
-        const int64_t oq = tw >= 0 ? tw / p.sw : -((-tw) / p.sw);
-        const bool inside = op >= 0 && op < p.P && oq >= 0 && oq < p.Q;
+        if (tw < 0 || tw % p.sw != 0 || tw / p.sw >= p.Q) continue;
+        const int64_t oq = tw / p.sw;
         const T* wp = w + ((kh * p.KW + kw) * p.Cg + cl) * p.K + g * p.Kg;
-        for (int64_t kk = 0; kk < p.Kg; ++kk) {
-          const T dv = inside ? dy[ActOffset(p.nchw, n, op, oq, g * p.Kg + kk, p.P, p.Q, p.K)]
-                              : Zero<T>();
-          acc = MulAdd(dv, wp[kk], acc);
-        }
+        const T* dp = dy + ActOffset(p.nchw, n, op, oq, g * p.Kg, p.P, p.Q, p.K);
+        const int64_t dstep = p.nchw ? p.P * p.Q : 1;
+        for (int64_t kk = 0; kk < p.Kg; ++kk) acc = MulAdd(dp[kk * dstep], wp[kk], acc);
       }
     }
     dx[i] = Convert<T>(acc);

@@ -5,8 +5,8 @@
 //   dgrad  dx[n,h,w,c]  : acc over (kh, kw, k)
 //   wgrad  dw[kh,kw,c,k]: acc over (n, p, q)
 // with one fp16 rounding per step (__hfma) for Tacc=half, fp32 FMA and one final rounding for
-// Tacc=float. Padding taps contribute fma(0, w, acc) (so inf/NaN weights propagate as in the
-// zero-padded definition); dgrad taps that no output position maps to are skipped.
+// Tacc=float. As in cc/kernels/cpu/conv2d_cpu.h: padded input positions are zeros that take part in
+// fprop and wgrad (0 * inf gives NaN); dgrad visits only the output positions that exist.
 #ifndef TF_FP16OPS_CC_KERNELS_GPU_DIRECT_CONV_H_
 #define TF_FP16OPS_CC_KERNELS_GPU_DIRECT_CONV_H_
 

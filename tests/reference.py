@@ -1,0 +1,132 @@
+"""Independent NumPy references for the convolution numerics contract.
+
+Nothing here calls TensorFlow or tf_fp16ops. The binary16 step is computed as
+np.float16(float64(x) * float64(w) + float64(acc)): the product of two binary16 numbers is exact
+in binary64, the binary64 sum is exact or its rounding cannot move the result across a
+binary16 rounding boundary, and NumPy converts binary64 to binary16 directly with round to
+nearest even (numpy/_core/src/npymath/halffloat.cpp, npy_doublebits_to_halfbits).
+Layouts: activations NHWC, filters HWIO [KH, KW, Cg, K]; NCHW callers transpose first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Geometry:
+    N: int
+    H: int
+    W: int
+    C: int
+    KH: int
+    KW: int
+    Cg: int
+    K: int
+    P: int
+    Q: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pb: int
+    pl: int
+    pr: int
+
+    @property
+    def groups(self) -> int:
+        return self.C // self.Cg
+
+
+def geometry(x_shape, w_shape, strides=(1, 1), dilations=(1, 1), padding="VALID") -> Geometry:
+    """tf.nn.conv2d's output size and padding rules (tensorflow/core/framework/kernel_shape_util.cc)."""
+    N, H, W, C = x_shape
+    KH, KW, Cg, K = w_shape
+    sh, sw = strides
+    dh, dw = dilations
+    eh, ew = (KH - 1) * dh + 1, (KW - 1) * dw + 1
+    if padding == "VALID":
+        pt = pb = pl = pr = 0
+    elif padding == "SAME":
+        P, Q = -(-H // sh), -(-W // sw)
+        th, tw = max((P - 1) * sh + eh - H, 0), max((Q - 1) * sw + ew - W, 0)
+        pt, pb, pl, pr = th // 2, th - th // 2, tw // 2, tw - tw // 2
+    else:  # ((top, bottom), (left, right))
+        (pt, pb), (pl, pr) = padding
+    P = (H + pt + pb - eh) // sh + 1
+    Q = (W + pl + pr - ew) // sw + 1
+    return Geometry(N, H, W, C, KH, KW, Cg, K, P, Q, sh, sw, dh, dw, pt, pb, pl, pr)
+
+
+def _step(acc, a, b, accumulation):
+    if accumulation == "half":
+        return (a.astype(np.float64) * b.astype(np.float64) + acc.astype(np.float64)).astype(np.float16)
+    return acc + a.astype(np.float64) * b.astype(np.float64)  # float64: the exact-sum reference
+
+
+def _padded(x, g: Geometry):
+    return np.pad(x, ((0, 0), (g.pt, g.pb), (g.pl, g.pr), (0, 0)))
+
+
+def conv2d(x, w, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation="half"):
+    """Forward convolution. accumulation 'half': sequential binary16 fused steps over
+    (kh, kw, ci); 'float64': exact-ish float64 sum (reference for float accumulation)."""
+    g = geometry(x.shape, w.shape, strides, dilations, padding)
+    xp = _padded(x, g)
+    Kg = g.K // g.groups
+    group_of_k = np.arange(g.K) // Kg
+    acc = np.zeros((g.N, g.P, g.Q, g.K), np.float16 if accumulation == "half" else np.float64)
+    for kh in range(g.KH):
+        for kw in range(g.KW):
+            rows = xp[:, kh * g.dh: kh * g.dh + (g.P - 1) * g.sh + 1: g.sh,
+                      kw * g.dw: kw * g.dw + (g.Q - 1) * g.sw + 1: g.sw, :]
+            for ci in range(g.Cg):
+                xs = rows[..., group_of_k * g.Cg + ci]            # [N, P, Q, K]
+                acc = _step(acc, xs, w[kh, kw, ci, :], accumulation)
+    return acc
+
+
+def conv2d_backprop_input(x_shape, w, dy, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation="half"):
+    """dgrad with the reduction order (kh, kw, ko) for each input element."""
+    g = geometry(x_shape, w.shape, strides, dilations, padding)
+    Kg = g.K // g.groups
+    acc = np.zeros((g.N, g.H + g.pt + g.pb, g.W + g.pl + g.pr, g.C),
+                   np.float16 if accumulation == "half" else np.float64)
+    for kh in range(g.KH):
+        for kw in range(g.KW):
+            hs = slice(kh * g.dh, kh * g.dh + (g.P - 1) * g.sh + 1, g.sh)
+            ws = slice(kw * g.dw, kw * g.dw + (g.Q - 1) * g.sw + 1, g.sw)
+            for ko in range(Kg):
+                for gr in range(g.groups):
+                    cs = slice(gr * g.Cg, (gr + 1) * g.Cg)
+                    k = gr * Kg + ko
+                    acc[:, hs, ws, cs] = _step(acc[:, hs, ws, cs], dy[:, :, :, k:k + 1], w[kh, kw, :, k], accumulation)
+    return acc[:, g.pt: g.pt + g.H, g.pl: g.pl + g.W, :]
+
+
+def conv2d_backprop_filter(x, w_shape, dy, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation="half"):
+    """wgrad with the reduction order (n, p, q) for each filter element; padded zeros take part."""
+    g = geometry(x.shape, w_shape, strides, dilations, padding)
+    xp = _padded(x, g)
+    Kg = g.K // g.groups
+    group_of_k = np.arange(g.K) // Kg
+    acc = np.zeros((g.KH, g.KW, g.Cg, g.K), np.float16 if accumulation == "half" else np.float64)
+    kh = np.arange(g.KH)[:, None, None, None]
+    kw = np.arange(g.KW)[None, :, None, None]
+    ci = np.arange(g.Cg)[None, None, :, None]
+    c = group_of_k[None, None, None, :] * g.Cg + ci
+    for n in range(g.N):
+        for p in range(g.P):
+            for q in range(g.Q):
+                xs = xp[n, p * g.sh + kh * g.dh, q * g.sw + kw * g.dw, c]   # [KH, KW, Cg, K]
+                acc = _step(acc, xs, np.broadcast_to(dy[n, p, q, :], acc.shape), accumulation)
+    return acc
+
+
+def gamma_bound(terms: int, abs_sum, unit_roundoff: float):
+    """Higham's bound γ_K·Σ|x·w| with γ_K = K·u / (1 − K·u) (Accuracy and Stability of Numerical
+    Algorithms, 2nd ed., §3.1) for a K-term recursive sum."""
+    ku = terms * unit_roundoff
+    return ku / (1 - ku) * abs_sum
