@@ -131,11 +131,11 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
             continue
         if cls not in _CONV_LAYERS:
             continue
-        _add_conv_layer(gd, name, cls, cfg, notes)
+        _add_conv_layer(gd, name, cls, cfg, notes, layer.get("build_config"))
     return gd, notes
 
 
-def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes) -> None:
+def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, build_config=None) -> None:
     from tensorflow.core.framework import types_pb2
 
     op, nd = _CONV_LAYERS[cls]
@@ -145,7 +145,7 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes) -> N
         notes.messages.append(f"layer {name!r}: policy {p!r} has no TensorFlow dtype; skipped")
         return
     tv, tc = getattr(types_pb2, "DT_" + _DTYPES[var].upper()), getattr(types_pb2, "DT_" + _DTYPES[comp].upper())
-    shape = (cfg.get("build_config") or {}).get("input_shape")
+    shape = (build_config or cfg.get("build_config") or {}).get("input_shape")
     channels_last = cfg.get("data_format", "channels_last") != "channels_first"
     ks = _tuple(cfg.get("kernel_size"), nd)
     strides = _tuple(cfg.get("strides", 1), nd)

@@ -178,22 +178,22 @@ def load_object(obj: Any) -> LoadedModel:
     if isinstance(obj, graph_pb2.GraphDef):
         gd = obj
     elif isinstance(obj, tf.Graph):
-        gd = obj.as_graph_def()
+        gd = obj.as_graph_def(add_shapes=True)
     elif _is_keras_model(obj):
         layers = tuple(_layers_of_model(obj))
         model_name = obj.name
         specs = [tf.TensorSpec(t.shape, t.dtype) for t in obj.inputs]
         fn = tf.function(lambda *a: obj(list(a) if len(a) > 1 else a[0], training=False))
-        gd = fn.get_concrete_function(*specs).graph.as_graph_def()
+        gd = fn.get_concrete_function(*specs).graph.as_graph_def(add_shapes=True)
         desc = f"keras.Model {obj.name!r}"
     elif hasattr(obj, "graph") and hasattr(obj, "structured_input_signature"):  # ConcreteFunction
-        gd = obj.graph.as_graph_def()
+        gd = obj.graph.as_graph_def(add_shapes=True)
     elif hasattr(obj, "get_concrete_function"):  # tf.function
         concrete = _concrete_functions(obj)
         if not concrete:
             raise AuditInputError(f"{desc}: tf.function has no input_signature and was never traced; "
                                   "pass a ConcreteFunction (fn.get_concrete_function(...))")
-        units = tuple(GraphUnit(f"trace[{i}]", c.graph.as_graph_def()) for i, c in enumerate(concrete))
+        units = tuple(GraphUnit(f"trace[{i}]", c.graph.as_graph_def(add_shapes=True)) for i, c in enumerate(concrete))
         return LoadedModel(desc, "python", units)
     else:
         raise AuditInputError(f"cannot audit an object of type {desc}: expected a path, tf.function, "

@@ -79,6 +79,8 @@ def type_attr_value(a) -> str | None:
 
 
 def _result(op, node, dtype, steps, variable, shape, crossed) -> Provenance:
+    if variable is None and dtype == "resource" and op in ("Placeholder", "_Arg"):
+        variable = node  # a captured variable handle
     chain = [f"{op}({dtype or '?'})"] + [f"{s[0]}({s[2] or '?'})" for s in reversed(steps)]
     dtypes: list[str] = []
     for d in [dtype] + [s[2] for s in reversed(steps)]:
