@@ -13,6 +13,14 @@ from tf_fp16ops.ops import (
     conv2d_backprop_filter,
     conv2d_backprop_input,
 )
+# Keras layer, model conversion and SavedModel loading. Importing `layers` registers
+# "tf_fp16ops>Conv2D" so `.keras` files load after `import tf_fp16ops`; keras is already imported
+# by tensorflow, so these imports add a few milliseconds.
+from tf_fp16ops import layers
+from tf_fp16ops.comparison import compare
+from tf_fp16ops.conversion import convert, convert_with_report
+from tf_fp16ops.saved_model import load_saved_model
 
-__all__ = ["accumulation_dtype", "conv2d", "conv2d_backprop_filter", "conv2d_backprop_input"]
+__all__ = ["accumulation_dtype", "compare", "conv2d", "conv2d_backprop_filter", "conv2d_backprop_input",
+           "convert", "convert_with_report", "layers", "load_saved_model"]
 __version__ = "0.1.0"

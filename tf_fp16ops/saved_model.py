@@ -1,0 +1,51 @@
+"""Loading SavedModels that contain Fp16Conv2D ops.
+
+A SavedModel stores op names, not kernels: `tf.saved_model.load` (and `keras.layers.TFSMLayer`,
+TF Serving, `saved_model_cli run`) fails with NotFoundError "Op type not registered
+'Fp16Conv2D' in binary running on ..." unless the op library was loaded into the process
+first. Loading it is what `import tf_fp16ops` does, so the one-liner is
+
+    import tf_fp16ops, tensorflow as tf; model = tf.saved_model.load(path)
+
+or, where the Python package is not installed but the library file is,
+`tf.load_op_library("/path/to/tf_fp16ops/_fp16ops.so")` before loading. Loading the library
+again, or through a symlink to it, is harmless (TensorFlow keeps one registration per op name).
+"""
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from tf_fp16ops import _library
+
+_NOT_REGISTERED = "Op type not registered"
+
+
+def load_saved_model(path: str | os.PathLike, tags=None, options=None):
+    """`tf.saved_model.load(path, tags, options)` with the Fp16Conv2D op library loaded first.
+
+    Args:
+      path: SavedModel directory (from `tf.saved_model.save` or Keras `model.export`).
+      tags, options: as `tf.saved_model.load`.
+
+    Returns:
+      The loaded trackable object, as `tf.saved_model.load` returns it.
+
+    Raises:
+      ImportError: the op library cannot be loaded (see `tf_fp16ops._library.load`).
+      tf.errors.NotFoundError: the SavedModel needs another op that is not registered; the
+        message keeps TensorFlow's and adds which library must be loaded for Fp16Conv2D ops.
+      OSError / ValueError: as `tf.saved_model.load` (missing or malformed directory).
+    """
+    _library.load()
+    try:
+        return tf.saved_model.load(os.fspath(path), tags=tags, options=options)
+    except tf.errors.NotFoundError as e:
+        if _NOT_REGISTERED not in str(e):
+            raise
+        raise tf.errors.NotFoundError(
+            e.node_def, e.op,
+            f"{e.message}\ntf_fp16ops: the Fp16Conv2D ops are registered (library {_library.LIBRARY_PATH}); "
+            f"the op named above comes from another library, which must be loaded with "
+            f"tf.load_op_library before loading this SavedModel.") from e
