@@ -49,6 +49,7 @@ class Scope:
     signatures: dict  # top-level node name -> signature names
     arg_shapes: dict  # top-level placeholder name -> shape tuple
     op_counts: dict  # op type -> (count, first node name)
+    owner_layer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,8 @@ def parse_input(text: str, in_function: bool) -> tuple[str, int] | None:
     return parts[0], int(parts[1])
 
 
-def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_shapes=None) -> Scope:
+def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_shapes=None,
+                 owner_layer=None) -> Scope:
     index = {}
     convs = []
     calls = []
@@ -202,7 +204,7 @@ def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_
             arg_attrs[i] = aa.attr
         rets = tuple(fdef.ret[o.name] for o in fdef.signature.output_arg if o.name in fdef.ret)
     return Scope(key, unit, function, index, fdef, tuple(convs), tuple(calls), args, arg_attrs,
-                 rets, signatures or {}, arg_shapes or {}, op_counts)
+                 rets, signatures or {}, arg_shapes or {}, op_counts, owner_layer)
 
 
 def _add_op_node(g: nx.MultiDiGraph, scope: Scope, name: str) -> tuple:
@@ -258,10 +260,11 @@ def build_graph(model: LoadedModel) -> AuditGraph:
         fnames = set(functions)
         top_key = prefix + "<graph>"
         scopes[top_key] = _index_scope(top_key, unit.label, None, gd.node, None, fnames,
-                                       unit.signatures, unit.arg_shapes)
+                                       unit.signatures, unit.arg_shapes, unit.owner_layer)
         for fname, fdef in functions.items():
             key = prefix + fname
-            scopes[key] = _index_scope(key, unit.label, fname, fdef.node_def, fdef, fnames)
+            scopes[key] = _index_scope(key, unit.label, fname, fdef.node_def, fdef, fnames,
+                                       owner_layer=unit.owner_layer)
         unit_keys = [top_key] + [prefix + f for f in functions]
         called: set[str] = set()
         for key in unit_keys:

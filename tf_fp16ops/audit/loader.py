@@ -146,7 +146,7 @@ def _load_keras(path: str) -> LoadedModel:
             continue
         for u in sub.units:
             units.append(GraphUnit(f"layer {layer} -> {sub_path} {u.label}", u.graph_def,
-                                   u.signatures, u.arg_shapes))
+                                   u.signatures, u.arg_shapes, owner_layer=layer))
     return LoadedModel(path, "keras", tuple(units), layers, config.get("config", {}).get("name"),
                        tuple(notes.messages))
 

@@ -14,12 +14,14 @@ class GraphUnit:
       graph_def: a `tensorflow.core.framework.graph_pb2.GraphDef` (not copied).
       signatures: maps a top-level node name to the names of the signatures whose outputs it produces.
       arg_shapes: optional shapes for top-level Placeholders by node name (from signature TensorSpecs).
+      owner_layer: the Keras layer wrapping this whole graph, when known.
     """
 
     label: str
     graph_def: Any
     signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)
     arg_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    owner_layer: str | None = None  # Keras layer that wraps this graph (e.g. a TFSMLayer)
 
 
 @dataclass(frozen=True)

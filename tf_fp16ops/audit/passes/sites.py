@@ -38,6 +38,8 @@ def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[st
         flags.append("amp-predicted-rewrite")
     call_nodes = tuple(f.call_node for f in site.frames)
     layer = policy.owning_layer(list(call_nodes) + [site.node], layers, model_name)
+    if scope.owner_layer is not None and scope.owner_layer in layers:
+        layer = layers[scope.owner_layer]
     if layer is not None and layer.compute_dtype in ("float16", "bfloat16") and T == "float":
         flags.append(f"policy-mismatch(policy {layer.policy}, graph computes T=float)")
     function_path = tuple(ag.scopes[f.callee].function or "" for f in site.frames)
