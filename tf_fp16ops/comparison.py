@@ -58,7 +58,8 @@ def difference(name: str, a, b) -> OutputDifference:
         raise ValueError(f"output '{name}' has shape {a.shape} in model_a and {b.shape} in model_b")
     equal = (a == b) | (np.isnan(a) & np.isnan(b))
     finite = np.isfinite(a) & np.isfinite(b)
-    diff = np.where(equal, 0.0, np.where(finite, np.abs(a - b), np.inf))
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(equal, 0.0, np.where(finite, np.abs(a - b), np.inf))
     max_abs = float(diff.max()) if diff.size else 0.0
     finite_a = np.abs(a[np.isfinite(a)])
     scale = float(finite_a.max()) if finite_a.size else 0.0
