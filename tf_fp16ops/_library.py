@@ -6,6 +6,7 @@ installed one; otherwise the import fails with an ImportError that says how to r
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -25,11 +26,11 @@ def _built_for() -> str:
         return "unknown"
 
 
+@functools.cache
 def load() -> ModuleType:
-    """Returns the op module made by `tf.load_op_library` for `_fp16ops.so`.
-
-    Loading twice, or through a symlink, returns the same registered ops (TensorFlow keeps one
-    registration per op name; `tf.load_op_library` of an already-loaded file is a no-op).
+    """Returns the op module made by `tf.load_op_library` for `_fp16ops.so` (once per process:
+    a second `tf.load_op_library` of the same file, or of a symlink to it, registers nothing
+    new and returns a module without wrappers, so the first module is kept).
 
     Raises:
       ImportError: the library is missing, was built for another TensorFlow version, or fails

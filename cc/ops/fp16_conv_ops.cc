@@ -13,6 +13,15 @@ using tensorflow::shape_inference::ShapeHandle;
 
 
 // Fills dims[4] from a rank-4 shape; returns false when some dimension is unknown.
+// Rank check naming the argument (WithRank's message names only the node).
+Status WithRank4(InferenceContext* c, int index, const char* name, ShapeHandle* out) {
+  ShapeHandle s = c->input(index);
+  if (c->RankKnown(s) && c->Rank(s) != 4) {
+    return tensorflow::errors::InvalidArgument(name, " must be 4-D, got shape ", c->DebugString(s));
+  }
+  return c->WithRank(s, 4, out);
+}
+
 bool KnownDims(InferenceContext* c, ShapeHandle s, int64_t dims[4]) {
   bool known = true;
   for (int i = 0; i < 4; ++i) {
@@ -30,8 +39,8 @@ Status Fp16Conv2DShape(InferenceContext* c) {
   ConvAttrs attrs;
   TF_RETURN_IF_ERROR(ReadConvAttrs(c, &attrs));
   ShapeHandle input, filter;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &input));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &filter));
+  TF_RETURN_IF_ERROR(WithRank4(c, 0, "input", &input));
+  TF_RETURN_IF_ERROR(WithRank4(c, 1, "filter", &filter));
   int64_t in[4], f[4];
   const bool in_known = KnownDims(c, input, in);
   const bool f_known = KnownDims(c, filter, f);
@@ -64,8 +73,8 @@ Status BackpropShape(InferenceContext* c, int sizes_input, int known_input, bool
   TF_RETURN_IF_ERROR(c->WithValue(c->Dim(sizes_shape, 0), 4, nullptr));
   TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(sizes_input, &out));
   TF_RETURN_IF_ERROR(c->WithRank(out, 4, &out));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(known_input), 4, &known));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 4, &dy));
+  TF_RETURN_IF_ERROR(WithRank4(c, known_input, known_is_filter ? "filter" : "input", &known));
+  TF_RETURN_IF_ERROR(WithRank4(c, 2, "out_backprop", &dy));
   int64_t o[4], k[4], d[4];
   if (KnownDims(c, out, o) && KnownDims(c, known, k) && KnownDims(c, dy, d)) {
     cpu::ConvGeometry g;
