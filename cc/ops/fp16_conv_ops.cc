@@ -69,8 +69,9 @@ Status BackpropShape(InferenceContext* c, int sizes_input, int known_input, bool
   ConvAttrs attrs;
   TF_RETURN_IF_ERROR(ReadConvAttrs(c, &attrs));
   ShapeHandle out, sizes_shape, known, dy;
+  DimensionHandle sizes_len;  // WithValue writes through its out-pointer: it must not be null
   TF_RETURN_IF_ERROR(c->WithRank(c->input(sizes_input), 1, &sizes_shape));
-  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(sizes_shape, 0), 4, nullptr));
+  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(sizes_shape, 0), 4, &sizes_len));
   TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(sizes_input, &out));
   TF_RETURN_IF_ERROR(c->WithRank(out, 4, &out));
   TF_RETURN_IF_ERROR(WithRank4(c, known_input, known_is_filter ? "filter" : "input", &known));
