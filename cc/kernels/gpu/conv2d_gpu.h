@@ -21,7 +21,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cuda_runtime_api.h>
+// cudaStream_t exactly as CUDA's driver_types.h declares it, so that host code compiled without the
+// CUDA headers (the TensorFlow OpKernel glue) can include this file; repeating an identical typedef
+// is valid C++ when the CUDA headers are included too.
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
 
 namespace tf_fp16ops {
 namespace gpu {
