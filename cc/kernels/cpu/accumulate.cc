@@ -57,35 +57,22 @@ void AccumulateScalar(Accumulation accumulation, float* acc, int64_t len, const 
 
 #if defined(__x86_64__)
 // ---------------------------------------------------------------- AVX-512 (16 lanes)
-// Vector kHalf step. s = fl32(x * w + acc) is one FMA (the product is exact). If s is not a
-// binary16 rounding midpoint, no midpoint lies between s and the exact sum (midpoints are
-// binary32 numbers and s is the binary32 number nearest the exact sum), so rounding s to
-// binary16 equals rounding the exact sum. Midpoints (|s| >= 2^-14: low 13 bits 0x1000) and the
-// binary16-subnormal range take the slow path: TwoSum and round to odd, as in RoundToOddSum.
+// Vector kHalf step, branch-free: the binary32 FMA is evaluated rounded down and rounded up
+// (AVX-512 embedded rounding). Equal results mean the sum is exact; otherwise they are adjacent
+// binary32 numbers around the exact sum, and the one whose bit pattern is odd is its
+// round-to-odd value: min(bits) | 1 (for either sign the smaller pattern has the smaller
+// magnitude). Both are computed with integer ops, leaving the mask registers free:
+//   odd_bits = min_u32(down, up) | min_u32(down ^ up, 1).
+// An exact zero sum of opposite signs gives -0 down and +0 up, hence the bit pattern 1 (the
+// least binary32 subnormal), which the conversion rounds to +0, as round to nearest does
+// (IEEE 754-2019, 6.3). One conversion then rounds to binary16 (see RoundToOddSum).
 __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 HalfStep512(__m512 acc, __m512 x,
                                                                                          __m512 w) {
-  __m512 s = _mm512_fmadd_ps(x, w, acc);
-  __m512i sb = _mm512_castps_si512(s);
-  const __m512i magnitude = _mm512_and_si512(sb, _mm512_set1_epi32(0x7FFFFFFF));
-  const __mmask16 midpoint = _mm512_cmpeq_epi32_mask(_mm512_and_si512(sb, _mm512_set1_epi32(0x1FFF)),
-                                                     _mm512_set1_epi32(0x1000));
-  // 0 < |s| < 2^-14 (0x38800000): unsigned (|s| - 1) < 0x387FFFFF.
-  const __mmask16 small = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(magnitude, _mm512_set1_epi32(1)),
-                                                  _mm512_set1_epi32(0x387FFFFF));
-  if (__builtin_expect((midpoint | small) != 0, 0)) {
-    const __m512 p = _mm512_mul_ps(x, w);
-    const __m512 bb = _mm512_sub_ps(s, p);
-    const __m512 e = _mm512_add_ps(_mm512_sub_ps(p, _mm512_sub_ps(s, bb)), _mm512_sub_ps(acc, bb));
-    const __m512i one = _mm512_set1_epi32(1);
-    // Inexact (ordered compare: a NaN error means s is not finite) and last bit even.
-    const __mmask16 fix = _mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_NEQ_OQ) & _mm512_testn_epi32_mask(sb, one);
-    // +1 when e and s have the same sign (away from zero), else -1.
-    const __m512i delta =
-        _mm512_or_si512(_mm512_srai_epi32(_mm512_xor_si512(sb, _mm512_castps_si512(e)), 31), one);
-    sb = _mm512_mask_add_epi32(sb, fix, sb, delta);
-    s = _mm512_castsi512_ps(sb);
-  }
-  return _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const __m512i down = _mm512_castps_si512(_mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+  const __m512i up = _mm512_castps_si512(_mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+  const __m512i inexact = _mm512_min_epu32(_mm512_xor_si512(down, up), _mm512_set1_epi32(1));
+  const __m512 odd = _mm512_castsi512_ps(_mm512_or_si512(_mm512_min_epu32(down, up), inexact));
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 template <int kVecs, bool kHalfAcc>
