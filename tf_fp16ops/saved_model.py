@@ -1,7 +1,7 @@
 """Loading SavedModels that contain Fp16Conv2D ops.
 
 A SavedModel stores op names, not kernels: `tf.saved_model.load` (and `keras.layers.TFSMLayer`,
-TF Serving, `saved_model_cli run`) fails with NotFoundError "Op type not registered
+TF Serving, `saved_model_cli run`) fails with NotFoundError or RuntimeError "Op type not registered
 'Fp16Conv2D' in binary running on ..." unless the op library was loaded into the process
 first. Loading it is what `import tf_fp16ops` does, so the one-liner is
 
@@ -34,18 +34,21 @@ def load_saved_model(path: str | os.PathLike, tags=None, options=None):
 
     Raises:
       ImportError: the op library cannot be loaded (see `tf_fp16ops._library.load`).
-      tf.errors.NotFoundError: the SavedModel needs another op that is not registered; the
-        message keeps TensorFlow's and adds which library must be loaded for Fp16Conv2D ops.
+      tf.errors.NotFoundError or RuntimeError (TensorFlow raises either, depending on whether the
+        op sits in the top-level graph or in a function body): the SavedModel needs another op
+        that is not registered; the message keeps TensorFlow's and says the Fp16Conv2D library
+        is loaded, so the missing op comes from another library.
       OSError / ValueError: as `tf.saved_model.load` (missing or malformed directory).
     """
     _library.load()
     try:
         return tf.saved_model.load(os.fspath(path), tags=tags, options=options)
-    except tf.errors.NotFoundError as e:
+    except (tf.errors.NotFoundError, RuntimeError) as e:
         if _NOT_REGISTERED not in str(e):
             raise
-        raise tf.errors.NotFoundError(
-            e.node_def, e.op,
-            f"{e.message}\ntf_fp16ops: the Fp16Conv2D ops are registered (library {_library.LIBRARY_PATH}); "
-            f"the op named above comes from another library, which must be loaded with "
-            f"tf.load_op_library before loading this SavedModel.") from e
+        hint = (f"{e}\ntf_fp16ops: the Fp16Conv2D ops are registered (library {_library.LIBRARY_PATH}); the op "
+                f"named above comes from another library, which must be loaded with tf.load_op_library "
+                f"before loading this SavedModel.")
+        if isinstance(e, tf.errors.NotFoundError):
+            raise tf.errors.NotFoundError(e.node_def, e.op, hint) from e
+        raise RuntimeError(hint) from e
