@@ -50,6 +50,11 @@ def accumulation_dtype(accumulation) -> tf.DType:
                      f"got {accumulation!r}")
 
 
+def cpu_isa() -> str:
+    """The instruction-set path of the CPU kernels in this process: 'avx512', 'avx2' or 'scalar'."""
+    return _ops.fp16_ops_cpu_isa().numpy().decode()
+
+
 def _window_attr(name: str, value, data_format: str) -> list[int]:
     """Expands `strides`/`dilations` as tf.nn.conv2d does: an int, 1, 2 or 4 ints."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):

@@ -246,3 +246,21 @@ REGISTER_CPU(float);
 
 }  // namespace
 }  // namespace tf_fp16ops
+
+namespace tf_fp16ops {
+namespace {
+
+class Fp16OpsCpuIsaOp : public tensorflow::OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    tensorflow::Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tensorflow::TensorShape({}), &out));
+    out->scalar<tensorflow::tstring>()() = cpu::AccumulateIsa();
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("Fp16OpsCpuIsa").Device(tensorflow::DEVICE_CPU), Fp16OpsCpuIsaOp);
+
+}  // namespace
+}  // namespace tf_fp16ops

@@ -1,5 +1,6 @@
 // Op registrations and shape functions for Fp16Conv2D and its gradients.
 #include "cc/kernels/conv_params.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -151,4 +152,12 @@ REGISTER_OP("Fp16Conv2DBackpropFilter")
     .Doc(R"doc(
 Gradient of Fp16Conv2D with respect to its filter (wgrad); attrs as Fp16Conv2D.
 CPU reduction order for Tacc=half: (batch, out_row, out_col) ascending.
+)doc");
+
+REGISTER_OP("Fp16OpsCpuIsa")
+    .Output("isa: string")
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+    .Doc(R"doc(
+The instruction-set path the CPU kernels use in this process: "avx512", "avx2" or "scalar"
+(chosen once from the CPU's features; TF_FP16OPS_CPU_ISA=avx2|scalar caps it).
 )doc");

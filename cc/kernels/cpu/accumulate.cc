@@ -1,6 +1,7 @@
 #include "cc/kernels/cpu/accumulate.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -202,10 +203,15 @@ __attribute__((target("avx2,f16c,fma"))) void Accumulate256(float* acc, int64_t 
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
+// TF_FP16OPS_CPU_ISA=avx2|scalar caps the instruction set (read once), so that every path can
+// be tested on one machine.
 Isa DetectIsa() {
+  const char* cap = std::getenv("TF_FP16OPS_CPU_ISA");
+  if (cap != nullptr && std::strcmp(cap, "scalar") == 0) return Isa::kScalar;
+  const bool allow_avx512 = cap == nullptr || std::strcmp(cap, "avx512") == 0 || cap[0] == '\0';
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+  if (allow_avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma")) {
     return Isa::kAvx512;

@@ -9,8 +9,8 @@ namespace internal {
 template <>
 IgResult Sm90Dgrad<DataType::kHalf, DataType::kHalf>(const IgProblem& p, const void* dy, const void* w, void* dx,
                                                    cudaStream_t s) {
-  if (p.stride_h != 1 || p.stride_w != 1) {
-    return IgNotApplicable("Hopper dgrad path is used for unit strides only");
+  if (p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1) {
+    return IgNotApplicable("Hopper dgrad path is used for unit strides and dilations only");
   }
   return sm90::Run<sm90::DgradConv<DataType::kHalf>>(p, dy, w, dx, s);
 }
@@ -18,8 +18,8 @@ IgResult Sm90Dgrad<DataType::kHalf, DataType::kHalf>(const IgProblem& p, const v
 template <>
 IgResult Sm90Dgrad<DataType::kHalf, DataType::kFloat>(const IgProblem& p, const void* dy, const void* w, void* dx,
                                                     cudaStream_t s) {
-  if (p.stride_h != 1 || p.stride_w != 1) {
-    return IgNotApplicable("Hopper dgrad path is used for unit strides only");
+  if (p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1) {
+    return IgNotApplicable("Hopper dgrad path is used for unit strides and dilations only");
   }
   return sm90::Run<sm90::DgradConv<DataType::kFloat>>(p, dy, w, dx, s);
 }

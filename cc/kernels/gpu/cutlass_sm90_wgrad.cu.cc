@@ -9,12 +9,18 @@ namespace internal {
 template <>
 IgResult Sm90Wgrad<DataType::kHalf, DataType::kHalf>(const IgProblem& p, const void* dy, const void* x, void* dw,
                                                    cudaStream_t s) {
+  if (p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1) {
+    return IgNotApplicable("Hopper wgrad path is used for unit strides and dilations only");
+  }
   return sm90::Run<sm90::WgradConv<DataType::kHalf>>(p, dy, x, dw, s);
 }
 
 template <>
 IgResult Sm90Wgrad<DataType::kHalf, DataType::kFloat>(const IgProblem& p, const void* dy, const void* x, void* dw,
                                                     cudaStream_t s) {
+  if (p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1) {
+    return IgNotApplicable("Hopper wgrad path is used for unit strides and dilations only");
+  }
   return sm90::Run<sm90::WgradConv<DataType::kFloat>>(p, dy, x, dw, s);
 }
 
