@@ -93,17 +93,23 @@ class AuditGraph:
 
     def producer(self, node_id: tuple, input_index: int) -> tuple[tuple, int] | None:
         """(producer node id, its output index) feeding `input_index` of `node_id`, or None."""
-        for src, _, key, data in self.g.in_edges(node_id, keys=True, data=True):
-            if key == input_index and data.get("kind") == "data":
+        pred = self.g.pred.get(node_id) if node_id in self.g else None
+        if not pred:
+            return None
+        for src, keydict in pred.items():
+            data = keydict.get(input_index)
+            if data is not None and data.get("kind") == "data":
                 return src, data["src_output"]
         return None
 
     def callees(self, scope: str, call_node: str) -> list[tuple[str, str, dict]]:
         """(callee scope key, attr name, raw bindings) for a call node."""
         out = []
-        for _, dst, data in self.g.out_edges((scope, call_node), data=True):
-            if data.get("kind") == "call":
-                out.append((dst[1], data["attr"], data["bindings"]))
+        succ = self.g.succ.get((scope, call_node)) if (scope, call_node) in self.g else None
+        for dst, keydict in (succ or {}).items():
+            for data in keydict.values():
+                if data.get("kind") == "call":
+                    out.append((dst[1], data["attr"], data["bindings"]))
         return out
 
     # ---- call sites --------------------------------------------------------------------------
