@@ -182,3 +182,15 @@ def test_cli_subprocess_errors_have_no_traceback(tmp_path):
     h = subprocess.run([sys.executable, "-m", "tf_fp16ops.audit", "--help"], capture_output=True, text=True,
                        env=env, timeout=120)
     assert h.returncode == 0 and "TF_FP16_CONV_USE_FP32_COMPUTE" in h.stdout and "--fail-under" in h.stdout
+
+
+def test_demo_example_is_generated_once_and_audited(tmp_path):
+    from tf_fp16ops.audit import demo_example
+
+    path = demo_example(str(tmp_path / "demo"))
+    mtime = os.path.getmtime(os.path.join(path, "saved_model.pb"))
+    assert demo_example(path) == path and os.path.getmtime(os.path.join(path, "saved_model.pb")) == mtime
+    r = audit(path, CPU)
+    by_sig = {f.signatures[0]: f.audit_class for f in r.findings}
+    assert by_sig == {"conv16": "fp16-storage", "conv32": "fp32", "conv16_32": "fake-fp16",
+                      "ours_half": "fp16-accumulate", "ours_float": "fp16-storage"}
