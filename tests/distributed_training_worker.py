@@ -1,0 +1,44 @@
+"""Subprocess entry point for tests/test_training.py: runs examples/train_digits.replica_losses
+under a tf.distribute strategy and writes the losses of each accumulation as JSON.
+
+  --strategy mirrored     MirroredStrategy over two logical CPU devices of this process.
+  --strategy multiworker  MultiWorkerMirroredStrategy; the cluster comes from TF_CONFIG.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--strategy", choices=["mirrored", "multiworker", "single"], required=True)
+    parser.add_argument("--accumulations", nargs="+", default=["float32", "float16"])
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    import tensorflow as tf
+
+    if args.strategy == "mirrored":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    elif args.strategy == "multiworker":
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    else:
+        strategy = tf.distribute.get_strategy()
+
+    import train_digits
+
+    losses = {a: train_digits.replica_losses(strategy, a, steps=args.steps) for a in args.accumulations}
+    with open(args.out, "w") as f:
+        json.dump({"replicas": strategy.num_replicas_in_sync, "losses": losses}, f)
+
+
+if __name__ == "__main__":
+    main()
