@@ -6,6 +6,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 BAZEL  ?= bazel
 PYTEST_ARGS ?=
+# TensorFlow's C++ start-up logging is noise for the demo and the tests.
+export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: demo test build install venv system-deps configure benchmark clean
 

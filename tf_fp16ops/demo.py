@@ -133,9 +133,7 @@ def run_audit(workdir: Path) -> int:
     model = demo_example(workdir / "example_savedmodel")
     logdir = workdir / "audit_logs"
     print(f"\n== Audit of the bundled example ({model}) ==")
-    code = cli.main([str(model), "--logdir", str(logdir)])
-    print(f"\nView it in TensorBoard:  {sys.executable} -m tensorboard.main --logdir {logdir}")
-    return code
+    return cli.main([str(model), "--logdir", str(logdir)])  # prints the `tensorboard --logdir` command
 
 
 def main(argv: list[str] | None = None) -> int:
