@@ -1,0 +1,243 @@
+// fp16 audit dashboard: a plain ES module with no dependencies and no build step.
+// TensorBoard's plugin_entry.html imports it in an iframe whose <base href> is this plugin's
+// route prefix (data/plugin/fp16_audit/), so relative URLs reach the backend routes
+// `runs`, `findings?run=` and `compare?run_a=&run_b=` (see plugin.py), and calls render().
+
+const COLUMNS = [
+  // key, cell text, sort value (numbers sort numerically, missing values last)
+  {key: 'class', text: (f) => f.audit_class},
+  {key: 'path', text: (f) => (f.function_path.length ? f.function_path.join(' > ') : '(graph)')},
+  {key: 'node', text: (f) => f.node},
+  {key: 'op', text: (f) => (f.direction && f.direction !== 'fprop' ? `${f.op} (${f.direction})` : f.op)},
+  {key: 'T', text: (f) => f.T ?? '?'},
+  {key: 'accumulation', text: (f) => (f.Tacc ? `${f.accumulation} (Tacc=${f.Tacc})` : f.accumulation)},
+  {key: 'reason', text: (f) => f.accumulation_reason},
+  {key: 'flops', text: (f) => formatFlops(f.flops), sort: (f) => f.flops},
+  {key: 'flags', text: (f) => f.flags.join(' ')},
+];
+
+export async function render() {
+  const link = document.createElement('link');
+  link.rel = 'stylesheet';
+  link.href = 'style.css';
+  document.head.appendChild(link);
+  document.body.innerHTML = await fetchText('view.html');  // static markup shipped with the package
+  const view = new AuditView(document.getElementById('fp16-audit'));
+  await view.start();
+}
+
+async function fetchJson(url) {
+  const response = await fetch(url);
+  const body = await response.text();
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}: ${body}`);
+  return JSON.parse(body);
+}
+
+async function fetchText(url) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+  return response.text();
+}
+
+function formatFlops(f) {
+  if (f === null || f === undefined) return '?';
+  for (const [unit, div] of [['T', 1e12], ['G', 1e9], ['M', 1e6], ['k', 1e3]]) {
+    if (f >= div) return `${(f / div).toFixed(2)}${unit}`;
+  }
+  return String(f);
+}
+
+function percent(x) {
+  return x === null || x === undefined ? '-' : `${(100 * x).toFixed(1)}%`;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'className') node.className = v;
+    else if (k === 'dataset') Object.assign(node.dataset, v);
+    else node.setAttribute(k, v);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function chip(cls) {
+  return el('span', {className: `chip cls-${cls}`}, cls);
+}
+
+class AuditView {
+  constructor(root) {
+    this.root = root;
+    this.$ = (id) => root.querySelector(`#${id}`);
+    this.findings = [];
+    this.sort = {key: null, dir: 1};
+    this.tickets = {run: 0, compare: 0};  // only the latest request of each kind updates the view
+  }
+
+  async start() {
+    let index;
+    try {
+      index = await fetchJson('runs');
+    } catch (e) {
+      return this.showMessage(`Could not load the audit runs: ${e.message}`);
+    }
+    this.classes = index.classes;
+    for (const c of this.classes) {
+      this.$('class-filter').append(el('option', {value: c.name}, c.name));
+    }
+    if (!index.runs.length) {
+      return this.showMessage('No fp16 audit data in this logdir. Write some with: tf-fp16-audit MODEL --logdir DIR');
+    }
+    for (const r of index.runs) {
+      this.$('run').append(el('option', {value: r.run}, `${r.run} (${r.call_sites} call sites)`));
+      this.$('compare-run').append(el('option', {value: r.run}, r.run));
+    }
+    this.$('run').addEventListener('change', () => this.loadRun());
+    this.$('compare-run').addEventListener('change', () => this.loadComparison());
+    this.$('class-filter').addEventListener('change', () => this.renderRows());
+    this.$('filter').addEventListener('input', () => this.renderRows());
+    for (const th of this.root.querySelectorAll('#findings th')) {
+      th.addEventListener('click', () => this.sortBy(th.dataset.key));
+    }
+    await this.loadRun();
+  }
+
+  showMessage(text) {
+    const m = this.$('message');
+    m.textContent = text;
+    m.hidden = false;
+  }
+
+  async loadRun() {
+    const run = this.$('run').value;
+    const ticket = ++this.tickets.run;
+    let data;
+    try {
+      data = await fetchJson(`findings?run=${encodeURIComponent(run)}`);
+    } catch (e) {
+      return this.showMessage(`Could not load run ${run}: ${e.message}`);
+    }
+    if (ticket !== this.tickets.run) return;
+    this.$('message').hidden = true;
+    this.findings = data.findings;
+    this.renderOverview(data);
+    this.renderRows();
+    await this.loadComparison();
+  }
+
+  renderOverview(data) {
+    const rep = data.report;
+    const ctx = rep.context || {};
+    this.$('source').textContent =
+      `${data.run}: ${rep.source} (${rep.source_format}), device ${ctx.device ?? '?'}, ` +
+      `audit schema ${rep.schema_version}, step ${data.step}`;
+    const s = rep.summary;
+    const bar = this.$('flop-bar');
+    const legend = this.$('legend');
+    bar.replaceChildren();
+    legend.replaceChildren();
+    for (const c of s.classes) {
+      if (c.flop_share) {
+        const seg = el('div', {className: `seg cls-${c.audit_class}`, dataset: {class: c.audit_class},
+                               title: `${c.audit_class}: ${percent(c.flop_share)} of known conv FLOPs`});
+        seg.style.width = `${100 * c.flop_share}%`;
+        bar.append(seg);
+      }
+      const desc = (this.classes.find((k) => k.name === c.audit_class) || {}).description || '';
+      legend.append(el('li', {dataset: {class: c.audit_class}},
+        el('span', {className: `swatch cls-${c.audit_class}`}),
+        `${c.audit_class} — ${desc}: ${c.count} call site${c.count === 1 ? '' : 's'}, ${percent(c.flop_share)} of FLOPs`));
+    }
+    bar.setAttribute('aria-label', s.classes.map((c) => `${c.audit_class} ${percent(c.flop_share)}`).join(', '));
+    this.$('flops-note').textContent =
+      `FLOPs known for ${s.flops_known} of ${s.call_sites} call sites (${formatFlops(s.total_flops)} FLOPs); ` +
+      `shares are of the known FLOPs. fp16 share (by ${s.share_basis}): ${percent(s.fp16_share)}, ` +
+      `fp16-accumulate share: ${percent(s.fp16_accumulate_share)}.`;
+    this.$('overview').hidden = false;
+  }
+
+  visibleFindings() {
+    const cls = this.$('class-filter').value;
+    const terms = this.$('filter').value.toLowerCase().split(/\s+/).filter(Boolean);
+    let rows = this.findings.filter((f) => !cls || f.audit_class === cls);
+    if (terms.length) {
+      rows = rows.filter((f) => {
+        const hay = COLUMNS.map((c) => c.text(f)).join(' ').toLowerCase();
+        return terms.every((t) => hay.includes(t));
+      });
+    }
+    const col = COLUMNS.find((c) => c.key === this.sort.key);
+    if (col) {
+      const value = col.sort || col.text;
+      const dir = this.sort.dir;
+      rows = rows.slice().sort((a, b) => {
+        const va = value(a), vb = value(b);
+        if (va === null || va === undefined) return vb === null || vb === undefined ? 0 : 1;
+        if (vb === null || vb === undefined) return -1;
+        return (typeof va === 'number' ? va - vb : String(va).localeCompare(String(vb))) * dir;
+      });
+    }
+    return rows;
+  }
+
+  sortBy(key) {
+    this.sort = {key, dir: this.sort.key === key ? -this.sort.dir : 1};
+    for (const th of this.root.querySelectorAll('#findings th')) {
+      if (th.dataset.key === key) th.setAttribute('aria-sort', this.sort.dir > 0 ? 'ascending' : 'descending');
+      else th.removeAttribute('aria-sort');
+    }
+    this.renderRows();
+  }
+
+  renderRows() {
+    const rows = this.visibleFindings();
+    const body = this.root.querySelector('#findings tbody');
+    body.replaceChildren(...rows.map((f) => {
+      const tr = el('tr', {className: `cls-${f.audit_class}`, dataset: {class: f.audit_class, siteId: f.site_id}});
+      for (const c of COLUMNS) {
+        const td = el('td', {className: c.key === 'flops' ? 'num' : c.key});
+        if (c.key === 'class') td.append(chip(f.audit_class));
+        else if (c.key === 'flags') td.append(...f.flags.map((x) => el('span', {className: 'flag'}, x)));
+        else td.textContent = c.text(f);
+        if (c.key === 'node') td.title = 'graph node name (search it in the Graphs dashboard)';
+        if (c.key === 'flops' && f.flops_note) td.title = f.flops_note;
+        tr.append(td);
+      }
+      return tr;
+    }));
+    this.$('row-count').textContent = `(${rows.length} of ${this.findings.length} shown)`;
+    this.$('sites').hidden = false;
+  }
+
+  async loadComparison() {
+    const a = this.$('run').value;
+    const b = this.$('compare-run').value;
+    const section = this.$('comparison');
+    if (!b || b === a) {
+      ++this.tickets.compare;
+      section.hidden = true;
+      return;
+    }
+    const ticket = ++this.tickets.compare;
+    let cmp;
+    try {
+      cmp = await fetchJson(`compare?run_a=${encodeURIComponent(a)}&run_b=${encodeURIComponent(b)}`);
+    } catch (e) {
+      return this.showMessage(`Could not compare ${a} with ${b}: ${e.message}`);
+    }
+    if (ticket !== this.tickets.compare) return;
+    this.$('comparison-title').textContent =
+      `${cmp.changed.length} conv${cmp.changed.length === 1 ? '' : 's'} changed class from ${a} (A) to ${b} (B)`;
+    this.$('comparison-counts').textContent =
+      `${cmp.unchanged} matched with the same class; ${cmp.only_a.length} only in A, ${cmp.only_b.length} only in B.`;
+    const body = this.root.querySelector('#changes tbody');
+    body.replaceChildren(...cmp.changed.map((c) => el('tr', {dataset: {key: c.key, classA: c.a.audit_class, classB: c.b.audit_class}},
+      el('td', {className: 'node'}, c.key),
+      el('td', {}, chip(c.a.audit_class), ' → ', chip(c.b.audit_class)),
+      el('td', {}, `${c.a.accumulation} → ${c.b.accumulation}`),
+      el('td', {className: 'node'}, c.a.node),
+      el('td', {className: 'node'}, c.b.node))));
+    section.hidden = false;
+  }
+}
