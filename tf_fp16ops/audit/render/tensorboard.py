@@ -1,5 +1,7 @@
 """TensorBoard renderer: event files with the Markdown report (text plugin), scalars per class
-(scalars plugin) and the graph with each conv node's audit class attached (graphs plugin).
+(scalars plugin), the graph with each conv node's audit class attached (graphs plugin), and the
+findings as structured data of this package's "fp16_audit" dashboard (tags "fp16_audit/findings",
+"fp16_audit/report"; see tf_fp16ops.tensorboard_plugin.metadata).
 
 Layout under `logdir`: one run "audit" holding text, scalars and the graph of the first graph
 unit; further graph units (other MetaGraphs) go to runs "audit_unit1", "audit_unit2", ...
@@ -69,6 +71,9 @@ def write_tensorboard(report: AuditReport, logdir: str, graph_units: list[tuple[
             tf.summary.scalar(f"audit/flop_share/{cls}", (c.flop_share or 0.0) if c else 0.0, step=0)
         if graph_units:
             tf.summary.graph(annotated_graph_def(report, *graph_units[0]))
+        # Structured findings for the "fp16 audit" dashboard (tf_fp16ops.tensorboard_plugin).
+        from ...tensorboard_plugin.summary import write_audit_summary
+        write_audit_summary(report, step=0)
     writer.flush()
     writer.close()
     runs.append(main)
