@@ -1,0 +1,138 @@
+"""Executed graphs: runs a callable once inside a fresh tf.function and collects, from TensorFlow's
+RunMetadata, the graphs the runtime really executed.
+
+Source: the eager context's run metadata (`context.enable_run_metadata()` /
+`export_run_metadata()`, the mechanism behind `tf.summary.trace_on(graph=True)`), whose
+`function_graphs` hold, per function instantiated while it is on, the graph before and after
+grappler (`pre_optimization_graph`, `post_optimization_graph`) and the per-device
+`partition_graphs` (after placement and the oneDNN layout pass, e.g. Conv2D -> _MklNativeConv2D).
+Function graphs are recorded when a function is instantiated, so the callable is always wrapped
+in a new tf.function: nested function calls are inlined into it and appear with their call-node
+names as prefixes ("StatefulPartitionedCall/resnet50/conv1_conv/convolution").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..opsets import CONV_OPS
+
+_DTYPES = {1: "float", 2: "double", 14: "bfloat16", 19: "half"}
+
+
+def canonical_op(op: str) -> str:
+    """Maps oneDNN-renamed kernels to the TensorFlow op they implement: "_MklNativeConv2D" -> "Conv2D",
+    "_MklNativeFusedConv2D" -> "_FusedConv2D"; other names unchanged."""
+    for prefix in ("_MklNative", "_Mkl"):
+        if op.startswith(prefix):
+            rest = op[len(prefix):]
+            return rest if rest in CONV_OPS else "_" + rest if "_" + rest in CONV_OPS else op
+    return op
+
+
+def is_conv_op(op: str) -> bool:
+    c = canonical_op(op)
+    return c in CONV_OPS or (op.startswith("_") and "Conv" in op)
+
+
+@dataclass(frozen=True)
+class ExecutedNode:
+    """One convolution node as the runtime ran it.
+
+    Attributes:
+      name: node name in the executed function graph (inlined call prefixes included).
+      op: op type after grappler (post-optimization graph), e.g. "_FusedConv2D".
+      kernel_op: op type in the partitioned graph (after placement and the oneDNN rewrite), e.g.
+        "_MklNativeFusedConv2D"; equals `op` when unchanged.
+      T / Tacc: dtype attrs ("half", "float", ...), None when absent.
+      device: the assigned device, e.g. "/job:localhost/replica:0/task:0/device:CPU:0".
+      fused_ops: the `fused_ops` attr of fused convolutions (e.g. ("BiasAdd", "Relu")).
+      inputs: input tensor names.
+      graph_index: which function graph of the run it came from.
+      kernel_label: the partitioned node's `_kernel` label attr (e.g. "MklNameChangeOp"), or "".
+    """
+
+    name: str
+    op: str
+    kernel_op: str
+    T: str | None
+    Tacc: str | None
+    device: str
+    fused_ops: tuple[str, ...]
+    inputs: tuple[str, ...]
+    graph_index: int
+    kernel_label: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutedRun:
+    """Outputs of one call and the executed graphs (RunMetadata.FunctionGraphs protos)."""
+
+    outputs: tuple[Any, ...]
+    function_graphs: tuple[Any, ...]
+
+    def executed_conv_nodes(self) -> list[ExecutedNode]:
+        out = []
+        for gi, fg in enumerate(self.function_graphs):
+            placed = {n.name: n for p in fg.partition_graphs for n in p.node}
+            for n in fg.post_optimization_graph.node:
+                p = placed.get(n.name)
+                if not is_conv_op(n.op) and not (p is not None and is_conv_op(p.op)):
+                    continue
+                out.append(_executed(n, p, gi))
+            names = {n.name for n in fg.post_optimization_graph.node}
+            for name, p in placed.items():  # nodes created after grappler (e.g. by the layout pass)
+                if name not in names and is_conv_op(p.op):
+                    out.append(_executed(p, p, gi))
+        return out
+
+    def casts(self) -> list[tuple[str, str, str]]:
+        """(name, SrcT, DstT) of every Cast in the executed graphs."""
+        out = []
+        for fg in self.function_graphs:
+            for n in fg.post_optimization_graph.node:
+                if n.op == "Cast":
+                    out.append((n.name, _dtype(n, "SrcT") or "?", _dtype(n, "DstT") or "?"))
+        return out
+
+
+def _dtype(node, attr: str) -> str | None:
+    if attr not in node.attr:
+        return None
+    return _DTYPES.get(node.attr[attr].type, str(node.attr[attr].type))
+
+
+def _executed(n, p, gi: int) -> ExecutedNode:
+    src = p if p is not None else n
+    return ExecutedNode(
+        name=n.name, op=n.op, kernel_op=src.op, T=_dtype(n, "T"), Tacc=_dtype(n, "Tacc"),
+        device=src.device or n.device,
+        fused_ops=tuple(s.decode() for s in n.attr["fused_ops"].list.s) if "fused_ops" in n.attr else (),
+        inputs=tuple(n.input), graph_index=gi,
+        kernel_label=src.attr["_kernel"].s.decode() if "_kernel" in src.attr else "")
+
+
+def collect(fn: Callable, inputs: Sequence[Any]) -> ExecutedRun:
+    """Calls `fn(*inputs)` once inside a new tf.function with run metadata on.
+
+    Args:
+      fn: a tf.function, ConcreteFunction, or any callable of tensors (traced by the wrapper).
+      inputs: tensors (or values convertible to tensors).
+    Returns:
+      ExecutedRun with the outputs (flattened) and every function graph instantiated by the call.
+    Raises:
+      whatever `fn` raises (tf.errors.OpError for bad inputs).
+    """
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    wrapper = tf.function(lambda *args: fn(*args))
+    ctx = context.context()
+    ctx.enable_run_metadata()
+    try:
+        out = wrapper(*inputs)
+        md = ctx.export_run_metadata()
+    finally:
+        ctx.disable_run_metadata()
+    flat = tuple(t.numpy() if hasattr(t, "numpy") else t for t in tf.nest.flatten(out))
+    return ExecutedRun(flat, tuple(md.function_graphs) if md is not None else ())

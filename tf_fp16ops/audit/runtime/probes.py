@@ -1,0 +1,324 @@
+"""Accumulation probes: tiny convolutions whose result tells an fp16 accumulator from an fp32 one.
+
+Each probe is a sum of N products placed so that one output element of the probed op is
+sum_i a_i * b_i, term 0 first in the op's natural order:
+  * fprop (Conv2D, _FusedConv2D, Conv3D, DepthwiseConv2dNative, Fp16Conv2D): a 1 x N window along
+    the width, input [1, 1, N, 1] (Conv3D: [1, 1, 1, N, 1]), filter [1, N, 1, 1];
+  * dgrad (...BackpropInput): along the output channels, out_backprop [1, 1, 1, N], filter
+    [1, 1, 1, N] (depthwise: channel multiplier N), input_sizes [1, 1, 1, 1];
+  * wgrad (...BackpropFilter): along the width positions, input and out_backprop [1, 1, N, 1],
+    filter_sizes [1, 1, 1, 1].
+
+Probes (expected values by hand, IEEE binary16; checked against a NumPy reference in the tests):
+  * "rounding": 1 followed by 63 terms of 2^-12 (times 1). fp32 accumulation: 1 + 63 * 2^-12 =
+    1.015380859375, rounded once to half: 1.015625. Sequential fp16 accumulation: every
+    1 + 2^-12 rounds back to 1 (half an ulp of 1 is 2^-11), so 1.0.
+  * "c1": 49 terms of fp16(0.2) * fp16(0.1) (shared case C1). fp32: 0.9794921875; fp16
+    (one rounding per step): 0.98046875.
+  * "overflow": [65504, 65504] * [65504, -65504] (the seed's second answer). fp32: 0;
+    fp16: the first product overflows (65504^2 > 65504), so inf (or NaN when products are
+    rounded to fp16 before the sum).
+Verdict per probe: "fp32" when the result equals the fp32 value, "fp16" when it equals the fp16
+value (overflow: any non-finite result), else "other". A configuration's observed accumulation
+is "fp16" when any probe shows fp16 rounding, "fp32" when all show the fp32 value, else
+"inconclusive". For T=float the verdict "fp32" means "within fp32 rounding of the float64 sum".
+
+Probes run inside a fresh tf.function so grappler and the oneDNN/Eigen kernel selection are those
+of a model's function; the kernel that ran is read back from the partitioned graph.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+
+PROBE_ENV = ("TF_CONV2D_USE_FP16_ACCUMULATE", "TF_FP16_CONV_USE_FP32_COMPUTE", "TF_ENABLE_ONEDNN_OPTS")
+
+# name -> (a terms, b terms, fp32-accumulation value rounded to T=half, fp16-accumulation value)
+_TWO_M12 = 2.0 ** -12
+_H02, _H01 = 0.199951171875, 0.0999755859375  # fp16(0.2), fp16(0.1)
+PROBES: dict[str, tuple[tuple[float, ...], tuple[float, ...], float, float]] = {
+    "rounding": ((1.0,) + (_TWO_M12,) * 63, (1.0,) * 64, 1.015625, 1.0),
+    "c1": ((_H02,) * 49, (_H01,) * 49, 0.9794921875, 0.98046875),
+    "overflow": ((65504.0, 65504.0), (65504.0, -65504.0), 0.0, math.inf),
+}
+
+FPROP = {"Conv2D", "_FusedConv2D", "Conv3D", "DepthwiseConv2dNative", "Fp16Conv2D"}
+DGRAD = {"Conv2DBackpropInput", "Conv3DBackpropInputV2", "DepthwiseConv2dNativeBackpropInput",
+         "Fp16Conv2DBackpropInput"}
+WGRAD = {"Conv2DBackpropFilter", "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropFilter",
+         "Fp16Conv2DBackpropFilter"}
+PROBED_OPS = FPROP | DGRAD | WGRAD
+PROBED_T = ("half", "float")
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """One configuration to probe: op type, storage dtype T, Tacc (this package's ops) and device
+    ("cpu" or "gpu")."""
+
+    op: str
+    T: str
+    Tacc: str | None
+    device: str
+
+    def key(self) -> str:
+        return f"{self.op}:{self.T}:{self.Tacc or '-'}:{self.device}"
+
+    @staticmethod
+    def parse(text: str) -> "ProbeConfig":
+        parts = text.split(":")
+        if len(parts) != 4:
+            raise ValueError(f"probe config must be OP:T:TACC:DEVICE (TACC '-' when none), got {text!r}")
+        op, t, tacc, dev = parts
+        return ProbeConfig(op, t, None if tacc == "-" else tacc, dev)
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """One probe's result. Values are decimal strings ("1.015625", "inf", "nan") so JSON stays plain."""
+
+    probe: str
+    value: str
+    expected_fp32: str
+    expected_fp16: str
+    verdict: str  # "fp32" | "fp16" | "other"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Probes of one configuration in one process.
+
+    Attributes:
+      observed: "fp16", "fp32", "inconclusive", "not-probed" or "error".
+      kernel: the op type that ran in the partitioned graph (e.g. "_MklNativeConv2D"), with its
+        kernel label when set; "" when not seen.
+      switches: PROBE_ENV variables as the probing process saw them ((name, value) for set ones).
+      process: "in-process" or "subprocess" (with the switches stated).
+      note: why not probed / the error.
+    """
+
+    config: ProbeConfig
+    observed: str
+    outcomes: tuple[ProbeOutcome, ...] = ()
+    kernel: str = ""
+    switches: tuple[tuple[str, str], ...] = ()
+    process: str = "in-process"
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {"config": asdict(self.config), "key": self.config.key(), "observed": self.observed,
+                "outcomes": [o.to_dict() for o in self.outcomes], "kernel": self.kernel,
+                "switches": dict(self.switches), "process": self.process, "note": self.note}
+
+    @staticmethod
+    def from_dict(d: dict) -> "ProbeResult":
+        return ProbeResult(ProbeConfig(**d["config"]), d["observed"],
+                           tuple(ProbeOutcome(**o) for o in d["outcomes"]), d["kernel"],
+                           tuple(sorted(d["switches"].items())), d["process"], d["note"])
+
+
+def verdict(value: float, T: str, probe: str) -> str:
+    """Classifies one probe result (see the module docstring)."""
+    a, b, fp32, fp16 = PROBES[probe]
+    if T == "half":
+        if probe == "overflow":
+            return "fp16" if not math.isfinite(value) else ("fp32" if value == fp32 else "other")
+        return "fp32" if value == fp32 else ("fp16" if value == fp16 else "other")
+    exact = math.fsum(x * y for x, y in zip(a, b))
+    bound = len(a) * 2.0 ** -24 * math.fsum(abs(x * y) for x, y in zip(a, b))
+    return "fp32" if math.isfinite(value) and abs(value - exact) <= bound else "other"
+
+
+def combine(verdicts: list[str]) -> str:
+    if "fp16" in verdicts:
+        return "fp16"
+    if verdicts and all(v == "fp32" for v in verdicts):
+        return "fp32"
+    return "inconclusive"
+
+
+def _switches() -> tuple[tuple[str, str], ...]:
+    return tuple((k, os.environ[k]) for k in PROBE_ENV if k in os.environ)
+
+
+def _fmt(x: float) -> str:
+    return repr(float(x))
+
+
+def run_probes(config: ProbeConfig) -> ProbeResult:
+    """Runs every probe of `config` in this process and classifies the accumulation observed."""
+    if config.op not in PROBED_OPS:
+        return ProbeResult(config, "not-probed", switches=_switches(),
+                           note=f"no probe for op {config.op}")
+    if config.T not in PROBED_T:
+        return ProbeResult(config, "not-probed", switches=_switches(), note=f"no probe for T={config.T}")
+    import tensorflow as tf
+
+    if config.device == "gpu" and not tf.config.list_logical_devices("GPU"):
+        return ProbeResult(config, "not-probed", switches=_switches(), note="no GPU visible in this process")
+    outcomes, kernels = [], set()
+    try:
+        for name, (a, b, fp32, fp16) in PROBES.items():
+            value, kernel = _run_one(config, a, b)
+            kernels.add(kernel)
+            t_fp32 = fp32 if config.T == "half" else math.fsum(x * y for x, y in zip(a, b))
+            t_fp16 = fp16 if config.T == "half" else float("nan")
+            outcomes.append(ProbeOutcome(name, _fmt(value), _fmt(t_fp32), _fmt(t_fp16),
+                                         verdict(value, config.T, name)))
+    except (tf.errors.OpError, ValueError, TypeError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return ProbeResult(config, "error", tuple(outcomes), ", ".join(sorted(k for k in kernels if k)),
+                           _switches(), note=msg[:300])
+    return ProbeResult(config, combine([o.verdict for o in outcomes]), tuple(outcomes),
+                       ", ".join(sorted(k for k in kernels if k)), _switches())
+
+
+def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
+    """Builds the probe for `config`, runs it in a fresh tf.function; returns (value, kernel)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from .executed import collect
+
+    dtype = tf.float16 if config.T == "half" else tf.float32
+    n = len(a)
+    av, bv = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    op, fn, args = config.op, None, None
+    s4, pad = [1, 1, 1, 1], "VALID"
+    if op in FPROP:
+        x = av.reshape(1, 1, n, 1)
+        w = bv.reshape(1, n, 1, 1)
+        if op == "Conv3D":
+            x, w = x.reshape(1, 1, 1, n, 1), w.reshape(1, 1, n, 1, 1)
+            fn = lambda x, w: tf.raw_ops.Conv3D(input=x, filter=w, strides=[1] * 5, padding=pad)  # noqa: E731
+        elif op == "DepthwiseConv2dNative":
+            fn = lambda x, w: tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=s4, padding=pad)  # noqa: E731
+        elif op == "Fp16Conv2D":
+            lib = _ours()
+            fn = lambda x, w: lib.fp16_conv2d(x, w, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad)  # noqa: E731
+        elif op == "_FusedConv2D":  # Conv2D + BiasAdd(0) + Relu, fused by grappler's remapper when it can
+            fn = lambda x, w, bias: tf.nn.relu(tf.nn.bias_add(  # noqa: E731
+                tf.raw_ops.Conv2D(input=x, filter=w, strides=s4, padding=pad), bias))
+        else:
+            fn = lambda x, w: tf.raw_ops.Conv2D(input=x, filter=w, strides=s4, padding=pad)  # noqa: E731
+        args = (x, w) if op != "_FusedConv2D" else (x, w, np.zeros([1]))
+    elif op in DGRAD:
+        dy, w = av.reshape(1, 1, 1, n), bv.reshape(1, 1, 1, n)
+        sizes = tf.constant([1, 1, 1, 1], tf.int32)
+        if op == "Conv3DBackpropInputV2":
+            dy, w = dy.reshape(1, 1, 1, 1, n), w.reshape(1, 1, 1, 1, n)
+            fn = lambda dy, w: tf.raw_ops.Conv3DBackpropInputV2(  # noqa: E731
+                input_sizes=tf.constant([1, 1, 1, 1, 1], tf.int32), filter=w, out_backprop=dy,
+                strides=[1] * 5, padding=pad)
+        elif op == "DepthwiseConv2dNativeBackpropInput":
+            fn = lambda dy, w: tf.raw_ops.DepthwiseConv2dNativeBackpropInput(  # noqa: E731
+                input_sizes=sizes, filter=w, out_backprop=dy, strides=s4, padding=pad)
+        elif op == "Fp16Conv2DBackpropInput":
+            lib = _ours()
+            fn = lambda dy, w: lib.fp16_conv2d_backprop_input(  # noqa: E731
+                sizes, w, dy, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad)
+        else:
+            fn = lambda dy, w: tf.raw_ops.Conv2DBackpropInput(  # noqa: E731
+                input_sizes=sizes, filter=w, out_backprop=dy, strides=s4, padding=pad)
+        args = (dy, w)
+    else:  # WGRAD
+        x, dy = av.reshape(1, 1, n, 1), bv.reshape(1, 1, n, 1)
+        sizes = tf.constant([1, 1, 1, 1], tf.int32)
+        if op == "Conv3DBackpropFilterV2":
+            x, dy = x.reshape(1, 1, 1, n, 1), dy.reshape(1, 1, 1, n, 1)
+            fn = lambda x, dy: tf.raw_ops.Conv3DBackpropFilterV2(  # noqa: E731
+                input=x, filter_sizes=tf.constant([1, 1, 1, 1, 1], tf.int32), out_backprop=dy,
+                strides=[1] * 5, padding=pad)
+        elif op == "DepthwiseConv2dNativeBackpropFilter":
+            fn = lambda x, dy: tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(  # noqa: E731
+                input=x, filter_sizes=sizes, out_backprop=dy, strides=s4, padding=pad)
+        elif op == "Fp16Conv2DBackpropFilter":
+            lib = _ours()
+            fn = lambda x, dy: lib.fp16_conv2d_backprop_filter(  # noqa: E731
+                x, sizes, dy, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad)
+        else:
+            fn = lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(  # noqa: E731
+                input=x, filter_sizes=sizes, out_backprop=dy, strides=s4, padding=pad)
+        args = (x, dy)
+    device = "/GPU:0" if config.device == "gpu" else "/CPU:0"
+    with tf.device(device):
+        tensors = [tf.constant(v, dtype) for v in args]
+        run = collect(tf.function(fn), tensors)
+    out = np.asarray(run.outputs[0], np.float64).reshape(-1)
+    kernel = ", ".join(sorted({_kernel_name(n) for n in run.executed_conv_nodes()}))
+    return float(out[0]), kernel
+
+
+def _kernel_name(node) -> str:
+    return node.kernel_op + (f"[{node.kernel_label}]" if node.kernel_label else "")
+
+
+def _ours():
+    from ... import _library
+
+    return _library.load()
+
+
+def _tf_dtype(name: str | None):
+    import tensorflow as tf
+
+    if name not in ("half", "float"):
+        raise ValueError(f"Tacc must be 'half' or 'float' for this package's ops, got {name!r}")
+    return tf.float16 if name == "half" else tf.float32
+
+
+def run_probes_subprocess(configs: list[ProbeConfig], env: dict[str, str],
+                          timeout_s: float = 300.0) -> list[ProbeResult]:
+    """Runs the probes of `configs` in a fresh Python process whose environment is this one's
+    updated with `env` (switches are read once per process, so a new value needs a new process).
+
+    Raises:
+      RuntimeError: the subprocess failed (its stderr tail is in the message).
+    """
+    full = dict(os.environ)
+    full.update(env)
+    full.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    cmd = [sys.executable, "-m", "tf_fp16ops.audit.runtime.probes", "--json"] + [c.key() for c in configs]
+    proc = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"probe subprocess failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
+    shown = ", ".join(f"{k}={v!r}" for k, v in sorted(env.items())) or "inherited environment"
+    return [ProbeResult(**{**asdict_shallow(r), "process": f"subprocess ({shown})"})
+            for r in (ProbeResult.from_dict(d) for d in json.loads(proc.stdout))]
+
+
+def asdict_shallow(r: ProbeResult) -> dict:
+    return {k: getattr(r, k) for k in r.__dataclass_fields__}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m tf_fp16ops.audit.runtime.probes",
+                                description="Runs accumulation probes (executes tiny convolutions) and prints "
+                                            "the results.")
+    p.add_argument("configs", nargs="+", metavar="OP:T:TACC:DEVICE", help="e.g. Conv2D:half:-:cpu")
+    p.add_argument("--json", action="store_true", help="print JSON (a list of ProbeResult dicts)")
+    args = p.parse_args(argv)
+    try:
+        configs = [ProbeConfig.parse(c) for c in args.configs]
+    except ValueError as e:
+        p.error(str(e))
+    results = [run_probes(c) for c in configs]
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results]))
+    else:
+        for r in results:
+            print(r.config.key(), r.observed, r.kernel, " ".join(f"{o.probe}={o.value}" for o in r.outcomes), r.note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
