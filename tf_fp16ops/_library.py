@@ -13,10 +13,12 @@ from pathlib import Path
 from types import ModuleType
 
 import tensorflow as tf
+from tensorflow.core.framework import op_def_pb2
 
 LIBRARY_PATH = Path(__file__).resolve().parent / "_fp16ops.so"
 BUILD_INFO_PATH = LIBRARY_PATH.with_name("_build_info.json")
 REBUILD_COMMAND = "make build"
+OP_NAMES = ("Fp16Conv2D", "Fp16Conv2DBackpropInput", "Fp16Conv2DBackpropFilter", "Fp16OpsCpuIsa")
 
 
 def _built_for() -> str:
@@ -48,6 +50,28 @@ def load() -> ModuleType:
     if built_for != installed:
         raise ImportError(hint)
     try:
-        return tf.load_op_library(os.fspath(LIBRARY_PATH))
+        module = tf.load_op_library(os.fspath(LIBRARY_PATH))
     except (tf.errors.NotFoundError, OSError) as e:
         raise ImportError(f"{hint}\nLoader error: {e}") from e
+    if not hasattr(module, "fp16_conv2d"):
+        # The same file was loaded before (e.g. through a symlink): the ops are registered but
+        # this load registered nothing, so the wrappers are generated from the registry, the
+        # way tf.load_op_library generates them (tensorflow/python/framework/load_library.py).
+        module = _wrappers_from_registry()
+    return module
+
+
+def _wrappers_from_registry() -> ModuleType:
+    from tensorflow.python.framework import _pywrap_python_op_gen
+    from tensorflow.python.framework import op_def_registry
+
+    op_list = op_def_pb2.OpList()
+    for name in OP_NAMES:
+        op_def = op_def_registry.get(name)
+        if op_def is None:
+            raise ImportError(f"tf_fp16ops: op {name} is not registered after loading {LIBRARY_PATH}; "
+                              f"rebuild with `{REBUILD_COMMAND}`")
+        op_list.op.add().CopyFrom(op_def)
+    module = ModuleType("tf_fp16ops._generated_ops")
+    exec(_pywrap_python_op_gen.GetPythonWrappers(op_list.SerializeToString()), module.__dict__)
+    return module
