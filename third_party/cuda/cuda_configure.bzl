@@ -39,6 +39,16 @@ def _find_cutlass(ctx):
         return ""
     return res.stdout.strip().splitlines()[-1]
 
+def _toolkit_root(ctx, nvcc):
+    """The toolkit root as nvcc itself reports it (`#$ TOP=...` of a dry run): nvcc on PATH may be
+    a wrapper script outside the toolkit."""
+    res = ctx.execute([str(nvcc), "--dryrun", "-c", "-x", "cu", "/dev/null", "-o", "/dev/null"], quiet = True)
+    for line in (res.stderr + res.stdout).splitlines():
+        if line.startswith("#$ TOP="):
+            top = line[len("#$ TOP="):].strip().strip('"')
+            return ctx.path(str(ctx.execute(["readlink", "-f", top]).stdout.strip()))
+    return nvcc.dirname.dirname
+
 def _cuda_configure_impl(ctx):
     nvcc = _find_nvcc(ctx)
     cutlass = _find_cutlass(ctx)
@@ -47,7 +57,7 @@ def _cuda_configure_impl(ctx):
                 ctx.path(cutlass + "/include/cutlass/cutlass.h").exists
     if available:
         real_nvcc = ctx.path(str(ctx.execute(["readlink", "-f", str(nvcc)]).stdout.strip()))
-        root = real_nvcc.dirname.dirname
+        root = _toolkit_root(ctx, real_nvcc)
         ctx.symlink(str(root) + "/include", "cuda/include")
         lib = ctx.path(str(root) + "/lib64/libcudart_static.a")
         if not lib.exists:
@@ -55,7 +65,7 @@ def _cuda_configure_impl(ctx):
         ctx.symlink(lib, "cuda/lib/libcudart_static.a")
         ctx.symlink(cutlass + "/include", "cutlass/include")
         ctx.symlink(cutlass + "/tools/util/include", "cutlass/util_include")
-        nvcc_str = str(real_nvcc)
+        nvcc_str = str(root) + "/bin/nvcc"
     else:
         ctx.file("cuda/include/.empty", "")
         ctx.file("cutlass/include/.empty", "")
