@@ -6,7 +6,8 @@
 const COLUMNS = [
   // key, cell text, sort value (numbers sort numerically, missing values last)
   {key: 'class', text: (f) => f.audit_class},
-  {key: 'path', text: (f) => (f.function_path.length ? f.function_path.join(' > ') : '(graph)')},
+  {key: 'path', text: (f) => (f.function_path.length ? f.function_path.join(' > ') : '(graph)'),
+   search: (f) => f.signatures.join(' ')},
   {key: 'node', text: (f) => f.node},
   {key: 'op', text: (f) => (f.direction && f.direction !== 'fprop' ? `${f.op} (${f.direction})` : f.op)},
   {key: 'T', text: (f) => f.T ?? '?'},
@@ -134,22 +135,26 @@ class AuditView {
       `audit schema ${rep.schema_version}, step ${data.step}`;
     const s = rep.summary;
     const bar = this.$('flop-bar');
+    const countBar = this.$('count-bar');
     const legend = this.$('legend');
     bar.replaceChildren();
+    countBar.replaceChildren();
     legend.replaceChildren();
+    const segment = (cls, share, what) => {
+      const seg = el('div', {className: `seg cls-${cls}`, dataset: {class: cls}, title: `${cls}: ${percent(share)} of ${what}`});
+      seg.style.width = `${100 * share}%`;
+      return seg;
+    };
     for (const c of s.classes) {
-      if (c.flop_share) {
-        const seg = el('div', {className: `seg cls-${c.audit_class}`, dataset: {class: c.audit_class},
-                               title: `${c.audit_class}: ${percent(c.flop_share)} of known conv FLOPs`});
-        seg.style.width = `${100 * c.flop_share}%`;
-        bar.append(seg);
-      }
+      if (c.flop_share) bar.append(segment(c.audit_class, c.flop_share, 'known conv FLOPs'));
+      if (c.count) countBar.append(segment(c.audit_class, c.count / s.call_sites, 'call sites'));
       const desc = (this.classes.find((k) => k.name === c.audit_class) || {}).description || '';
       legend.append(el('li', {dataset: {class: c.audit_class}},
         el('span', {className: `swatch cls-${c.audit_class}`}),
         `${c.audit_class} — ${desc}: ${c.count} call site${c.count === 1 ? '' : 's'}, ${percent(c.flop_share)} of FLOPs`));
     }
-    bar.setAttribute('aria-label', s.classes.map((c) => `${c.audit_class} ${percent(c.flop_share)}`).join(', '));
+    bar.setAttribute('aria-label', 'FLOP shares: ' + s.classes.map((c) => `${c.audit_class} ${percent(c.flop_share)}`).join(', '));
+    countBar.setAttribute('aria-label', 'call-site shares: ' + s.classes.map((c) => `${c.audit_class} ${c.count}`).join(', '));
     this.$('flops-note').textContent =
       `FLOPs known for ${s.flops_known} of ${s.call_sites} call sites (${formatFlops(s.total_flops)} FLOPs); ` +
       `shares are of the known FLOPs. fp16 share (by ${s.share_basis}): ${percent(s.fp16_share)}, ` +
@@ -163,7 +168,7 @@ class AuditView {
     let rows = this.findings.filter((f) => !cls || f.audit_class === cls);
     if (terms.length) {
       rows = rows.filter((f) => {
-        const hay = COLUMNS.map((c) => c.text(f)).join(' ').toLowerCase();
+        const hay = COLUMNS.map((c) => c.text(f) + (c.search ? ' ' + c.search(f) : '')).join(' ').toLowerCase();
         return terms.every((t) => hay.includes(t));
       });
     }
@@ -199,6 +204,9 @@ class AuditView {
         const td = el('td', {className: c.key === 'flops' ? 'num' : c.key});
         if (c.key === 'class') td.append(chip(f.audit_class));
         else if (c.key === 'flags') td.append(...f.flags.map((x) => el('span', {className: 'flag'}, x)));
+        else if (c.key === 'path' && f.signatures.length) {
+          td.append(el('span', {className: 'sig'}, `signature ${f.signatures.join(', ')}`), c.text(f));
+        }
         else td.textContent = c.text(f);
         if (c.key === 'node') td.title = 'graph node name (search it in the Graphs dashboard)';
         if (c.key === 'flops' && f.flops_note) td.title = f.flops_note;
