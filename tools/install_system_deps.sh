@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the build needs on Debian 12 when they are missing:
-# a C++ compiler, Python's venv module, and Debian's offline Bazel 4.2.3 with its rule packages.
+# a C++ compiler, Python's venv module, Debian's offline Bazel 4.2.3 with its rule packages, and
+# Chromium with chromedriver for the dashboard's browser test.
 # As root it runs apt-get; otherwise it prints the exact command to run and fails.
 set -euo pipefail
 
@@ -13,6 +14,10 @@ if ! command -v bazel >/dev/null 2>&1 || bazel --version 2>/dev/null | grep -q n
   [ -d /usr/share/bazel/rules/java ] || need+=(bazel-rules-java)
   [ -d /usr/share/bazel/tools/platforms ] || need+=(bazel-platforms)
 fi
+# Headless browser test of the TensorBoard dashboard (tests/test_tb_plugin_browser.py):
+# Debian's Chromium and its chromedriver (Selenium is given both paths; it downloads nothing).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 if ! "$PYTHON" -c "import ensurepip, venv" >/dev/null 2>&1; then
   need+=("python3-venv")
 fi
