@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Mapping
 
 from .analyze import analyze
 from .context import RuntimeContext
@@ -31,3 +31,30 @@ def audit(source: Any, context: RuntimeContext | None = None, *, build_keras_mod
     else:
         model = load_object(source)
     return analyze(model, ctx, signature=signature)
+
+
+def verify(fn_or_model: Any, *inputs: Any, context: RuntimeContext | None = None,
+           probe_switches: tuple[Mapping[str, str], ...] = ()) -> AuditReport:
+    """EXECUTES `fn_or_model(*inputs)` once and returns the audit with runtime evidence.
+
+    The static findings (same objects as `audit()`) get `observed`: the executed node (after
+    grappler, placement and the oneDNN rewrite), the accumulation observed by probe convolutions of
+    the executed (op, T, Tacc, device), and "confirmed"/"contradicted"/"unverified"/"not-found".
+    `report.runtime` holds the probes (rounding, C1, overflow) and, when a GPU is visible, the
+    decoded CUDA kernel names of one profiled call.
+
+    Args:
+      fn_or_model: a tf.function, ConcreteFunction or keras.Model.
+      inputs: tensors or arrays; when empty, random inputs (seed 0) are built from the function's
+        input signature or the model's input specs.
+      context: runtime context for the static predictions; default: this process.
+      probe_switches: for each mapping of environment variables, the probes are re-run in a
+        subprocess with them set (e.g. {"TF_CONV2D_USE_FP16_ACCUMULATE": "1"}).
+    Raises:
+      AuditInputError: an unsupported object or unresolvable input shape; tf.errors.OpError from
+        the model itself.
+    """
+    from .runtime.evidence import verify_object
+
+    ctx = context if context is not None else RuntimeContext.from_process()
+    return verify_object(fn_or_model, tuple(inputs), ctx, switch_envs=tuple(probe_switches))

@@ -1,7 +1,9 @@
 """Audit results: frozen dataclasses with `to_dict()`; the JSON renderer and other tools reuse them.
 
 SCHEMA_VERSION is the version of the dict/JSON layout produced by `AuditReport.to_dict()`.
-Bump the major number on incompatible changes.
+Bump the major number on incompatible changes; the minor number when fields are added.
+1.1: `ConvFinding.observed` (runtime evidence per call site) and `AuditReport.runtime`
+(executed signature, probes, GPU kernels), both None for a static audit.
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from .context import RuntimeContext
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 # Audit classes, from most to least fp16.
 CLASSES = (
@@ -71,6 +73,45 @@ class AmpPrediction:
 
 
 @dataclass(frozen=True)
+class Observation:
+    """What the runtime did with one conv call site (`tf-fp16-audit --run`, `verify()`).
+
+    Attributes:
+      status: "confirmed" (executed as predicted), "contradicted" (see `contradictions`),
+        "unverified" (executed, but the accumulation could not be observed) or "not-found"
+        (no executed node matched: pruned, folded, or not reached by the call).
+      executed_node / executed_op: node name and op type after grappler (e.g. "_FusedConv2D").
+      kernel_op: op type in the partitioned graph (e.g. "_MklNativeConv2D"), with its kernel label.
+      executed_T / executed_Tacc: dtype attrs as executed; device: the assigned device.
+      fused_ops: ops fused into the conv by grappler (e.g. ("BiasAdd", "Relu")).
+      observed_accumulation: from the probes of (op, T, Tacc, device) as executed: "fp16",
+        "fp32", "inconclusive", "not-probed" or "error"; probe_key names the probe result.
+      changes: rewrites seen ("dtype half -> float", "fused into _FusedConv2D(BiasAdd, Relu)",
+        "oneDNN kernel _MklNativeConv2D", "cast inserted: ..."); contradictions: static predictions
+        the run disproved, as sentences.
+    """
+
+    status: str
+    executed_node: str | None = None
+    executed_op: str | None = None
+    kernel_op: str | None = None
+    executed_T: str | None = None
+    executed_Tacc: str | None = None
+    device: str | None = None
+    fused_ops: tuple[str, ...] = ()
+    observed_accumulation: str | None = None
+    probe_key: str | None = None
+    changes: tuple[str, ...] = ()
+    contradictions: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k in ("fused_ops", "changes", "contradictions"):
+            d[k] = list(d[k])
+        return d
+
+
+@dataclass(frozen=True)
 class ConvFinding:
     """One convolution call site.
 
@@ -92,6 +133,7 @@ class ConvFinding:
         unknown, see flops_note); None when shapes are unknown.
       input_shape / filter_shape / output_shape: fprop-equivalent shapes when known.
       flags: risk and consistency flags (see README).
+      observed: runtime evidence (schema 1.1), None for a static audit.
     """
 
     site_id: str
@@ -120,6 +162,7 @@ class ConvFinding:
     filter_shape: tuple[int, ...] | None
     output_shape: tuple[int, ...] | None
     flags: tuple[str, ...]
+    observed: Observation | None = None
 
     def to_dict(self) -> dict:
         d = {}
@@ -199,6 +242,47 @@ class Summary:
 
 
 @dataclass(frozen=True)
+class RuntimeEvidence:
+    """What `--run` / `verify()` executed and measured (schema 1.1).
+
+    Attributes:
+      executed: what was called ("signature 'serve'", "tf.function f", ...).
+      inputs: (name, dtype, shape) of the inputs built or given; seed: the random seed used
+        (None when the caller gave the inputs).
+      function_graphs: number of function graphs collected from RunMetadata.
+      executed_convs: conv nodes found in the executed graphs.
+      probes: `probes.ProbeResult`s run in this process, one per distinct (op, T, Tacc, device).
+      switch_probes: ProbeResults of the same configurations run in subprocesses with other
+        switch values (e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1).
+      gpu_kernels: `kernels.KernelEvidence` per conv node when a GPU profile was taken.
+      counts: call sites per Observation.status.
+      notes: facts about the run (placement, skipped steps).
+    """
+
+    executed: str
+    inputs: tuple[tuple[str, str, tuple[int, ...]], ...]
+    seed: int | None
+    function_graphs: int
+    executed_convs: int
+    probes: tuple = ()
+    switch_probes: tuple = ()
+    gpu_kernels: tuple = ()
+    counts: tuple[tuple[str, int], ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "executed": self.executed,
+            "inputs": [{"name": n, "dtype": t, "shape": list(s)} for n, t, s in self.inputs],
+            "seed": self.seed, "function_graphs": self.function_graphs, "executed_convs": self.executed_convs,
+            "probes": [p.to_dict() for p in self.probes],
+            "switch_probes": [p.to_dict() for p in self.switch_probes],
+            "gpu_kernels": [k.to_dict() for k in self.gpu_kernels],
+            "counts": dict(self.counts), "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
 class AuditReport:
     """The full audit of one input."""
 
@@ -211,6 +295,7 @@ class AuditReport:
     unknown_ops: tuple[UnknownOp, ...] = ()
     notes: tuple[str, ...] = ()
     schema_version: str = field(default=SCHEMA_VERSION)
+    runtime: RuntimeEvidence | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -223,4 +308,5 @@ class AuditReport:
             "findings": [f.to_dict() for f in self.findings],
             "unknown_ops": [u.to_dict() for u in self.unknown_ops],
             "notes": list(self.notes),
+            "runtime": self.runtime.to_dict() if self.runtime is not None else None,
         }

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..findings import AuditReport
 from .common import fmt_flops, path_of, reason_legend, share
+from .runtime import has_runtime, observed_cell, probe_rows, runtime_lines
 
 
 def _esc(s: str) -> str:
@@ -33,17 +34,25 @@ def render_markdown(report: AuditReport) -> str:
         for sw in report.switches:
             out.append(f"| `{sw.name}` | {'unset' if sw.value is None else '`' + sw.value + '`'} | {_esc(sw.effect)} |")
         out.append("")
+    run = has_runtime(report)
     out += ["## Call sites", "",
-            "| # | function path | node | op | T | accumulation | class | FLOPs | flags |",
-            "|---:|---|---|---|---|---|---|---:|---|"]
+            "| # | function path | node | op | T | accumulation | class | FLOPs |" + (" observed |" if run else "")
+            + " flags |", "|---:|---|---|---|---|---|---|---:|" + ("---|" if run else "") + "---|"]
     for i, f in enumerate(report.findings, 1):
         acc = f"{f.accumulation} [{legend[f.accumulation_reason]}]" + (f" Tacc={f.Tacc}" if f.Tacc else "")
         if f.amp is not None and f.amp.rewrite:
             acc += " (amp→half, predicted)"
+        obs = f" {_esc(observed_cell(f))} |" if run else ""
         out.append(f"| {i} | {_esc(path_of(f))} | `{_esc(f.node)}` | {f.op} | {f.T} | {acc} | "
-                   f"{f.audit_class} | {fmt_flops(f.flops)} | {_esc(', '.join(f.flags)) or '-'} |")
+                   f"{f.audit_class} | {fmt_flops(f.flops)} |{obs} {_esc(', '.join(f.flags)) or '-'} |")
     out += ["", "Accumulation reasons:", ""]
     out += [f"{n}. {_esc(r)}" for r, n in legend.items()]
+    if run:
+        out += ["", "## Runtime evidence (the model was executed)", ""]
+        out += [f"- {_esc(line)}" for line in runtime_lines(report)]
+        out += ["", "| probe configuration | process | kernel | rounding | c1 | overflow | observed |",
+                "|---|---|---|---|---|---|---|"]
+        out += ["| " + " | ".join(_esc(c) for c in r) + " |" for r in probe_rows(report)]
     if report.unknown_ops:
         out += ["", "## Unknown ops", ""]
         out += [f"- `{u.op}` ×{u.count}: {u.verdict} (attrs: {_esc(', '.join(u.attrs))})" for u in report.unknown_ops]

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from ..findings import AuditReport
 from .common import fmt_flops, path_of, reason_legend, share
+from .runtime import has_runtime, observed_cell, probe_rows, runtime_lines
 
 
 def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
     legend = reason_legend(report)
-    headers = ("#", "function path", "node", "op", "T", "accumulation", "class", "FLOPs", "flags")
+    run = has_runtime(report)
+    headers = ("#", "function path", "node", "op", "T", "accumulation", "class", "FLOPs") + \
+        (("observed",) if run else ()) + ("flags",)
     rows = []
     findings = report.findings if max_rows is None else report.findings[:max_rows]
     for i, f in enumerate(findings, 1):
@@ -17,7 +20,7 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         if f.amp is not None and f.amp.rewrite:
             acc += " (amp→half, predicted)"
         rows.append((str(i), path_of(f, 38), _cut(f.node, 40), f.op, f.T or "?", acc, f.audit_class,
-                     fmt_flops(f.flops), ", ".join(f.flags) or "-"))
+                     fmt_flops(f.flops)) + ((observed_cell(f),) if run else ()) + (", ".join(f.flags) or "-",))
     widths = [max(len(h), *(len(r[c]) for r in rows)) if rows else len(h) for c, h in enumerate(headers)]
     widths[-1] = len(headers[-1])
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
@@ -46,6 +49,16 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
     if report.context.amp:
         out.append(f"  auto mixed precision (prediction): {s.amp_predicted_rewrites} sites would be rewritten "
                    "to half at run time")
+    if run:
+        out.append("")
+        out.append("runtime evidence (the model was executed):")
+        out.extend(f"  {line}" for line in runtime_lines(report))
+        out.append("  probes (observed accumulation per op, T, Tacc, device):")
+        prow = probe_rows(report)
+        ph = ("configuration", "process", "kernel", "rounding", "c1", "overflow", "observed")
+        pw = [max(len(h), *(len(r[c]) for r in prow)) if prow else len(h) for c, h in enumerate(ph)]
+        out.append("    " + "  ".join(h.ljust(w) for h, w in zip(ph, pw)).rstrip())
+        out.extend("    " + "  ".join(c.ljust(w) for c, w in zip(r, pw)).rstrip() for r in prow)
     if report.switches:
         out.append("")
         out.append("switches:")

@@ -50,6 +50,7 @@ class ExecutedNode:
       inputs: input tensor names.
       graph_index: which function graph of the run it came from.
       kernel_label: the partitioned node's `_kernel` label attr (e.g. "MklNameChangeOp"), or "".
+      input_casts: "name (SrcT->DstT)" for each data input produced by a Cast.
     """
 
     name: str
@@ -62,6 +63,7 @@ class ExecutedNode:
     inputs: tuple[str, ...]
     graph_index: int
     kernel_label: str = ""
+    input_casts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,15 +77,15 @@ class ExecutedRun:
         out = []
         for gi, fg in enumerate(self.function_graphs):
             placed = {n.name: n for p in fg.partition_graphs for n in p.node}
+            post = {n.name: n for n in fg.post_optimization_graph.node}
             for n in fg.post_optimization_graph.node:
                 p = placed.get(n.name)
                 if not is_conv_op(n.op) and not (p is not None and is_conv_op(p.op)):
                     continue
-                out.append(_executed(n, p, gi))
-            names = {n.name for n in fg.post_optimization_graph.node}
+                out.append(_executed(n, p, gi, post))
             for name, p in placed.items():  # nodes created after grappler (e.g. by the layout pass)
-                if name not in names and is_conv_op(p.op):
-                    out.append(_executed(p, p, gi))
+                if name not in post and is_conv_op(p.op):
+                    out.append(_executed(p, p, gi, placed))
         return out
 
     def casts(self) -> list[tuple[str, str, str]]:
@@ -102,14 +104,22 @@ def _dtype(node, attr: str) -> str | None:
     return _DTYPES.get(node.attr[attr].type, str(node.attr[attr].type))
 
 
-def _executed(n, p, gi: int) -> ExecutedNode:
+def _executed(n, p, gi: int, index: dict) -> ExecutedNode:
     src = p if p is not None else n
+    casts = []
+    for inp in n.input:
+        if inp.startswith("^"):
+            continue
+        prod = index.get(inp.split(":")[0])
+        if prod is not None and prod.op == "Cast":
+            casts.append(f"{prod.name} ({_dtype(prod, 'SrcT')}->{_dtype(prod, 'DstT')})")
     return ExecutedNode(
         name=n.name, op=n.op, kernel_op=src.op, T=_dtype(n, "T"), Tacc=_dtype(n, "Tacc"),
         device=src.device or n.device,
         fused_ops=tuple(s.decode() for s in n.attr["fused_ops"].list.s) if "fused_ops" in n.attr else (),
         inputs=tuple(n.input), graph_index=gi,
-        kernel_label=src.attr["_kernel"].s.decode() if "_kernel" in src.attr else "")
+        kernel_label=src.attr["_kernel"].s.decode() if "_kernel" in src.attr else "",
+        input_casts=tuple(casts))
 
 
 def collect(fn: Callable, inputs: Sequence[Any]) -> ExecutedRun:

@@ -1,0 +1,63 @@
+"""Formatting of runtime evidence (`--run`) shared by the terminal and Markdown renderers. Formats only."""
+from __future__ import annotations
+
+from ..findings import AuditReport, ConvFinding
+
+
+def observed_cell(f: ConvFinding) -> str:
+    """"fp32 confirmed", "fp16 CONTRADICTED", "not-found", ... for one call site."""
+    o = f.observed
+    if o is None:
+        return "-"
+    if o.status == "not-found":
+        return "not executed"
+    status = "CONTRADICTED" if o.status == "contradicted" else o.status
+    extra = f" ({o.executed_op})" if o.executed_op and o.executed_op != f.op else ""
+    return f"{o.observed_accumulation} {status}{extra}"
+
+
+def has_runtime(report: AuditReport) -> bool:
+    return report.runtime is not None
+
+
+def probe_rows(report: AuditReport) -> list[tuple[str, ...]]:
+    """(configuration, process, kernel, rounding, c1, overflow, observed) per probe result."""
+    rows = []
+    rt = report.runtime
+    for p in tuple(rt.probes) + tuple(rt.switch_probes):
+        vals = {o.probe: f"{o.value} ({o.verdict})" for o in p.outcomes}
+        rows.append((p.config.key(), p.process, p.kernel or "-", vals.get("rounding", "-"), vals.get("c1", "-"),
+                     vals.get("overflow", "-"), p.observed + (f": {p.note}" if p.note else "")))
+    return rows
+
+
+def runtime_lines(report: AuditReport) -> list[str]:
+    """Plain lines: what ran, switches, contradictions and rewrites."""
+    rt = report.runtime
+    ins = ", ".join(f"{n} {t}{list(s)}" for n, t, s in rt.inputs) or "none"
+    counts = ", ".join(f"{k} {v}" for k, v in rt.counts) or "none"
+    out = [f"executed: {rt.executed} on inputs {ins}" + (f" (random, seed {rt.seed})" if rt.seed is not None else ""),
+           f"executed graphs: {rt.function_graphs} function graph(s), {rt.executed_convs} conv node(s); "
+           f"call sites: {counts}"]
+    switches = {k: v for p in rt.probes for k, v in p.switches}
+    out.append("probe switches (this process): " + (", ".join(f"{k}={v!r}" for k, v in sorted(switches.items()))
+                                                    or "none of TF_CONV2D_USE_FP16_ACCUMULATE, "
+                                                       "TF_FP16_CONV_USE_FP32_COMPUTE, TF_ENABLE_ONEDNN_OPTS set"))
+    for i, f in enumerate(report.findings, 1):
+        o = f.observed
+        if o is None:
+            continue
+        for c in o.contradictions:
+            out.append(f"CONTRADICTION #{i} {f.node}: {c}")
+    rewrites: dict[str, int] = {}
+    for f in report.findings:
+        if f.observed is not None:
+            for c in f.observed.changes:
+                rewrites[c] = rewrites.get(c, 0) + 1
+    for c, n in sorted(rewrites.items()):
+        out.append(f"runtime rewrite ({n} call site{'s' if n > 1 else ''}): {c}")
+    for k in rt.gpu_kernels:
+        kern = "; ".join(f"{name} [{d.accumulator}]" for name, d in zip(k.kernels, k.decoded))
+        out.append(f"GPU kernels of {k.tf_op}: {kern} -> {k.accumulator}")
+    out.extend(f"note: {n}" for n in rt.notes)
+    return out
