@@ -1,0 +1,251 @@
+"""Runtime evidence (`tf-fp16-audit --run`, `verify()`): probes, executed graphs matched to call
+sites, contradictions, CLI and renderers. CPU only; probes run real TensorFlow kernels.
+
+Expected probe values come from a NumPy float64 reference with IEEE binary16 rounding (below),
+expected accumulations per TF kernel from the measurements in shared case C1 / opsets.py.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_fp16ops
+from tf_fp16ops.audit import verify
+from tf_fp16ops.audit.cli import main
+from tf_fp16ops.audit.demo import demo_example
+from tf_fp16ops.audit.findings import AmpPrediction
+from tf_fp16ops.audit.runtime.executed import ExecutedNode, canonical_op
+from tf_fp16ops.audit.runtime.inputs import parse_input_shapes, random_inputs
+from tf_fp16ops.audit.runtime.match import observe
+from tf_fp16ops.audit.runtime.probes import PROBES, ProbeConfig, run_probes, run_probes_subprocess, verdict
+
+from audit_helpers import CPU
+
+
+def _seq_fp16(a, b) -> float:
+    """One fp16 accumulator from +0, acc = fp16(a*b + acc) with the product exact (float64)."""
+    acc = np.float16(0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for x, y in zip(a, b):
+            acc = np.float16(np.float64(x) * np.float64(y) + np.float64(acc))
+    return float(acc)
+
+
+def _fp32_then_half(a, b) -> float:
+    with np.errstate(over="ignore"):
+        return float(np.float16(np.float32(np.sum(np.float64(a) * np.float64(b)))))
+
+
+@pytest.mark.parametrize("name", sorted(PROBES))
+def test_probe_constants_match_numpy_reference(name):
+    a, b, fp32, fp16 = PROBES[name]
+    assert all(float(np.float16(x)) == x for x in a + b), "probe inputs must be exact fp16 values"
+    assert _fp32_then_half(a, b) == fp32
+    if name == "overflow":
+        assert not np.isfinite(_seq_fp16(a, b))
+    else:
+        assert _seq_fp16(a, b) == fp16 != fp32
+
+
+def test_verdicts():
+    assert verdict(1.015625, "half", "rounding") == "fp32"
+    assert verdict(1.0, "half", "rounding") == "fp16"
+    assert verdict(1.0009765625, "half", "rounding") == "other"
+    assert verdict(float("nan"), "half", "overflow") == "fp16"
+    assert verdict(0.0, "float", "overflow") == "fp32"
+
+
+@pytest.mark.parametrize("op,T,Tacc,expected", [
+    ("Conv2D", "half", None, "fp32"),                 # C1: TF CPU Conv2D computes half in fp32 by default
+    ("Conv2DBackpropInput", "half", None, "fp16"),    # measured (opsets.CPU_HALF_FP16_ACCUMULATE_MEASURED)
+    ("DepthwiseConv2dNative", "half", None, "fp16"),
+    ("Fp16Conv2D", "half", "half", "fp16"),           # this package's contract
+    ("Fp16Conv2D", "half", "float", "fp32"),
+    ("Conv2D", "float", None, "fp32"),
+])
+def test_probes_on_this_process(op, T, Tacc, expected):
+    r = run_probes(ProbeConfig(op, T, Tacc, "cpu"))
+    assert r.observed == expected, r
+    assert [o.probe for o in r.outcomes] == ["rounding", "c1", "overflow"]
+    assert r.kernel  # the executed kernel was read back from the partitioned graph
+    if T == "half":
+        assert {o.verdict for o in r.outcomes} == {expected}
+
+
+def test_probe_errors_and_unprobed_configs():
+    assert run_probes(ProbeConfig("Conv2D", "bfloat16", None, "cpu")).observed == "not-probed"
+    assert run_probes(ProbeConfig("FusedPadConv2D", "half", None, "cpu")).observed == "not-probed"
+    assert run_probes(ProbeConfig("Conv2D", "half", None, "gpu")).note == "no GPU visible in this process"
+    with pytest.raises(ValueError, match="OP:T:TACC:DEVICE"):
+        ProbeConfig.parse("Conv2D:half")
+
+
+def test_switch_flips_conv2d_only_in_a_subprocess():
+    configs = [ProbeConfig("Conv2D", "half", None, "cpu"), ProbeConfig("Conv2DBackpropFilter", "half", None, "cpu")]
+    flipped = run_probes_subprocess(configs, {"TF_CONV2D_USE_FP16_ACCUMULATE": "1"})
+    assert [r.observed for r in flipped] == ["fp16", "fp16"]
+    assert dict(flipped[0].switches)["TF_CONV2D_USE_FP16_ACCUMULATE"] == "1"
+    assert "subprocess" in flipped[0].process
+    # This process (switch unset) still computes Conv2D in fp32: the switch is per process.
+    assert run_probes(configs[0]).observed == "fp32"
+
+
+def test_verify_tf_function_matches_fused_and_our_ops():
+    w32 = tf.constant(np.random.default_rng(1).standard_normal([3, 3, 8, 8]), tf.float32)
+    b32 = tf.constant(np.ones([8]), tf.float32)
+    w16 = tf.cast(w32, tf.float16)
+
+    @tf.function
+    def f(x16, x32):
+        a = tf.nn.conv2d(x16, w16, 1, "VALID")
+        b = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x32, w32, 1, "SAME"), b32))
+        c = tf_fp16ops.conv2d(x16, w16, [1, 1, 1, 1], "VALID", accumulation="float16")
+        return a, b, c
+
+    x32 = tf.random.stateless_normal([1, 8, 8, 8], seed=[1, 2])
+    r = verify(f, tf.cast(x32, tf.float16), x32, context=CPU)
+    by_op = {f.op: f for f in r.findings}
+    assert set(by_op) == {"Conv2D", "Fp16Conv2D"} and len(r.findings) == 3
+    assert all(f.observed is not None and f.observed.status == "confirmed" for f in r.findings), \
+        [f.observed for f in r.findings]
+    fused = [f for f in r.findings if f.T == "float"][0].observed
+    assert fused.executed_op == "_FusedConv2D" and fused.fused_ops == ("BiasAdd", "Relu")
+    assert any(c.startswith("fused into _FusedConv2D") for c in fused.changes)
+    assert fused.observed_accumulation == "fp32"
+    half = [f for f in r.findings if f.op == "Conv2D" and f.T == "half"][0].observed
+    assert (half.executed_T, half.observed_accumulation, half.probe_key) == ("half", "fp32", "Conv2D:half:-:cpu")
+    ours = by_op["Fp16Conv2D"].observed
+    assert (ours.executed_Tacc, ours.observed_accumulation) == ("half", "fp16")
+    assert "CPU:0" in ours.device
+    d = r.to_dict()
+    assert d["schema_version"] == "1.1" and d["runtime"]["counts"] == {"confirmed": 3}
+    assert d["findings"][0]["observed"]["status"] == "confirmed"
+    json.dumps(d)
+
+
+def _finding(**kw):
+    from tf_fp16ops.audit import audit
+
+    from audit_helpers import conv_graph
+
+    f = audit(conv_graph(T="DT_FLOAT"), CPU).findings[0]
+    from dataclasses import replace
+
+    return replace(f, **kw)
+
+
+def _node(**kw):
+    base = dict(name="StatefulPartitionedCall/conv", op="Conv2D", kernel_op="Conv2D", T="float", Tacc=None,
+                device="/job:localhost/replica:0/task:0/device:CPU:0", fused_ops=(), inputs=("x", "w"), graph_index=0)
+    base.update(kw)
+    return ExecutedNode(**base)
+
+
+def test_observe_dtype_rewrite_placement_and_amp():
+    from tf_fp16ops.audit.runtime.probes import ProbeResult
+
+    f = _finding()
+    probe16 = ProbeResult(ProbeConfig("Conv2D", "half", None, "gpu"), "fp16")
+    # grappler rewrote T=float to half, inserted a cast, ran on a GPU with fp16 accumulation
+    o = observe(f, _node(T="half", device="/device:GPU:0",
+                         input_casts=("x-0-CastToFp16-AutoMixedPrecision (float->half)",)), probe16)
+    assert o.status == "contradicted"
+    assert "static T=float, executed T=half" in o.contradictions
+    assert any("placed on GPU:0" in c for c in o.contradictions)
+    assert any("observed fp16" in c for c in o.contradictions)
+    assert any(c.startswith("cast inserted by grappler") for c in o.changes)
+    # the same rewrite, predicted by the static AMP pass, is a confirmed prediction (T and device)
+    g = _finding(target_device="gpu", amp=AmpPrediction(True, "half", "allow list"))
+    o2 = observe(g, _node(T="half", device="/device:GPU:0"), probe16)
+    assert o2.status == "confirmed" and "auto mixed precision rewrite predicted and observed" in o2.changes
+    assert observe(f, None, None).status == "not-found"
+    assert observe(f, _node(), None).status == "unverified"
+    assert canonical_op("_MklNativeFusedConv2D") == "_FusedConv2D" and canonical_op("_MklNativeConv2D") == "Conv2D"
+
+
+def test_input_shapes_and_random_inputs():
+    assert parse_input_shapes(["x=1,32,32,3"]) == {"x": (1, 32, 32, 3)}
+    for bad in ("x", "=1,2", "x=1,a", "x=-1"):
+        with pytest.raises(ValueError, match="--input-shape"):
+            parse_input_shapes([bad])
+    spec = tf.TensorSpec([None, None, 4], tf.float16)
+    with pytest.raises(ValueError, match="unknown dimensions"):
+        random_inputs([("x", spec)], {})
+    (name, t), = random_inputs([("x", spec)], {"x": (2, 3, 4)}, seed=0)
+    assert t.dtype == tf.float16 and t.shape == (2, 3, 4)
+    (_, t2), = random_inputs([("x", spec)], {"x": (2, 3, 4)}, seed=0)
+    assert np.array_equal(t.numpy(), t2.numpy())  # fixed seed
+    with pytest.raises(ValueError, match="does not fit"):
+        random_inputs([("x", spec)], {"x": (2, 3, 5)})
+    with pytest.raises(ValueError, match="unknown input"):
+        random_inputs([("x", spec)], {"y": (1,)})
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return demo_example(str(tmp_path_factory.mktemp("demo") / "example"))
+
+
+def test_cli_run_on_bundled_example(demo, capsys):
+    assert main([demo, "--run", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    rows = {f["signatures"][0]: f for f in d["findings"]}
+    assert set(rows) == {"conv16", "conv32", "conv16_32", "ours_half", "ours_float"}
+    for sig, f in rows.items():
+        o = f["observed"]
+        assert o["status"] == "confirmed", (sig, o)
+        assert o["observed_accumulation"] == f["accumulation"]
+    assert rows["ours_half"]["observed"]["observed_accumulation"] == "fp16"
+    assert rows["conv16"]["observed"]["observed_accumulation"] == "fp32"
+    keys = {p["key"] for p in d["runtime"]["probes"]}
+    assert keys == {"Conv2D:half:-:cpu", "Conv2D:float:-:cpu", "Fp16Conv2D:half:half:cpu", "Fp16Conv2D:half:float:cpu"}
+    assert d["runtime"]["seed"] == 0 and d["runtime"]["counts"] == {"confirmed": 5}
+
+
+def test_cli_run_shows_contradictions_in_table_markdown_and_tensorboard(demo, capsys, tmp_path):
+    # Static context says GPU with fp16 compute; the run places the conv on the CPU, fp32 accumulation.
+    args = [demo, "--run", "--signature", "conv16", "--device", "gpu", "--env", "TF_FP16_CONV_USE_FP32_COMPUTE=0"]
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "fp32 CONTRADICTED" in table and "runtime evidence (the model was executed)" in table
+    assert "static accumulation fp16, probes of Conv2D:half:-:cpu observed fp32" in table
+    assert "static analysis assumed gpu, placed on CPU:0" in table
+    assert main(args + ["--format", "markdown", "--logdir", str(tmp_path)]) == 0
+    md = capsys.readouterr().out
+    assert "## Runtime evidence (the model was executed)" in md and "CONTRADICTION #1" in md
+    texts = []
+    for path in (tmp_path / "audit").glob("events.out.tfevents.*"):
+        for ev in tf.compat.v1.train.summary_iterator(str(path)):
+            for v in ev.summary.value:
+                if v.tag == "audit/report":
+                    texts.append(tf.make_ndarray(v.tensor).item().decode())
+    assert texts and "CONTRADICTION #1" in texts[0]
+
+
+def test_cli_run_probe_switch_and_help(demo, capsys):
+    assert main([demo, "--run", "--signature", "conv16", "--probe-switch", "TF_CONV2D_USE_FP16_ACCUMULATE=1",
+                 "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    (sp,) = d["runtime"]["switch_probes"]
+    assert sp["key"] == "Conv2D:half:-:cpu" and sp["observed"] == "fp16"
+    assert d["runtime"]["probes"][0]["observed"] == "fp32"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "EXECUTE" in capsys.readouterr().out
+
+
+def test_cli_run_errors(demo, tmp_path, capsys):
+    assert main([demo, "--run", "--signature", "nope"]) == 2
+    assert "no signature 'nope'" in capsys.readouterr().err
+    assert main([demo, "--run", "--input-shape", "x=1,2"]) == 2
+    assert "does not fit" in capsys.readouterr().err
+    pb = tmp_path / "g.pbtxt"
+    pb.write_text('node { name: "x" op: "Placeholder" }')
+    assert main([str(pb), "--run"]) == 2
+    assert "statically" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([demo, "--input-shape", "x=1"])
+    assert main([demo, "--run", "--probe-switch", "NOVALUE"]) == 2

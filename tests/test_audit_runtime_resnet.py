@@ -1,0 +1,55 @@
+"""`tf-fp16-audit --run` on a mixed_float16 ResNet50 SavedModel (keras.applications, weights=None,
+32x32 input, batch 1): static vs observed accumulation for each of its 53 Conv2D layers.
+
+Expected: the architecture has 53 Conv2D layers; under mixed_float16 each runs Conv2D with T=half,
+which TensorFlow's CPU kernel computes in fp32 unless TF_CONV2D_USE_FP16_ACCUMULATE is "1"
+(shared case C1), so every call site is confirmed fp32 on this CPU-only process.
+"""
+from __future__ import annotations
+
+import json
+
+import keras
+import pytest
+
+from tf_fp16ops.audit.cli import main
+
+
+@pytest.fixture(scope="module")
+def resnet_mixed(tmp_path_factory):
+    prev = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        m = keras.applications.ResNet50(weights=None, input_shape=(32, 32, 3), classes=10)
+    finally:
+        keras.mixed_precision.set_global_policy(prev)
+    path = str(tmp_path_factory.mktemp("r50") / "resnet50_mixed")
+    m.export(path, verbose=False)
+    return path
+
+
+def test_run_resnet50_mixed_float16(resnet_mixed, capsys):
+    assert main([resnet_mixed, "--run", "--signature", "serve", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert len(d["findings"]) == 53
+    assert d["runtime"]["executed_convs"] == 53 and d["runtime"]["counts"] == {"confirmed": 53}
+    nodes = set()
+    for f in d["findings"]:
+        o = f["observed"]
+        assert (f["T"], f["accumulation"]) == ("half", "fp32")
+        assert (o["status"], o["executed_T"], o["observed_accumulation"]) == ("confirmed", "half", "fp32"), o
+        assert o["executed_node"].endswith(f["node"]) and "CPU:0" in o["device"]
+        nodes.add(o["executed_node"])
+    assert len(nodes) == 53  # one executed node per call site
+    (probe,) = d["runtime"]["probes"]
+    assert probe["key"] == "Conv2D:half:-:cpu" and probe["observed"] == "fp32"
+    assert [o["value"] for o in probe["outcomes"]] == ["1.015625", "0.9794921875", "0.0"]
+    assert d["runtime"]["inputs"] == [{"name": "keras_tensor", "dtype": "float32", "shape": [1, 32, 32, 3]}]
+
+
+def test_run_resnet50_table(resnet_mixed, capsys):
+    assert main([resnet_mixed, "--run", "--signature", "serving_default", "--max-rows", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("fp32 confirmed") == 3
+    assert "call sites: confirmed 53" in out
+    assert "Conv2D:half:-:cpu  in-process" in out
