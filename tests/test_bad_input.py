@@ -106,6 +106,29 @@ def test_unknown_shapes_give_partial_output_shape():
     assert f.get_concrete_function().output_shapes.as_list() == [None, None, None, 8]
 
 
+@pytest.mark.parametrize("data_format, x_shape, expected", [
+    ("NHWC", [None, 32, 30, 4], [None, 16, 15, 8]),
+    ("NCHW", [None, 4, 32, 30], [None, 8, 16, 15]),
+    ("NHWC", [None, 32, None, None], [None, 16, None, 8]),
+])
+def test_unknown_batch_keeps_spatial_output_sizes(data_format, x_shape, expected):
+    # A Keras export has an unknown batch: the spatial sizes must still be inferred (FLOPs in the audit).
+    @tf.function(input_signature=[tf.TensorSpec(x_shape, tf.float16), tf.TensorSpec([3, 3, 4, 8], tf.float16)])
+    def f(x, w):
+        return tf_fp16ops.conv2d(x, w, 2, "SAME", data_format=data_format)
+
+    assert f.get_concrete_function().output_shapes.as_list() == expected
+
+
+def test_unknown_batch_still_reports_a_known_bad_size():
+    @tf.function(input_signature=[tf.TensorSpec([None, 2, 9, 4], tf.float16), tf.TensorSpec([3, 3, 4, 8], tf.float16)])
+    def f(x, w):
+        return tf_fp16ops.conv2d(x, w, 1, "VALID")
+
+    with pytest.raises(ValueError, match="output height would be 0"):
+        f.get_concrete_function()
+
+
 @pytest.mark.parametrize("sizes, message", [
     ([1, 5, 5], "input_sizes must be a 1-D tensor of 4 int32 values"),
     ([1, -5, 5, 4], "input_sizes must be non-negative"),

@@ -53,15 +53,31 @@ Status Fp16Conv2DShape(InferenceContext* c) {
     c->set_output(0, MakeShape4(c, out));
     return Status();
   }
-  // Partially known: batch from the input, channels from the filter, spatial unknown.
-  const int ch = attrs.nchw ? 1 : 3;
-  const int64_t cin = c->Value(c->Dim(input, ch)), cg = f[2];
-  if (cin >= 0 && cg > 0 && cin % cg != 0) {
-    return tensorflow::errors::InvalidArgument("input channels (", cin,
-                                               ") must be a multiple of the filter's in_channels (", cg, ")");
+  // Partially known (e.g. an unknown batch): every output dimension whose inputs are known is
+  // computed by the same geometry code, unknown sizes replaced by stand-ins that cannot fail
+  // (batch 1, one group, spatial extent equal to the dilated filter), so errors only come from
+  // known sizes.
+  const int hi = attrs.nchw ? 2 : 1, wi = attrs.nchw ? 3 : 2, ci = attrs.nchw ? 1 : 3;
+  const int64_t C = in[ci], Cg = f[2];
+  if (C >= 0 && Cg > 0 && C % Cg != 0) {
+    return tensorflow::errors::InvalidArgument("input channels (", C,
+                                               ") must be a multiple of the filter's in_channels (", Cg, ")");
   }
-  DimensionHandle n = c->Dim(input, 0), k = c->Dim(filter, 3), u = c->UnknownDim();
-  c->set_output(0, attrs.nchw ? c->MakeShape({n, k, u, u}) : c->MakeShape({n, u, u, k}));
+  int64_t fs[4] = {f[0] > 0 ? f[0] : 1, f[1] > 0 ? f[1] : 1, 0, 0};
+  const int64_t cs = C >= 0 ? C : (Cg > 0 ? Cg : 1);
+  fs[2] = Cg > 0 ? Cg : cs;
+  fs[3] = f[3] >= 0 ? f[3] : cs / fs[2];
+  int64_t is[4];
+  is[0] = in[0] >= 0 ? in[0] : 1;
+  is[ci] = cs;
+  is[hi] = in[hi] >= 0 ? in[hi] : (fs[0] - 1) * attrs.dilations[hi] + 1;
+  is[wi] = in[wi] >= 0 ? in[wi] : (fs[1] - 1) * attrs.dilations[wi] + 1;
+  cpu::ConvGeometry g;
+  TF_RETURN_IF_ERROR(ComputeConvGeometry(attrs, is, fs, &g));
+  DimensionHandle n = c->Dim(input, 0), k = c->Dim(filter, 3);
+  DimensionHandle p = in[hi] >= 0 && f[0] >= 0 ? c->MakeDim(g.P) : c->UnknownDim();
+  DimensionHandle q = in[wi] >= 0 && f[1] >= 0 ? c->MakeDim(g.Q) : c->UnknownDim();
+  c->set_output(0, attrs.nchw ? c->MakeShape({n, k, p, q}) : c->MakeShape({n, p, q, k}));
   return Status();
 }
 
