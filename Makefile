@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # TensorFlow's C++ start-up logging is noise for the demo and the tests.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test build install venv system-deps configure benchmark clean
+.PHONY: demo test build install venv system-deps configure benchmark build-cuda gpu-check-lib gpu-check clean
 
 demo: install
 	$(PY) -m tf_fp16ops.demo
@@ -41,6 +41,23 @@ install: build
 
 benchmark: install
 	$(PY) tools/benchmark_cpu.py
+
+# The op library with its CUDA kernels (CUTLASS headers from the pinned wheel, nvcc on PATH or
+# NVCC / CUDA_PATH); sm_75-sm_90 + PTX, sm_90a for the Hopper kernels. Not installed: a compile check
+# here; copy bazel-bin/_fp16ops.so into tf_fp16ops/ on a GPU machine.
+build-cuda: configure
+	$(VENV)/bin/pip install -q --no-deps -r requirements-cuda.txt
+	$(BAZEL) build --config=cuda //:_fp16ops.so
+	$(PY) tools/check_cuda_build.py bazel-bin/_fp16ops.so
+
+# Standalone C-ABI library of the same kernels and the GPU check (PyTorch + cuDNN, no TensorFlow).
+gpu-check-lib: venv
+	$(VENV)/bin/pip install -q --no-deps -r requirements-cuda.txt
+	tools/gpu_check/build.sh
+
+# On the GPU machine (no venv there): builds the library if missing, then runs the check.
+gpu-check:
+	tools/gpu_check/run_on_gpu.sh $(or $(OUT),build/gpu_check/results)
 
 clean:
 	-$(BAZEL) clean

@@ -131,11 +131,21 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
             continue
         if cls not in _CONV_LAYERS:
             continue
-        _add_conv_layer(gd, name, cls, cfg, notes, layer.get("build_config"))
+        _add_conv_layer(gd, name, cls, cfg, notes, layer.get("build_config"), _our_accumulation(layer))
     return gd, notes
 
 
-def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, build_config=None) -> None:
+def _our_accumulation(layer: dict) -> str | None:
+    """'half' or 'float' for a tf_fp16ops.layers.Conv2D (registered as "tf_fp16ops>Conv2D"), else None."""
+    registered = str(layer.get("registered_name") or "")
+    if not (registered.startswith("tf_fp16ops>") or str(layer.get("module") or "").startswith("tf_fp16ops")):
+        return None
+    acc = str(layer.get("config", {}).get("accumulation", "float16")).lower()
+    return "half" if acc in ("float16", "half", "fp16") else "float"
+
+
+def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, build_config=None,
+                    our_accumulation: str | None = None) -> None:
     from tensorflow.core.framework import types_pb2
 
     op, nd = _CONV_LAYERS[cls]
@@ -218,6 +228,20 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, buil
         k = kernel("kernel", ks + (filters, cin) if cin and filters else None)
         add("conv_transpose", op, ["input_sizes", k, "input"], **conv_attrs)
         add("input_sizes", "Const", dtype=types_pb2.DT_INT32)
+    elif our_accumulation is not None:
+        # tf_fp16ops.layers.Conv2D: Fp16Conv2D with Tacc; accumulation float16 in a float32 layer
+        # casts input and kernel to half (tf_fp16ops/layers.py).
+        k = kernel("kernel", ks + (cin // groups, filters) if cin and filters else None)
+        x = "input"
+        t = tc
+        if our_accumulation == "half" and tc != types_pb2.DT_HALF:
+            t = types_pb2.DT_HALF
+            add("input/Cast", "Cast", ["input"], SrcT=tc, DstT=t)
+            add("kernel/CastHalf", "Cast", [k], SrcT=tc, DstT=t)
+            x, k = "input/Cast", "kernel/CastHalf"
+        node = add("convolution", "Fp16Conv2D", [x, k], **dict(conv_attrs, T=t),
+                   **_out(in_shape, ks, strides, dil, padding, filters, channels_last))
+        node.attr["Tacc"].type = types_pb2.DT_HALF if our_accumulation == "half" else types_pb2.DT_FLOAT
     else:
         k = kernel("kernel", ks + (cin // groups, filters) if cin and filters else None)
         add("convolution", op, ["input", k], **conv_attrs,
