@@ -1,5 +1,6 @@
 #include "cc/kernels/conv_params.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -232,6 +233,92 @@ void OutputDims(const ConvAttrs& a, const cpu::ConvGeometry& g, int64_t out[4]) 
   } else {
     out[0] = g.N, out[1] = g.P, out[2] = g.Q, out[3] = g.K;
   }
+}
+
+namespace {
+
+Status CheckRank4(const char* name, const tensorflow::Tensor& t) {
+  if (t.dims() != 4) {
+    return errors::InvalidArgument(name, " must be 4-D, got shape ", t.shape().DebugString());
+  }
+  return Status();
+}
+
+void DimsOf(const tensorflow::Tensor& t, int64_t d[4]) {
+  for (int i = 0; i < 4; ++i) d[i] = t.dim_size(i);
+}
+
+// input_sizes / filter_sizes: host-memory int32 [4] (HostMemory in the kernel registrations).
+Status SizesOf(const char* name, const tensorflow::Tensor& t, int64_t d[4]) {
+  if (t.dtype() != tensorflow::DT_INT32 || t.dims() != 1 || t.NumElements() != 4) {
+    return errors::InvalidArgument(name, " must be a 1-D tensor of 4 int32 values, got ",
+                                   tensorflow::DataTypeString(t.dtype()), " of shape ", t.shape().DebugString());
+  }
+  auto v = t.flat<int32_t>();
+  for (int i = 0; i < 4; ++i) {
+    if (v(i) < 0) {
+      return errors::InvalidArgument(name, " must be non-negative, got [", v(0), ", ", v(1), ", ", v(2), ", ",
+                                     v(3), "]");
+    }
+    d[i] = v(i);
+  }
+  return Status();
+}
+
+std::string Dims4Str(const int64_t d[4]) { return absl::StrCat("[", absl::StrJoin(d, d + 4, ", "), "]"); }
+
+Status CheckOutBackprop(const ConvAttrs& a, const cpu::ConvGeometry& g, const tensorflow::Tensor& dy,
+                        const std::string& what) {
+  int64_t o[4], d[4];
+  OutputDims(a, g, o);
+  DimsOf(dy, d);
+  if (!std::equal(o, o + 4, d)) {
+    return errors::InvalidArgument("out_backprop has shape ", dy.shape().DebugString(), " but the convolution of ",
+                                   what, " has output shape ", Dims4Str(o));
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status FpropGeometry(const ConvAttrs& a, const tensorflow::Tensor& input, const tensorflow::Tensor& filter,
+                     cpu::ConvGeometry* g, tensorflow::TensorShape* output_shape) {
+  TF_RETURN_IF_ERROR(CheckRank4("input", input));
+  TF_RETURN_IF_ERROR(CheckRank4("filter", filter));
+  int64_t in[4], f[4], o[4];
+  DimsOf(input, in);
+  DimsOf(filter, f);
+  TF_RETURN_IF_ERROR(ComputeConvGeometry(a, in, f, g));
+  OutputDims(a, *g, o);
+  return tensorflow::TensorShape::BuildTensorShape({o[0], o[1], o[2], o[3]}, output_shape);
+}
+
+Status DgradGeometry(const ConvAttrs& a, const tensorflow::Tensor& input_sizes, const tensorflow::Tensor& filter,
+                     const tensorflow::Tensor& out_backprop, cpu::ConvGeometry* g,
+                     tensorflow::TensorShape* output_shape) {
+  int64_t in[4], f[4];
+  TF_RETURN_IF_ERROR(SizesOf("input_sizes", input_sizes, in));
+  TF_RETURN_IF_ERROR(CheckRank4("filter", filter));
+  TF_RETURN_IF_ERROR(CheckRank4("out_backprop", out_backprop));
+  DimsOf(filter, f);
+  TF_RETURN_IF_ERROR(ComputeConvGeometry(a, in, f, g));
+  TF_RETURN_IF_ERROR(CheckOutBackprop(
+      a, *g, out_backprop, absl::StrCat("input_sizes ", Dims4Str(in), " with filter ", filter.shape().DebugString())));
+  return tensorflow::TensorShape::BuildTensorShape({in[0], in[1], in[2], in[3]}, output_shape);
+}
+
+Status WgradGeometry(const ConvAttrs& a, const tensorflow::Tensor& input, const tensorflow::Tensor& filter_sizes,
+                     const tensorflow::Tensor& out_backprop, cpu::ConvGeometry* g,
+                     tensorflow::TensorShape* output_shape) {
+  int64_t in[4], f[4];
+  TF_RETURN_IF_ERROR(CheckRank4("input", input));
+  TF_RETURN_IF_ERROR(SizesOf("filter_sizes", filter_sizes, f));
+  TF_RETURN_IF_ERROR(CheckRank4("out_backprop", out_backprop));
+  DimsOf(input, in);
+  TF_RETURN_IF_ERROR(ComputeConvGeometry(a, in, f, g));
+  TF_RETURN_IF_ERROR(CheckOutBackprop(
+      a, *g, out_backprop, absl::StrCat("input ", input.shape().DebugString(), " with filter_sizes ", Dims4Str(f))));
+  return tensorflow::TensorShape::BuildTensorShape({f[0], f[1], f[2], f[3]}, output_shape);
 }
 
 }  // namespace tf_fp16ops

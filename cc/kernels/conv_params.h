@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cc/kernels/cpu/conv2d_cpu.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/status.h"
 
@@ -47,6 +49,18 @@ tensorflow::Status ComputeConvGeometry(const ConvAttrs& attrs, const int64_t inp
 
 // Output dims in data_format order.
 void OutputDims(const ConvAttrs& attrs, const cpu::ConvGeometry& g, int64_t out[4]);
+
+// Validated geometry of each op from its input tensors, and the shape of its output; shared by
+// the CPU and GPU kernels so that every check and message exists once.
+tensorflow::Status FpropGeometry(const ConvAttrs& attrs, const tensorflow::Tensor& input,
+                                 const tensorflow::Tensor& filter, cpu::ConvGeometry* g,
+                                 tensorflow::TensorShape* output_shape);
+tensorflow::Status DgradGeometry(const ConvAttrs& attrs, const tensorflow::Tensor& input_sizes,
+                                 const tensorflow::Tensor& filter, const tensorflow::Tensor& out_backprop,
+                                 cpu::ConvGeometry* g, tensorflow::TensorShape* output_shape);
+tensorflow::Status WgradGeometry(const ConvAttrs& attrs, const tensorflow::Tensor& input,
+                                 const tensorflow::Tensor& filter_sizes, const tensorflow::Tensor& out_backprop,
+                                 cpu::ConvGeometry* g, tensorflow::TensorShape* output_shape);
 
 // 'half' / 'float' for messages.
 std::string TypeName(tensorflow::DataType t);

@@ -29,34 +29,6 @@ using tensorflow::Tensor;
 using tensorflow::TensorShape;
 namespace errors = tensorflow::errors;
 
-Status CheckRank4(const char* name, const Tensor& t) {
-  if (t.dims() != 4) {
-    return errors::InvalidArgument(name, " must be 4-D, got shape ", t.shape().DebugString());
-  }
-  return Status();
-}
-
-void Dims(const Tensor& t, int64_t d[4]) {
-  for (int i = 0; i < 4; ++i) d[i] = t.dim_size(i);
-}
-
-// input_sizes / filter_sizes live in host memory (HostMemory in the registrations below).
-Status SizesFromTensor(const char* name, const Tensor& t, int64_t d[4]) {
-  if (t.dims() != 1 || t.NumElements() != 4) {
-    return errors::InvalidArgument(name, " must be a 1-D tensor of 4 int32 values, got shape ",
-                                   t.shape().DebugString());
-  }
-  auto v = t.flat<int32_t>();
-  for (int i = 0; i < 4; ++i) {
-    if (v(i) < 0) {
-      return errors::InvalidArgument(name, " must be non-negative, got [", v(0), ", ", v(1), ", ",
-                                     v(2), ", ", v(3), "]");
-    }
-    d[i] = v(i);
-  }
-  return Status();
-}
-
 gpu::Conv2DProblem ToProblem(const cpu::ConvGeometry& g, bool nchw) {
   gpu::Conv2DProblem p;
   p.N = g.N; p.H = g.H; p.W = g.W; p.C = g.C;
@@ -96,123 +68,54 @@ Status Workspace(OpKernelContext* ctx, size_t bytes, Tensor* holder, void** ptr)
   return Status();
 }
 
-class Fp16Conv2DGpuOp : public OpKernel {
+enum class Pass { kFprop, kDgrad, kWgrad };
+
+// One kernel class for the three passes: validate (conv_params.h, shared with the CPU kernels),
+// allocate the output and the launcher's workspace, launch on the op's stream.
+template <Pass kPass>
+class Fp16ConvGpuOp : public OpKernel {
  public:
-  explicit Fp16Conv2DGpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit Fp16ConvGpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ReadConvAttrs(ctx, &attrs_));
   }
 
   void Compute(OpKernelContext* ctx) override {
-    const Tensor& input = ctx->input(0);
-    const Tensor& filter = ctx->input(1);
-    OP_REQUIRES_OK(ctx, CheckRank4("input", input));
-    OP_REQUIRES_OK(ctx, CheckRank4("filter", filter));
-    int64_t in[4], f[4], o[4];
-    Dims(input, in);
-    Dims(filter, f);
+    const Tensor& a = ctx->input(0);
+    const Tensor& b = ctx->input(1);
     cpu::ConvGeometry g;
-    OP_REQUIRES_OK(ctx, ComputeConvGeometry(attrs_, in, f, &g));
-    OutputDims(attrs_, g, o);
+    TensorShape out_shape;
+    if (kPass == Pass::kFprop) {
+      OP_REQUIRES_OK(ctx, FpropGeometry(attrs_, a, b, &g, &out_shape));
+    } else if (kPass == Pass::kDgrad) {
+      OP_REQUIRES_OK(ctx, DgradGeometry(attrs_, a, b, ctx->input(2), &g, &out_shape));
+    } else {
+      OP_REQUIRES_OK(ctx, WgradGeometry(attrs_, a, b, ctx->input(2), &g, &out_shape));
+    }
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({o[0], o[1], o[2], o[3]}), &output));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
     if (output->NumElements() == 0) return;
     const gpu::Conv2DProblem p = ToProblem(g, attrs_.nchw);
     const gpu::DataType T = ToGpuType(attrs_.T), Tacc = ToGpuType(attrs_.Tacc);
     Tensor ws_holder;
     void* ws = nullptr;
-    const size_t ws_bytes = gpu::FpropWorkspaceBytes(p, T, Tacc);
-    OP_REQUIRES_OK(ctx, Workspace(ctx, ws_bytes, &ws_holder, &ws));
-    OP_REQUIRES_OK(ctx, FromGpuStatus(gpu::LaunchFprop(StreamOf(ctx), p, T, Tacc,
-                                                       input.data(), filter.data(), output->data(),
-                                                       ws, ws_bytes),
-                                      "Fp16Conv2D"));
-  }
-
- private:
-  ConvAttrs attrs_;
-};
-
-class Fp16Conv2DBackpropInputGpuOp : public OpKernel {
- public:
-  explicit Fp16Conv2DBackpropInputGpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadConvAttrs(ctx, &attrs_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& sizes = ctx->input(0);
-    const Tensor& filter = ctx->input(1);
-    const Tensor& dy = ctx->input(2);
-    int64_t in[4], f[4], d[4], o[4];
-    OP_REQUIRES_OK(ctx, SizesFromTensor("input_sizes", sizes, in));
-    OP_REQUIRES_OK(ctx, CheckRank4("filter", filter));
-    OP_REQUIRES_OK(ctx, CheckRank4("out_backprop", dy));
-    Dims(filter, f);
-    Dims(dy, d);
-    cpu::ConvGeometry g;
-    OP_REQUIRES_OK(ctx, ComputeConvGeometry(attrs_, in, f, &g));
-    OutputDims(attrs_, g, o);
-    OP_REQUIRES(ctx, std::equal(o, o + 4, d),
-                errors::InvalidArgument("out_backprop has shape ", dy.shape().DebugString(),
-                                        " but the convolution of input_sizes [", in[0], ", ", in[1],
-                                        ", ", in[2], ", ", in[3], "] with filter ",
-                                        filter.shape().DebugString(), " has output shape [", o[0],
-                                        ", ", o[1], ", ", o[2], ", ", o[3], "]"));
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({in[0], in[1], in[2], in[3]}), &output));
-    if (output->NumElements() == 0) return;
-    const gpu::Conv2DProblem p = ToProblem(g, attrs_.nchw);
-    const gpu::DataType T = ToGpuType(attrs_.T), Tacc = ToGpuType(attrs_.Tacc);
-    Tensor ws_holder;
-    void* ws = nullptr;
-    const size_t ws_bytes = gpu::DgradWorkspaceBytes(p, T, Tacc);
-    OP_REQUIRES_OK(ctx, Workspace(ctx, ws_bytes, &ws_holder, &ws));
-    // Empty dy or filter: the launchers write +0 everywhere (a sum over nothing).
-    OP_REQUIRES_OK(ctx, FromGpuStatus(gpu::LaunchDgrad(StreamOf(ctx), p, T, Tacc, filter.data(),
-                                                       dy.data(), output->data(), ws, ws_bytes),
-                                      "Fp16Conv2DBackpropInput"));
-  }
-
- private:
-  ConvAttrs attrs_;
-};
-
-class Fp16Conv2DBackpropFilterGpuOp : public OpKernel {
- public:
-  explicit Fp16Conv2DBackpropFilterGpuOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadConvAttrs(ctx, &attrs_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& input = ctx->input(0);
-    const Tensor& sizes = ctx->input(1);
-    const Tensor& dy = ctx->input(2);
-    int64_t in[4], f[4], d[4], o[4];
-    OP_REQUIRES_OK(ctx, CheckRank4("input", input));
-    OP_REQUIRES_OK(ctx, SizesFromTensor("filter_sizes", sizes, f));
-    OP_REQUIRES_OK(ctx, CheckRank4("out_backprop", dy));
-    Dims(input, in);
-    Dims(dy, d);
-    cpu::ConvGeometry g;
-    OP_REQUIRES_OK(ctx, ComputeConvGeometry(attrs_, in, f, &g));
-    OutputDims(attrs_, g, o);
-    OP_REQUIRES(ctx, std::equal(o, o + 4, d),
-                errors::InvalidArgument("out_backprop has shape ", dy.shape().DebugString(),
-                                        " but the convolution of input ", input.shape().DebugString(),
-                                        " with filter_sizes [", f[0], ", ", f[1], ", ", f[2], ", ",
-                                        f[3], "] has output shape [", o[0], ", ", o[1], ", ", o[2],
-                                        ", ", o[3], "]"));
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({f[0], f[1], f[2], f[3]}), &output));
-    if (output->NumElements() == 0) return;
-    const gpu::Conv2DProblem p = ToProblem(g, attrs_.nchw);
-    const gpu::DataType T = ToGpuType(attrs_.T), Tacc = ToGpuType(attrs_.Tacc);
-    Tensor ws_holder;
-    void* ws = nullptr;
-    const size_t ws_bytes = gpu::WgradWorkspaceBytes(p, T, Tacc);
-    OP_REQUIRES_OK(ctx, Workspace(ctx, ws_bytes, &ws_holder, &ws));
-    OP_REQUIRES_OK(ctx, FromGpuStatus(gpu::LaunchWgrad(StreamOf(ctx), p, T, Tacc, input.data(),
-                                                       dy.data(), output->data(), ws, ws_bytes),
-                                      "Fp16Conv2DBackpropFilter"));
+    gpu::Status status;
+    // Empty dy or filter in the gradients: the launchers write +0 everywhere (a sum over nothing).
+    if (kPass == Pass::kFprop) {
+      const size_t bytes = gpu::FpropWorkspaceBytes(p, T, Tacc);
+      OP_REQUIRES_OK(ctx, Workspace(ctx, bytes, &ws_holder, &ws));
+      status = gpu::LaunchFprop(StreamOf(ctx), p, T, Tacc, a.data(), b.data(), output->data(), ws, bytes);
+    } else if (kPass == Pass::kDgrad) {
+      const size_t bytes = gpu::DgradWorkspaceBytes(p, T, Tacc);
+      OP_REQUIRES_OK(ctx, Workspace(ctx, bytes, &ws_holder, &ws));
+      status = gpu::LaunchDgrad(StreamOf(ctx), p, T, Tacc, b.data(), ctx->input(2).data(), output->data(), ws,
+                                bytes);
+    } else {
+      const size_t bytes = gpu::WgradWorkspaceBytes(p, T, Tacc);
+      OP_REQUIRES_OK(ctx, Workspace(ctx, bytes, &ws_holder, &ws));
+      status = gpu::LaunchWgrad(StreamOf(ctx), p, T, Tacc, a.data(), ctx->input(2).data(), output->data(), ws,
+                                bytes);
+    }
+    OP_REQUIRES_OK(ctx, FromGpuStatus(status, type_string().c_str()));
   }
 
  private:
@@ -222,17 +125,17 @@ class Fp16Conv2DBackpropFilterGpuOp : public OpKernel {
 #define TF_FP16OPS_REGISTER_GPU(T)                                                              \
   REGISTER_KERNEL_BUILDER(                                                                      \
       Name("Fp16Conv2D").Device(tensorflow::DEVICE_GPU).TypeConstraint<T>("T"),                \
-      Fp16Conv2DGpuOp);                                                                         \
+      Fp16ConvGpuOp<Pass::kFprop>);                                                             \
   REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                                       \
                               .Device(tensorflow::DEVICE_GPU)                                   \
                               .TypeConstraint<T>("T")                                           \
                               .HostMemory("input_sizes"),                                       \
-                          Fp16Conv2DBackpropInputGpuOp);                                        \
+                          Fp16ConvGpuOp<Pass::kDgrad>);                                         \
   REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                                      \
                               .Device(tensorflow::DEVICE_GPU)                                   \
                               .TypeConstraint<T>("T")                                           \
                               .HostMemory("filter_sizes"),                                      \
-                          Fp16Conv2DBackpropFilterGpuOp);
+                          Fp16ConvGpuOp<Pass::kWgrad>);
 
 TF_FP16OPS_REGISTER_GPU(Eigen::half);
 TF_FP16OPS_REGISTER_GPU(float);

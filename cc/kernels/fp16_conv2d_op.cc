@@ -35,33 +35,6 @@ cpu::Accumulation AccOf(const ConvAttrs& a) {
   return a.Tacc == tensorflow::DT_HALF ? cpu::Accumulation::kHalf : cpu::Accumulation::kFloat;
 }
 
-std::string ShapeStr(const Tensor& t) { return t.shape().DebugString(); }
-
-Status CheckRank4(const char* name, const Tensor& t) {
-  if (t.dims() != 4) {
-    return errors::InvalidArgument(name, " must be 4-D, got shape ", ShapeStr(t));
-  }
-  return Status();
-}
-
-void Dims(const Tensor& t, int64_t d[4]) {
-  for (int i = 0; i < 4; ++i) d[i] = t.dim_size(i);
-}
-
-Status SizesFromTensor(const char* name, const Tensor& t, int64_t d[4]) {
-  if (t.dims() != 1 || t.NumElements() != 4) {
-    return errors::InvalidArgument(name, " must be a 1-D tensor of 4 int32 values, got shape ", ShapeStr(t));
-  }
-  auto v = t.flat<int32_t>();
-  for (int i = 0; i < 4; ++i) {
-    if (v(i) < 0) {
-      return errors::InvalidArgument(name, " must be non-negative, got [", v(0), ", ", v(1), ", ", v(2), ", ", v(3), "]");
-    }
-    d[i] = v(i);
-  }
-  return Status();
-}
-
 // Float copy of a tensor of type T; `nchw_to_nhwc` transposes a 4-D activation.
 template <typename T>
 Status ToFloat(OpKernelContext* ctx, const Tensor& t, bool nchw_to_nhwc, Tensor* out, const float** data) {
@@ -120,16 +93,11 @@ class Fp16Conv2DOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& input = ctx->input(0);
     const Tensor& filter = ctx->input(1);
-    OP_REQUIRES_OK(ctx, CheckRank4("input", input));
-    OP_REQUIRES_OK(ctx, CheckRank4("filter", filter));
-    int64_t in[4], f[4], o[4];
-    Dims(input, in);
-    Dims(filter, f);
     cpu::ConvGeometry g;
-    OP_REQUIRES_OK(ctx, ComputeConvGeometry(attrs_, in, f, &g));
-    OutputDims(attrs_, g, o);
+    TensorShape out_shape;
+    OP_REQUIRES_OK(ctx, FpropGeometry(attrs_, input, filter, &g, &out_shape));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({o[0], o[1], o[2], o[3]}), &output));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
     if (output->NumElements() == 0) return;
     Tensor xt, wt, yt;
     const float *x, *w;
@@ -156,21 +124,11 @@ class Fp16Conv2DBackpropInputOp : public OpKernel {
     const Tensor& sizes = ctx->input(0);
     const Tensor& filter = ctx->input(1);
     const Tensor& dy = ctx->input(2);
-    int64_t in[4], f[4], d[4], o[4];
-    OP_REQUIRES_OK(ctx, SizesFromTensor("input_sizes", sizes, in));
-    OP_REQUIRES_OK(ctx, CheckRank4("filter", filter));
-    OP_REQUIRES_OK(ctx, CheckRank4("out_backprop", dy));
-    Dims(filter, f);
-    Dims(dy, d);
     cpu::ConvGeometry g;
-    OP_REQUIRES_OK(ctx, ComputeConvGeometry(attrs_, in, f, &g));
-    OutputDims(attrs_, g, o);
-    OP_REQUIRES(ctx, std::equal(o, o + 4, d),
-                errors::InvalidArgument("out_backprop has shape ", ShapeStr(dy), " but the convolution of input_sizes [",
-                                        in[0], ", ", in[1], ", ", in[2], ", ", in[3], "] with filter ", ShapeStr(filter),
-                                        " has output shape [", o[0], ", ", o[1], ", ", o[2], ", ", o[3], "]"));
+    TensorShape out_shape;
+    OP_REQUIRES_OK(ctx, DgradGeometry(attrs_, sizes, filter, dy, &g, &out_shape));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({in[0], in[1], in[2], in[3]}), &output));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
     if (output->NumElements() == 0) return;
     Tensor dyt, wt, dxt;
     const float *dyf, *w;
@@ -201,21 +159,11 @@ class Fp16Conv2DBackpropFilterOp : public OpKernel {
     const Tensor& input = ctx->input(0);
     const Tensor& sizes = ctx->input(1);
     const Tensor& dy = ctx->input(2);
-    int64_t in[4], f[4], d[4], o[4];
-    OP_REQUIRES_OK(ctx, CheckRank4("input", input));
-    OP_REQUIRES_OK(ctx, SizesFromTensor("filter_sizes", sizes, f));
-    OP_REQUIRES_OK(ctx, CheckRank4("out_backprop", dy));
-    Dims(input, in);
-    Dims(dy, d);
     cpu::ConvGeometry g;
-    OP_REQUIRES_OK(ctx, ComputeConvGeometry(attrs_, in, f, &g));
-    OutputDims(attrs_, g, o);
-    OP_REQUIRES(ctx, std::equal(o, o + 4, d),
-                errors::InvalidArgument("out_backprop has shape ", ShapeStr(dy), " but the convolution of input ",
-                                        ShapeStr(input), " with filter_sizes [", f[0], ", ", f[1], ", ", f[2], ", ", f[3],
-                                        "] has output shape [", o[0], ", ", o[1], ", ", o[2], ", ", o[3], "]"));
+    TensorShape out_shape;
+    OP_REQUIRES_OK(ctx, WgradGeometry(attrs_, input, sizes, dy, &g, &out_shape));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({f[0], f[1], f[2], f[3]}), &output));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
     if (output->NumElements() == 0) return;
     Tensor xt, dyt, dwt;
     const float *x, *dyf;
@@ -224,7 +172,7 @@ class Fp16Conv2DBackpropFilterOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, dy, attrs_.nchw, &dyt, &dyf));
     OP_REQUIRES_OK(ctx, ResultBuffer<T>(ctx, output, false, output->NumElements(), &dwt, &dw));
     cpu::Conv2DWgrad(g, AccOf(attrs_), x, dyf, dw, MakeParallelFor(ctx));
-    if (dw != reinterpret_cast<float*>(output->flat<T>().data())) FromFloat<T>(dw, f[0], f[1], f[2], f[3], false, output);
+    if (dw != reinterpret_cast<float*>(output->flat<T>().data())) FromFloat<T>(dw, g.KH, g.KW, g.Cg, g.K, false, output);
   }
 
  private:
