@@ -76,34 +76,6 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 Half
   return _mm512_cvtph_ps(_mm512_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-template <int kVecs, bool kHalfAcc>
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline void Block512(
-    float* acc, int64_t l, const float* xs, int64_t terms, const float* rows, int64_t row_stride) {
-  __m512 a[kVecs];
-  for (int v = 0; v < kVecs; ++v) a[v] = _mm512_loadu_ps(acc + l + 16 * v);
-  const float* w = rows + l;
-  for (int64_t t = 0; t < terms; ++t, w += row_stride) {
-    const __m512 x = _mm512_set1_ps(xs[t]);
-    for (int v = 0; v < kVecs; ++v) {
-      const __m512 wv = _mm512_loadu_ps(w + 16 * v);
-      a[v] = kHalfAcc ? HalfStep512(a[v], x, wv) : _mm512_fmadd_ps(x, wv, a[v]);
-    }
-  }
-  for (int v = 0; v < kVecs; ++v) _mm512_storeu_ps(acc + l + 16 * v, a[v]);
-}
-
-template <bool kHalfAcc>
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Accumulate512(
-    float* acc, int64_t len, const float* xs, int64_t terms, const float* rows, int64_t row_stride) {
-  int64_t l = 0;
-  for (; l + 64 <= len; l += 64) Block512<4, kHalfAcc>(acc, l, xs, terms, rows, row_stride);
-  for (; l + 16 <= len; l += 16) Block512<1, kHalfAcc>(acc, l, xs, terms, rows, row_stride);
-  if (l < len) {
-    AccumulateScalar(kHalfAcc ? Accumulation::kHalf : Accumulation::kFloat, acc + l, len - l, xs,
-                     terms, rows + l, row_stride);
-  }
-}
-
 // M output rows at once, 16 lanes per step, the lane tail masked.
 template <int M, bool kHalfAcc>
 __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512(float* const* acc, int64_t len,
@@ -239,11 +211,7 @@ void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const fl
 #if defined(__x86_64__)
   switch (ChosenIsa()) {
     case Isa::kAvx512:
-      if (accumulation == Accumulation::kHalf) {
-        Accumulate512<true>(acc, len, xs, terms, rows, row_stride);
-      } else {
-        Accumulate512<false>(acc, len, xs, terms, rows, row_stride);
-      }
+      AccumulateRowsMulti(accumulation, 1, &acc, len, &xs, terms, rows, row_stride);
       return;
     case Isa::kAvx2:
       if (accumulation == Accumulation::kHalf) {
