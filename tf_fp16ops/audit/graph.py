@@ -10,17 +10,23 @@ Edges (a MultiDiGraph):
   * data edges producer -> consumer, keyed by the consumer's input index, with `src_output`;
   * call edges call node -> ("scope", callee) with the callee attr name and its attr bindings.
 
-Only the neighbourhoods of convolutions and calls get data edges: indexing every node by name is
-one pass over the protos, and a full data-edge graph of a 200k-node model costs several times the
-protobuf parse (measured, see benchmarks/results/audit_scale.md); `scope_dataflow()` builds the
-full data-edge graph of one scope on demand.
+Only the neighbourhoods of convolutions and calls get data edges, and `AuditGraph.g` is built on
+first use: the passes read producers straight from the scope indexes (`producer()`), which give the
+same answers as the graph's data edges. Indexing a scope reads each node's name and op once into
+plain lists (name -> position, op per position); NodeDefs are touched again only for the nodes the
+passes reach. A full data-edge graph of a 200k-node model costs several times the protobuf parse
+(measured, see benchmarks/results/audit_scale.md); `scope_dataflow()` builds the full data-edge
+graph of one scope on demand. The call graph (scope -> scope) is a small networkx DiGraph built
+eagerly (`AuditGraph.calls`); it finds recursion.
 
 Call sites are enumerated by `call_sites()`: one per (call path from a root, convolution), with
 function attr placeholders resolved per call path. Recursion is cut at the first repeated scope.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import networkx as nx
@@ -32,14 +38,49 @@ _WALK_THROUGH = IDENTITY_LIKE | CAST_OPS | READ_VARIABLE
 MAX_CALL_SITES = 5_000_000
 
 
+class NodeIndex(Mapping):
+    """Read-only mapping node name -> NodeDef over a repeated NodeDef field.
+
+    Only the names are indexed (name -> position, the last node wins on duplicate names, as in a
+    dict built in node order); a NodeDef is fetched from the field when asked for, so nodes the
+    analysis never reaches cost no Python object.
+    """
+
+    __slots__ = ("_nodes", "pos")
+
+    def __init__(self, nodes, pos: dict[str, int]):
+        self._nodes = nodes
+        self.pos = pos
+
+    def __getitem__(self, name: str):
+        return self._nodes[self.pos[name]]
+
+    def get(self, name, default=None):
+        i = self.pos.get(name)
+        return default if i is None else self._nodes[i]
+
+    def __contains__(self, name) -> bool:
+        return name in self.pos
+
+    def __iter__(self):
+        return iter(self.pos)
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+
 @dataclass(frozen=True)
 class Scope:
-    """One graph scope. `function` is None for a top-level graph."""
+    """One graph scope. `function` is None for a top-level graph.
+
+    `ops` holds the op type of every node by position (`index.pos`); `op_of()` reads it without
+    touching the NodeDef.
+    """
 
     key: str
     unit: str
     function: str | None
-    index: dict  # node name -> NodeDef
+    index: NodeIndex  # node name -> NodeDef
     fdef: Any  # FunctionDef or None
     convs: tuple[str, ...]
     calls: tuple[str, ...]
@@ -50,6 +91,29 @@ class Scope:
     arg_shapes: dict  # top-level placeholder name -> shape tuple
     op_counts: dict  # op type -> (count, first node name)
     owner_layer: str | None = None
+    ops: list = field(default_factory=list, repr=False, compare=False)
+    _refs: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def op_of(self, name: str) -> str | None:
+        i = self.index.pos.get(name)
+        return None if i is None else self.ops[i]
+
+    def input_refs(self, name: str) -> tuple | None:
+        """Per input of node `name`: (producer name, output index) when the producer is a node or
+        argument of this scope, None for control inputs and dangling names. None if no such node."""
+        refs = self._refs.get(name)
+        if refs is None:
+            nd = self.index.get(name)
+            if nd is None:
+                return None
+            in_fn = self.fdef is not None
+            pos, args = self.index.pos, self.args
+            out = []
+            for inp in nd.input:
+                ref = parse_input(inp, in_fn)
+                out.append(ref if ref is not None and (ref[0] in pos or ref[0] in args) else None)
+            refs = self._refs[name] = tuple(out)
+        return refs
 
 
 @dataclass(frozen=True)
@@ -79,13 +143,34 @@ class CallSite:
 
 
 @dataclass(frozen=True)
-class AuditGraph:
-    """The graph plus scope indexes. Build with `build_graph(model)`."""
+class _Unit:
+    label: str
+    unit_keys: tuple[str, ...]
 
-    g: nx.MultiDiGraph
+
+@dataclass(frozen=True)
+class AuditGraph:
+    """Scope indexes, the call graph, and (built on first use) the networkx op graph `g`.
+
+    Build with `build_graph(model)`. `calls` is the call graph: a networkx DiGraph over scope keys
+    with an edge caller -> callee per called function.
+    """
+
     scopes: dict[str, Scope]
     roots: tuple[str, ...]
     notes: tuple[str, ...]
+    calls: nx.DiGraph
+    _callees: dict = field(repr=False, compare=False)  # scope key -> call node -> [(callee, attr, raw)]
+    _call_refs: dict = field(repr=False, compare=False)  # scope key -> per call node: [(attr, callee, raw)]
+    _units: tuple = field(repr=False, compare=False)
+    _nx: list = field(default_factory=lambda: [None], repr=False, compare=False)
+
+    @property
+    def g(self) -> nx.MultiDiGraph:
+        """The networkx op graph described in the module doc (built once, on first use)."""
+        if self._nx[0] is None:
+            self._nx[0] = _op_graph(self.scopes, self._units, self._call_refs)
+        return self._nx[0]
 
     # ---- node access -------------------------------------------------------------------------
     def nodedef(self, scope: str, name: str):
@@ -93,24 +178,18 @@ class AuditGraph:
 
     def producer(self, node_id: tuple, input_index: int) -> tuple[tuple, int] | None:
         """(producer node id, its output index) feeding `input_index` of `node_id`, or None."""
-        pred = self.g.pred.get(node_id) if node_id in self.g else None
-        if not pred:
+        s = self.scopes.get(node_id[0])
+        if s is None:
             return None
-        for src, keydict in pred.items():
-            data = keydict.get(input_index)
-            if data is not None and data.get("kind") == "data":
-                return src, data["src_output"]
-        return None
+        refs = s.input_refs(node_id[1])
+        if refs is None or not 0 <= input_index < len(refs):
+            return None
+        ref = refs[input_index]
+        return None if ref is None else ((node_id[0], ref[0]), ref[1])
 
     def callees(self, scope: str, call_node: str) -> list[tuple[str, str, dict]]:
         """(callee scope key, attr name, raw bindings) for a call node."""
-        out = []
-        succ = self.g.succ.get((scope, call_node)) if (scope, call_node) in self.g else None
-        for dst, keydict in (succ or {}).items():
-            for data in keydict.values():
-                if data.get("kind") == "call":
-                    out.append((dst[1], data["attr"], data["bindings"]))
-        return out
+        return list(self._callees.get(scope, {}).get(call_node, ()))
 
     # ---- call sites --------------------------------------------------------------------------
     def call_sites(self) -> Iterator[CallSite]:
@@ -126,12 +205,15 @@ class AuditGraph:
                     if count > MAX_CALL_SITES:
                         return
                     yield CallSite(root, frames, key, conv)
+                if not scope.calls:
+                    continue
                 outer = frames[-1].bindings if frames else {}
                 on_path = {root} | {f.callee for f in frames}
                 pending = []
+                callees = self._callees.get(key, {})
                 for call in scope.calls:
-                    op = scope.index[call].op
-                    for callee, attr, raw in self.callees(key, call):
+                    op = scope.op_of(call)
+                    for callee, attr, raw in callees.get(call, ()):
                         if callee in on_path:
                             continue  # recursion: reported in notes by build_graph
                         frame = Frame(key, call, op, attr, callee, resolve_bindings(raw, outer))
@@ -186,20 +268,20 @@ def parse_input(text: str, in_function: bool) -> tuple[str, int] | None:
 
 def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_shapes=None,
                  owner_layer=None) -> Scope:
-    index = {}
+    # One read of each node's op and name into plain lists; everything else is derived from them.
+    ops = [n.op for n in nodes]
+    names = [n.name for n in nodes]
+    pos = dict(zip(names, range(len(names))))
+    counts = Counter(ops)
+    first = dict(zip(reversed(ops), range(len(ops) - 1, -1, -1)))  # op -> first position
+    op_counts = {op: (c, names[first[op]]) for op, c in counts.items()}
     convs = []
     calls = []
-    op_counts: dict = {}
-    for n in nodes:
-        name = n.name
-        index[name] = n
-        op = n.op
-        c = op_counts.get(op)
-        op_counts[op] = (1, name) if c is None else (c[0] + 1, c[1])
-        if op in CONV_OPS:
-            convs.append(name)
-        elif op in CALL_ATTRS or op in fnames:
-            calls.append(name)
+    wanted = {op for op in counts if op in CONV_OPS or op in CALL_ATTRS or op in fnames}
+    if wanted:
+        for i, op in enumerate(ops):
+            if op in wanted:
+                (convs if op in CONV_OPS else calls).append(names[i])
     args = {}
     arg_attrs = {}
     rets: tuple[str, ...] = ()
@@ -209,8 +291,8 @@ def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_
         for i, aa in fdef.arg_attr.items():
             arg_attrs[i] = aa.attr
         rets = tuple(fdef.ret[o.name] for o in fdef.signature.output_arg if o.name in fdef.ret)
-    return Scope(key, unit, function, index, fdef, tuple(convs), tuple(calls), args, arg_attrs,
-                 rets, signatures or {}, arg_shapes or {}, op_counts, owner_layer)
+    return Scope(key, unit, function, NodeIndex(nodes, pos), fdef, tuple(convs), tuple(calls), args,
+                 arg_attrs, rets, signatures or {}, arg_shapes or {}, op_counts, owner_layer, ops)
 
 
 def _add_op_node(g: nx.MultiDiGraph, scope: Scope, name: str) -> tuple:
@@ -252,12 +334,42 @@ def _walk_back(g: nx.MultiDiGraph, scope: Scope, consumer: str, seen: set) -> No
                 todo.append(src_name)
 
 
-def build_graph(model: LoadedModel) -> AuditGraph:
-    """Indexes every scope of `model` and builds the networkx graph described in the module doc."""
+def _op_graph(scopes: dict[str, Scope], units: tuple[_Unit, ...], call_refs: dict) -> nx.MultiDiGraph:
+    """The networkx op graph of the module doc: scope nodes, conv/call neighbourhoods, call edges."""
     g = nx.MultiDiGraph()
+    for unit in units:
+        for key in unit.unit_keys:
+            s = scopes[key]
+            g.add_node(("scope", key), kind="scope", unit=unit.label, function=s.function)
+        for key in unit.unit_keys:
+            s = scopes[key]
+            seen: set = set()
+            for conv in s.convs:
+                _walk_back(g, s, conv, seen)
+            refs = call_refs.get(key) or [()] * len(s.calls)
+            for call, call_edges in zip(s.calls, refs):
+                _walk_back(g, s, call, seen)
+                for attr, ckey, raw in call_edges:
+                    g.add_edge((s.key, call), ("scope", ckey), kind="call", attr=attr, bindings=raw)
+            for r in s.rets:
+                ref = parse_input(r, True)
+                if ref and ref[0] in s.index:
+                    _add_op_node(g, s, ref[0])
+                    if s.index[ref[0]].op in _WALK_THROUGH:
+                        _walk_back(g, s, ref[0], seen)
+    return g
+
+
+def build_graph(model: LoadedModel) -> AuditGraph:
+    """Indexes every scope of `model`, resolves call edges and builds the call graph; the networkx
+    op graph (`AuditGraph.g`) is built on first use."""
     scopes: dict[str, Scope] = {}
     roots: list[str] = []
     notes: list[str] = []
+    units: list[_Unit] = []
+    callees: dict[str, dict] = {}
+    call_refs: dict[str, dict] = {}
+    calls = nx.DiGraph()
     multi = len(model.units) > 1
     for ui, unit in enumerate(model.units):
         prefix = f"{ui}:" if multi else ""
@@ -273,17 +385,15 @@ def build_graph(model: LoadedModel) -> AuditGraph:
                                        owner_layer=unit.owner_layer)
         unit_keys = [top_key] + [prefix + f for f in functions]
         called: set[str] = set()
+        cg = nx.DiGraph()
+        cg.add_nodes_from(unit_keys)
         for key in unit_keys:
             s = scopes[key]
-            g.add_node(("scope", key), kind="scope", unit=unit.label, function=s.function)
-        for key in unit_keys:
-            s = scopes[key]
-            seen: set = set()
-            for conv in s.convs:
-                _walk_back(g, s, conv, seen)
+            per_call: dict[str, dict[str, list]] = {}
+            refs_of: list[list] = []  # per entry of s.calls: [(attr, callee key, raw bindings)]
             for call in s.calls:
-                _walk_back(g, s, call, seen)
                 nd = s.index[call]
+                refs_of.append([])
                 for attr, callee, raw in _callee_refs(nd, fnames):
                     ckey = prefix + callee
                     if ckey not in scopes:
@@ -291,17 +401,22 @@ def build_graph(model: LoadedModel) -> AuditGraph:
                                      f"{callee!r}, which the library does not define")
                         continue
                     called.add(ckey)
-                    g.add_edge((s.key, call), ("scope", ckey), kind="call", attr=attr, bindings=raw)
-            for r in s.rets:
-                ref = parse_input(r, True)
-                if ref and ref[0] in s.index:
-                    _add_op_node(g, s, ref[0])
-                    if s.index[ref[0]].op in _WALK_THROUGH:
-                        _walk_back(g, s, ref[0], seen)
+                    cg.add_edge(key, ckey)
+                    # networkx's adjacency order: edges grouped by callee, first callee first.
+                    per_call.setdefault(call, {}).setdefault(ckey, []).append((attr, raw))
+                    refs_of[-1].append((attr, ckey, raw))
+            if per_call:
+                callees[key] = {c: tuple((ck, a, r) for ck, lst in d.items() for a, r in lst)
+                                for c, d in per_call.items()}
+                call_refs[key] = refs_of
         roots.append(top_key)
         roots.extend(k for k in unit_keys[1:] if k not in called)
-        notes.extend(_recursion_notes(g, unit_keys))
-    return AuditGraph(g, scopes, tuple(roots), tuple(notes))
+        units.append(_Unit(unit.label, tuple(unit_keys)))
+        calls.update(cg)
+        if not nx.is_directed_acyclic_graph(cg):
+            # Component order follows the op graph's edge order, as the report always did.
+            notes.extend(_recursion_notes(_op_graph(scopes, (units[-1],), call_refs), unit_keys))
+    return AuditGraph(scopes, tuple(roots), tuple(notes), calls, callees, call_refs, tuple(units))
 
 
 def _callee_refs(nd, fnames: set) -> list[tuple[str, str, dict]]:
