@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any, Iterator
 
 import networkx as nx
@@ -279,9 +280,8 @@ def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_
     calls = []
     wanted = {op for op in counts if op in CONV_OPS or op in CALL_ATTRS or op in fnames}
     if wanted:
-        for i, op in enumerate(ops):
-            if op in wanted:
-                (convs if op in CONV_OPS else calls).append(names[i])
+        for i in compress(range(len(ops)), map(wanted.__contains__, ops)):
+            (convs if ops[i] in CONV_OPS else calls).append(names[i])
     args = {}
     arg_attrs = {}
     rets: tuple[str, ...] = ()
