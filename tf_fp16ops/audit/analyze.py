@@ -5,7 +5,7 @@ from .context import RuntimeContext
 from .findings import AuditReport
 from .graph import AuditGraph, build_graph
 from .model import LoadedModel
-from .passes.sites import finding
+from .passes.sites import SiteMemo, finding
 from .passes.summary import summarize
 from .passes.switches import switch_statuses
 from .passes.unknown_ops import unknown_ops
@@ -20,7 +20,8 @@ def analyze(model: LoadedModel, ctx: RuntimeContext, graph: AuditGraph | None = 
     """
     ag = graph if graph is not None else build_graph(model)
     layers = {l.name: l for l in model.keras_layers}
-    findings = tuple(finding(ag, site, ctx, layers, model.keras_model_name) for site in ag.call_sites())
+    memo = SiteMemo()
+    findings = tuple(finding(ag, site, ctx, layers, model.keras_model_name, memo) for site in ag.call_sites())
     if signature is not None:
         known = {n for s in ag.scopes.values() for names in s.signatures.values() for n in names}
         if signature not in known:

@@ -5,14 +5,95 @@ from tensorflow.core.framework import types_pb2
 
 from ..graph import resolve_attr
 
+# DataType enum value -> TensorFlow attr spelling ("half", "float", "resource", "half_ref", ...).
+_DTYPE_NAMES = {v: n[3:].lower() for n, v in types_pb2.DataType.items() if v}
+
 
 def dtype_name(enum_value: int) -> str | None:
     """TensorFlow attr spelling of a DataType enum: DT_HALF -> "half"; None for DT_INVALID."""
     if not enum_value:
         return None
-    try:
-        return types_pb2.DataType.Name(enum_value)[3:].lower()
-    except ValueError:
+    return _DTYPE_NAMES.get(enum_value)
+
+
+class NodeAttrs:
+    """The attrs of one NodeDef, read on demand with placeholders resolved from `bindings`.
+
+    Reads the attr map once per object; `placeholder` becomes True when a read went through a
+    function-attr placeholder, i.e. when the value depends on the call site.
+    """
+
+    __slots__ = ("nd", "attr_map", "bindings", "placeholder")
+
+    def __init__(self, nd, bindings: dict):
+        self.nd = nd
+        self.attr_map = nd.attr
+        self.bindings = bindings
+        self.placeholder = False
+
+    def get(self, key: str):
+        """The AttrValue of `key` with its placeholder resolved, or None."""
+        a = self.attr_map
+        if key not in a:
+            return None
+        v = a[key]
+        if v.placeholder:
+            self.placeholder = True
+            return self.bindings.get(v.placeholder)
+        return v
+
+    def type(self, key: str) -> str | None:
+        a = self.get(key)
+        return dtype_name(a.type) if a is not None and a.type else None
+
+    def ints(self, key: str) -> tuple[int, ...] | None:
+        a = self.get(key)
+        return tuple(a.list.i) if a is not None and a.HasField("list") and len(a.list.i) else None
+
+    def str(self, key: str) -> str | None:
+        a = self.get(key)
+        return a.s.decode("utf-8", "replace") if a is not None and a.s else None
+
+    def output_shape(self, op: str, out: int) -> tuple[int, ...] | None:
+        """See `output_shape` (placeholders play no part there)."""
+        a = self.attr_map
+        if "_output_shapes" in a:
+            shapes = a["_output_shapes"].list.shape
+            if out < len(shapes):
+                s = shape_of(shapes[out])
+                if s is not None:
+                    return s
+        if op == "Const" and "value" in a:
+            return shape_of(a["value"].tensor.tensor_shape)
+        if "shape" in a:
+            v = a["shape"]
+            if v.HasField("shape"):
+                return shape_of(v.shape)
+        return None
+
+    def output_dtype(self, op: str, out: int) -> str | None:
+        """See `output_dtype`."""
+        if op == "Cast":
+            return self.type("DstT")
+        for key in ("dtype", "T", "out_type"):
+            t = self.type(key)
+            if t:
+                return t
+        a = self.get("Tout")
+        if a is not None and a.HasField("list") and out < len(a.list.type):
+            return dtype_name(a.list.type[out])
+        a = self.get("_output_types") or self.get("output_types")
+        if a is not None and a.HasField("list") and out < len(a.list.type):
+            return dtype_name(a.list.type[out])
+        from tensorflow.python.framework import op_def_registry
+
+        od = op_def_registry.get(op)
+        if od is not None and out < len(od.output_arg):
+            arg = od.output_arg[out]
+            if arg.type:
+                return dtype_name(arg.type)
+            if arg.type_attr:
+                return self.type(arg.type_attr)
         return None
 
 
@@ -40,48 +121,16 @@ def str_attr(nd, key: str, bindings: dict) -> str | None:
 def shape_of(attr_value) -> tuple[int, ...] | None:
     if attr_value is None or attr_value.unknown_rank:
         return None
-    return tuple(int(d.size) for d in attr_value.dim)
+    return tuple([d.size for d in attr_value.dim])  # int64 fields read as Python ints
 
 
 def output_shape(nd, out: int) -> tuple[int, ...] | None:
     """Static shape of output `out` from `_output_shapes`, Const value, Placeholder/variable shape."""
     if nd is None:
         return None
-    if "_output_shapes" in nd.attr:
-        shapes = nd.attr["_output_shapes"].list.shape
-        if out < len(shapes):
-            s = shape_of(shapes[out])
-            if s is not None:
-                return s
-    if nd.op == "Const" and "value" in nd.attr:
-        return shape_of(nd.attr["value"].tensor.tensor_shape)
-    if "shape" in nd.attr and nd.attr["shape"].HasField("shape"):
-        return shape_of(nd.attr["shape"].shape)
-    return None
+    return NodeAttrs(nd, {}).output_shape(nd.op, out)
 
 
 def output_dtype(nd, out: int, bindings: dict) -> str | None:
     """Dtype of output `out` of a node, from its attrs (then the op registry when needed)."""
-    op = nd.op
-    if op == "Cast":
-        return type_attr(nd, "DstT", bindings)
-    for key in ("dtype", "T", "out_type"):
-        t = type_attr(nd, key, bindings)
-        if t:
-            return t
-    a = attr(nd, "Tout", bindings)
-    if a is not None and a.HasField("list") and out < len(a.list.type):
-        return dtype_name(a.list.type[out])
-    a = attr(nd, "_output_types", bindings) or attr(nd, "output_types", bindings)
-    if a is not None and a.HasField("list") and out < len(a.list.type):
-        return dtype_name(a.list.type[out])
-    from tensorflow.python.framework import op_def_registry
-
-    od = op_def_registry.get(op)
-    if od is not None and out < len(od.output_arg):
-        arg = od.output_arg[out]
-        if arg.type:
-            return dtype_name(arg.type)
-        if arg.type_attr:
-            return type_attr(nd, arg.type_attr, bindings)
-    return None
+    return NodeAttrs(nd, bindings).output_dtype(nd.op, out)

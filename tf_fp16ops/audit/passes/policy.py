@@ -14,6 +14,8 @@ def owning_layer(names: list[str], layers: dict[str, KerasLayer], model_name: st
     Keras' TF backend names ops "model/layer/op" and adds "_N" suffixes on retracing; a component
     matches a layer exactly or after dropping one "_N" suffix. The model's own name is skipped.
     """
+    if not layers:
+        return None
     for full in names:
         for comp in full.split("/"):
             for cand in (comp, _SUFFIX.sub("", comp)):

@@ -31,10 +31,18 @@ def _channels_last(fmt: str | None) -> bool:
     return not fmt or fmt.endswith("C") or fmt == "NHWC"
 
 
-def fprop_output(in_shape, filt, strides, dilations, padding, fmt, info: ConvOpInfo):
+def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
+    """Output shape of a forward conv from its input and filter shapes, or None.
+
+    `attrs` reads the conv's attrs on demand (`.ints(key)`, `.str(key)`): strides, dilations,
+    padding, data_format (see `passes.attrs.NodeAttrs`)."""
     sd = info.spatial_dims
     if not in_shape or not filt or len(in_shape) != sd + 2 or len(filt) != sd + 2:
         return None
+    strides = attrs.ints("strides")
+    dilations = attrs.ints("dilations")
+    padding = attrs.str("padding")
+    fmt = attrs.str("data_format")
     cl = _channels_last(fmt)
     sp = in_shape[1:-1] if cl else in_shape[2:]
     st = (strides[1:-1] if cl else strides[2:]) if strides and len(strides) == sd + 2 else (1,) * sd
@@ -54,13 +62,19 @@ def fprop_output(in_shape, filt, strides, dilations, padding, fmt, info: ConvOpI
 
 
 def analyse(info: ConvOpInfo, T: str | None, accumulation: str, data_shape, filter_shape,
-            node_out_shape, grad_shape, strides, dilations, padding, fmt, filter_format=None) -> ShapeFacts:
+            node_out_shape, grad_shape, attrs) -> ShapeFacts:
+    """Shapes, FLOPs and shape flags of one conv.
+
+    `attrs` reads the conv's layout attrs on demand (`.ints(key)`, `.str(key)`: strides,
+    dilations, padding, data_format, filter_format); only the attrs the result depends on are
+    read, so the result is a function of the shapes and of the attrs actually read.
+    """
     sd = info.spatial_dims
     filt = filter_shape if info.direction != "wgrad" else node_out_shape
-    if filt and filter_format == "OIHW" and len(filt) == 4:
+    if filt and len(filt) == 4 and attrs.str("filter_format") == "OIHW":
         filt = (filt[2], filt[3], filt[1], filt[0])
     if info.direction == "fprop":
-        y = node_out_shape or fprop_output(data_shape, filt, strides, dilations, padding, fmt, info)
+        y = node_out_shape or fprop_output(data_shape, filt, attrs, info)
         x = data_shape
     else:
         y = grad_shape
@@ -89,7 +103,7 @@ def analyse(info: ConvOpInfo, T: str | None, accumulation: str, data_shape, filt
             cout = filt[sd + 1]
             groups = None
             if x and len(x) == sd + 2:
-                c_total = x[-1] if _channels_last(fmt) else x[1]
+                c_total = x[-1] if _channels_last(attrs.str("data_format")) else x[1]
                 if c_total > 0 and cin > 0:
                     groups = c_total // cin
             if info.family == "depthwise":

@@ -2,58 +2,142 @@
 from __future__ import annotations
 
 from ..context import RuntimeContext
-from ..findings import ConvFinding
+from ..findings import ConvFinding, make
 from ..graph import AuditGraph, CallSite
 from ..model import KerasLayer
 from ..opsets import CONV_OPS
 from . import accumulation, amp, classify, policy, provenance, shapes
-from .attrs import ints_attr, output_shape, str_attr, type_attr
+from .attrs import NodeAttrs
+
+
+class SiteMemo:
+    """Results shared between the call sites of one audit (one graph, one runtime context).
+
+    Each entry is a pure function of its key, so reusing it leaves every finding unchanged:
+      provenance: see `provenance.trace`;
+      conv: (T, Tacc, device, output shape) per conv node read without a placeholder;
+      accumulation / amp: per (op, T, Tacc, device);
+      shapes: per shape inputs, with the conv attrs the result was computed from (checked on reuse);
+      path: the facts of the last call path (consecutive sites of one scope share it).
+    """
+
+    __slots__ = ("provenance", "conv", "accumulation", "amp", "shapes", "path")
+
+    def __init__(self):
+        self.provenance: dict = {}
+        self.conv: dict = {}
+        self.accumulation: dict = {}
+        self.amp: dict = {}
+        self.shapes: dict = {}
+        self.path: tuple = (None, None, None)
+
+
+class _Reads:
+    """Records the attrs `shapes.analyse` reads, to check them when its result is reused."""
+
+    __slots__ = ("na", "reads")
+
+    def __init__(self, na: NodeAttrs):
+        self.na = na
+        self.reads: list = []
+
+    def ints(self, key):
+        v = self.na.ints(key)
+        self.reads.append(("ints", key, v))
+        return v
+
+    def str(self, key):
+        v = self.na.str(key)
+        self.reads.append(("str", key, v))
+        return v
+
+
+def _shape_facts(memo: SiteMemo, info, T, acc, data_shape, filt_shape, out_shape, grad_shape, na: NodeAttrs):
+    key = (info.name, T, acc, data_shape, filt_shape, out_shape, grad_shape)
+    hit = memo.shapes.get(key)
+    if hit is not None and all(getattr(na, kind)(k) == v for kind, k, v in hit[0]):
+        return hit[1]
+    rec = _Reads(na)
+    sh = shapes.analyse(info, T, acc, data_shape, filt_shape, out_shape, grad_shape, rec)
+    memo.shapes[key] = (tuple(rec.reads), sh)
+    return sh
+
+
+def _path_facts(ag: AuditGraph, site: CallSite, layers: dict, model_name: str | None):
+    """Facts of a call path: call nodes, function path, signatures of the outermost call, site-id
+    prefix, and the layer named by a call node (or None)."""
+    call_nodes = tuple(f.call_node for f in site.frames)
+    function_path = tuple(ag.scopes[f.callee].function or "" for f in site.frames)
+    root = ag.scopes[site.root]
+    sigs = tuple(root.signatures.get(call_nodes[0], ())) if call_nodes else None
+    prefix = "" if root.function is None else root.function + ":"
+    path = " > ".join(f"{c}->{fn}" for c, fn in zip(call_nodes, function_path))
+    full_path = ((root.function,) if root.function else ()) + function_path
+    layer = policy.owning_layer(list(call_nodes), layers, model_name)
+    return call_nodes, full_path, sigs, f"{prefix}{path} | ", layer, root
 
 
 def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[str, KerasLayer],
-            model_name: str | None) -> ConvFinding:
+            model_name: str | None, memo: SiteMemo | None = None) -> ConvFinding:
+    """The finding of one call site. `memo`: share results between the sites of one audit."""
+    if memo is None:
+        memo = SiteMemo()
     scope = ag.scopes[site.scope]
     nd = scope.index[site.node]
-    info = CONV_OPS[nd.op]
+    op = scope.op_of(site.node)
+    info = CONV_OPS[op]
     b = site.bindings
-    T = type_attr(nd, "T", b)
-    Tacc = type_attr(nd, "Tacc", b) if info.backend == "ours" else None
-    data = provenance.trace(ag, site, info.data_input) if info.data_input is not None else None
-    filt = provenance.trace(ag, site, info.filter_input) if info.filter_input is not None else None
-    grad = provenance.trace(ag, site, info.grad_input) if info.grad_input is not None else None
-    device = accumulation.target_device(nd.device, ctx)
-    acc = accumulation.effective(info, T, Tacc, device, ctx)
+    na = NodeAttrs(nd, b)
+    ckey = (site.scope, site.node)
+    facts = memo.conv.get(ckey)
+    if facts is None:
+        T = na.type("T")
+        Tacc = na.type("Tacc") if info.backend == "ours" else None
+        facts = (T, Tacc, nd.device, na.output_shape(op, 0))
+        if not na.placeholder:
+            memo.conv[ckey] = facts
+    T, Tacc, device_field, out_shape = facts
+    pm = memo.provenance
+    data = provenance.trace(ag, site, info.data_input, pm) if info.data_input is not None else None
+    filt = provenance.trace(ag, site, info.filter_input, pm) if info.filter_input is not None else None
+    grad = provenance.trace(ag, site, info.grad_input, pm) if info.grad_input is not None else None
+    device = accumulation.target_device(device_field, ctx)
+    akey = (op, T, Tacc, device)
+    acc = memo.accumulation.get(akey)
+    if acc is None:
+        acc = memo.accumulation[akey] = accumulation.effective(info, T, Tacc, device, ctx)
     main_input = data if data is not None else grad
     cls = classify.audit_class(T, acc.accumulation, main_input, filt)
-    sh = shapes.analyse(
-        info, T, acc.accumulation,
-        data.shape if data else None, filt.shape if filt else None, output_shape(nd, 0),
-        grad.shape if grad else None, ints_attr(nd, "strides", b), ints_attr(nd, "dilations", b),
-        str_attr(nd, "padding", b), str_attr(nd, "data_format", b), str_attr(nd, "filter_format", b))
+    sh = _shape_facts(memo, info, T, acc.accumulation, data.shape if data else None,
+                      filt.shape if filt else None, out_shape, grad.shape if grad else None, na)
     flags = list(classify.provenance_flags(T, main_input, filt)) + list(sh.flags)
     if acc.tf32:
         flags.append("tf32")
-    prediction = amp.predict(nd.op, T, device, ctx)
+    if akey in memo.amp:
+        prediction = memo.amp[akey]
+    else:
+        prediction = memo.amp[akey] = amp.predict(op, T, device, ctx)
     if prediction is not None and prediction.rewrite:
         flags.append("amp-predicted-rewrite")
-    call_nodes = tuple(f.call_node for f in site.frames)
-    layer = policy.owning_layer(list(call_nodes) + [site.node], layers, model_name)
+    frames, root_key, pf = memo.path
+    if frames is not site.frames or root_key != site.root:
+        pf = _path_facts(ag, site, layers, model_name)
+        memo.path = (site.frames, site.root, pf)
+    call_nodes, function_path, sigs, path_id, layer, root = pf
+    if layer is None:
+        layer = policy.owning_layer([site.node], layers, model_name)
     if scope.owner_layer is not None and scope.owner_layer in layers:
         layer = layers[scope.owner_layer]
     if layer is not None and layer.compute_dtype in ("float16", "bfloat16") and T == "float":
         flags.append(f"policy-mismatch(policy {layer.policy}, graph computes T=float)")
-    function_path = tuple(ag.scopes[f.callee].function or "" for f in site.frames)
-    root = ag.scopes[site.root]
-    sigs = root.signatures.get(call_nodes[0], ()) if call_nodes else root.signatures.get(site.node, ())
-    prefix = "" if root.function is None else root.function + ":"
-    path = " > ".join(f"{c}->{fn}" for c, fn in zip(call_nodes, function_path))
-    site_id = f"{scope.unit} | {prefix}{path} | {site.node}"
-    return ConvFinding(
-        site_id=site_id, unit=scope.unit,
-        function_path=((root.function,) if root.function else ()) + function_path,
-        call_nodes=call_nodes, signatures=tuple(sigs), node=site.node, op=nd.op, direction=info.direction,
-        device=nd.device, target_device=device, T=T, Tacc=Tacc, data=main_input, filter=filt,
+    if sigs is None:
+        sigs = tuple(root.signatures.get(site.node, ()))
+    return make(
+        ConvFinding, site_id=f"{scope.unit} | {path_id}{site.node}", unit=scope.unit,
+        function_path=function_path,
+        call_nodes=call_nodes, signatures=sigs, node=site.node, op=op, direction=info.direction,
+        device=device_field, target_device=device, T=T, Tacc=Tacc, data=main_input, filter=filt,
         keras_layer=layer.name if layer else None, keras_policy=layer.policy if layer else None,
         accumulation=acc.accumulation, accumulation_reason=acc.reason, audit_class=cls, amp=prediction,
         flops=sh.flops, flops_note=sh.note, input_shape=sh.input_shape, filter_shape=sh.filter_shape,
-        output_shape=sh.output_shape, flags=tuple(flags))
+        output_shape=sh.output_shape, flags=tuple(flags), observed=None)
