@@ -135,9 +135,11 @@ def test_unknown_batch_still_reports_a_known_bad_size():
     ([1, 6, 5, 4], "out_backprop has shape [1,3,3,2] but the convolution of input_sizes [1, 6, 5, 4]"),
 ])
 def test_backprop_input_bad_sizes(sizes, message):
+    # The kernel's own checks (sizes only known at run time), through the raw op.
     dy = np.zeros((1, 3, 3, 2), np.float16)
     with pytest.raises(ERRORS) as e:
-        tf_fp16ops.conv2d_backprop_input(tf.constant(sizes, tf.int32), W, dy, 1, "VALID")
+        _ops.fp16_conv2d_backprop_input(tf.constant(sizes, tf.int32), W, dy, Tacc=tf.float16, strides=[1, 1, 1, 1],
+                                        padding="VALID")
     assert message in str(e.value)
 
 
@@ -148,5 +150,73 @@ def test_backprop_input_bad_sizes(sizes, message):
 def test_backprop_filter_bad_sizes(sizes, message):
     dy = np.zeros((1, 3, 3, 2), np.float16)
     with pytest.raises(ERRORS) as e:
-        tf_fp16ops.conv2d_backprop_filter(X, tf.constant(sizes, tf.int32), dy, 1, "VALID")
+        _ops.fp16_conv2d_backprop_filter(X, tf.constant(sizes, tf.int32), dy, Tacc=tf.float16, strides=[1, 1, 1, 1],
+                                         padding="VALID")
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(strides="12"), "strides must be an int or a list of 1, 2 or 4 ints, got '12'"),
+    (dict(strides=[1.5, 1]), "strides must be an int or a list of 1, 2 or 4 ints, got [1.5, 1]"),
+    (dict(strides=[True, 1]), "strides must be an int or a list of 1, 2 or 4 ints"),
+    (dict(strides=2 ** 63), "strides entries must fit in int64"),
+    (dict(dilations=[1, 2 ** 70]), "dilations entries must fit in int64"),
+    (dict(padding=[[0, 0], [1.9, 1.9], [1, 1], [0, 0]]), "padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs of ints"),
+    (dict(padding=["00", "11", "11", "00"]), "padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs of ints"),
+    (dict(padding=[[0, 0], [2 ** 63, 0], [0, 0], [0, 0]]), "padding entries must fit in int64"),
+])
+def test_python_arguments_are_not_coerced(kwargs, message):
+    args = dict(strides=1, padding="VALID")
+    args.update(kwargs)
+    with pytest.raises(ValueError) as e:
+        tf_fp16ops.conv2d(X, W, **args)
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize("sizes, message", [
+    ([1, 2 ** 32 + 5, 5, 4], "input_sizes must be 4 integers in [0, 2^31 - 1], got [1, 4294967301, 5, 4]"),
+    ([1, -5, 5, 4], "input_sizes must be 4 integers in [0, 2^31 - 1], got [1, -5, 5, 4]"),
+    ([3.7, 5, 5, 4], "input_sizes must be 4 integers (a 1-D int32 tensor)"),
+    (tf.constant([1, 2 ** 31, 5, 4], tf.int64), "input_sizes must be 4 integers in [0, 2^31 - 1]"),
+    (tf.constant([1.0, 5, 5, 4]), "input_sizes must be an int32 (or int64) tensor, got dtype float32"),
+    (tf.constant([1, -5, 5, 4], tf.int32), "input_sizes must be 4 integers in [0, 2^31 - 1], got [1, -5, 5, 4]"),
+])
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_sizes_are_never_wrapped_to_int32(sizes, message, mode):
+    dy = np.zeros((1, 3, 3, 2), np.float16)
+
+    def call():
+        return tf_fp16ops.conv2d_backprop_input(sizes, W, dy, 1, "VALID")
+
+    with pytest.raises(ValueError) as e:
+        call() if mode == "eager" else tf.function(call).get_concrete_function()
+    assert message in str(e.value)
+
+
+def test_backprop_wrappers_check_dtypes():
+    dy = np.zeros((1, 3, 3, 2), np.float64)
+    with pytest.raises(ValueError, match="filters must be float16 or float32, got dtype float64"):
+        tf_fp16ops.conv2d_backprop_input([1, 5, 5, 4], W.astype(np.float64), dy, 1, "VALID")
+    with pytest.raises(ValueError, match="out_backprop must have the input's dtype float16, got float32"):
+        tf_fp16ops.conv2d_backprop_filter(X, [3, 3, 4, 2], dy.astype(np.float32), 1, "VALID")
+
+
+def test_huge_dilation_with_unknown_spatial_sizes():
+    # Valid in eager mode; shape inference with unknown H/W must not reject it.
+    x = tf.ones((1, 5, 5, 8), tf.float16)
+    w = tf.ones((2, 2, 8, 4), tf.float16)
+    eager = tf_fp16ops.conv2d(x, w, 1, "SAME", dilations=2 ** 30 - 1)
+    assert eager.shape == (1, 5, 5, 4)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None, 8], tf.float16), tf.TensorSpec([2, 2, 8, 4], tf.float16)])
+    def f(a, b):
+        return tf_fp16ops.conv2d(a, b, 1, "SAME", dilations=2 ** 30 - 1)
+
+    assert f.get_concrete_function().output_shapes.as_list() == [None, None, None, 4]
+
+    @tf.function(input_signature=[tf.TensorSpec([None] * 4, tf.float16), tf.TensorSpec([3, 3, 8, 4], tf.float16)])
+    def g(a, b):
+        return tf_fp16ops.conv2d(a, b, 1, "VALID", dilations=2 ** 30)
+
+    with pytest.raises(ValueError, match="filter height 3 with dilation 1073741824 is too large"):
+        g.get_concrete_function()

@@ -259,3 +259,8 @@ def test_difference_hand_values():
     assert overflow.max_abs == np.inf and overflow.nonfinite_b == 1 and overflow.nonfinite_a == 0
     zero_ref = difference("y", [0.0, 0.0], [0.0, 1e-3])
     assert zero_ref.max_rel == np.inf
+
+
+def test_empty_sequential_is_a_clear_error():
+    with pytest.raises(ValueError, match="has no layers; there is nothing to convert"):
+        tf_fp16ops.convert(keras.Sequential())

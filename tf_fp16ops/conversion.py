@@ -112,6 +112,8 @@ def convert_with_report(model: keras.Model, accumulation="float16", layers: Laye
         raise ValueError(f"model '{model.name}' is a subclassed {type(model).__name__}; convert rebuilds "
                          f"Sequential and functional models only (build it from tf_fp16ops.layers.Conv2D "
                          f"instead)")
+    if not model.layers:
+        raise ValueError(f"model '{model.name}' has no layers; there is nothing to convert")
     selected = _selector(layers, model)
     pairs: list[tuple] = []
     converted: list[str] = []

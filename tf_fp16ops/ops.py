@@ -55,15 +55,32 @@ def cpu_isa() -> str:
     return _ops.fp16_ops_cpu_isa().numpy().decode()
 
 
+_INT64_MAX = 2 ** 63 - 1
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _int_list(name: str, value, what: str) -> list[int]:
+    """A list of Python ints from a sequence of ints (no strings, floats or bools), each within int64."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    values = list(value)
+    if not all(_is_int(v) for v in values):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    if any(abs(int(v)) > _INT64_MAX for v in values):
+        raise ValueError(f"{name} entries must fit in int64, got {value!r}")
+    return [int(v) for v in values]
+
+
 def _window_attr(name: str, value, data_format: str) -> list[int]:
     """Expands `strides`/`dilations` as tf.nn.conv2d does: an int, 1, 2 or 4 ints."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        values = [int(value)] * 2
+    what = "an int or a list of 1, 2 or 4 ints"
+    if _is_int(value):
+        values = _int_list(name, [value] * 2, what)
     else:
-        try:
-            values = [int(v) for v in value]
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be an int or a list of 1, 2 or 4 ints, got {value!r}") from None
+        values = _int_list(name, value, what)
         if len(values) == 1:
             values = values * 2
     if len(values) == 2:
@@ -80,15 +97,13 @@ def _padding_attrs(padding) -> tuple[str, list[int]]:
         if upper in ("SAME", "VALID"):
             return upper, []
         raise ValueError(f"padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs, got {padding!r}")
-    try:
-        pairs = [list(p) for p in padding]
-        flat = [int(v) for p in pairs for v in p]
-    except (TypeError, ValueError):
-        raise ValueError(f"padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs, "
-                         f"got {padding!r}") from None
+    what = "'SAME', 'VALID' or a list of 4 [before, after] pairs of ints"
+    if not hasattr(padding, "__iter__") or isinstance(padding, bytes):
+        raise ValueError(f"padding must be {what}, got {padding!r}")
+    pairs = [_int_list("padding", p, what) for p in padding]
     if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
         raise ValueError(f"explicit padding must be 4 [before, after] pairs (one per dimension), got {padding!r}")
-    return "EXPLICIT", flat
+    return "EXPLICIT", [v for p in pairs for v in p]
 
 
 def _data_format(data_format: str) -> str:
@@ -139,10 +154,7 @@ def conv2d(input, filters, strides: IntOrList, padding, data_format: str = "NHWC
     with tf.name_scope(name or "Fp16Conv2D"):
         input = tf.convert_to_tensor(input, name="input")
         filters = tf.convert_to_tensor(filters, name="filters")
-        if input.dtype not in (tf.float16, tf.float32):
-            raise ValueError(f"input must be float16 or float32, got dtype {input.dtype.name}")
-        if filters.dtype != input.dtype:
-            raise ValueError(f"filters must have the input's dtype {input.dtype.name}, got {filters.dtype.name}")
+        _check_dtypes(input=input, filters=filters)
         return _ops.fp16_conv2d(input, filters, Tacc=tacc, strides=strides_attr, padding=padding_attr,
                                 explicit_paddings=explicit, data_format=data_format,
                                 dilations=dilations_attr)
@@ -153,10 +165,41 @@ def _attrs_of(op) -> dict:
 
 
 def _sizes(name: str, sizes) -> tf.Tensor:
-    sizes = tf.convert_to_tensor(sizes, name=name)
-    if sizes.dtype != tf.int32:
-        sizes = tf.cast(sizes, tf.int32)
-    return sizes
+    """`input_sizes` / `filter_sizes` as int32 [4], like tf.nn.conv2d_backprop_*: values known when
+    the graph is built are checked here (4 non-negative integers below 2^31), never wrapped."""
+    if not tf.is_tensor(sizes):
+        values = np.asarray(sizes)
+        if values.dtype.kind not in "iu" or values.shape != (4,):
+            shown = values.tolist() if values.dtype != object else sizes
+            raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {shown!r}")
+        if values.min() < 0 or values.max() > np.iinfo(np.int32).max:
+            raise ValueError(f"{name} must be 4 integers in [0, 2^31 - 1], got {list(values.tolist())}")
+        return tf.constant(values, tf.int32, name=name)
+    if sizes.dtype not in (tf.int32, tf.int64):
+        raise ValueError(f"{name} must be an int32 (or int64) tensor, got dtype {sizes.dtype.name}")
+    static = tf.get_static_value(sizes)
+    if static is not None:
+        return _sizes(name, static)
+    if sizes.dtype == tf.int32:
+        return sizes
+    # Unknown int64 values: refuse at run time rather than wrap.
+    check = tf.debugging.assert_less_equal(sizes, tf.constant(np.iinfo(np.int32).max, tf.int64),
+                                           message=f"{name} must be below 2^31")
+    with tf.control_dependencies([check]):
+        return tf.cast(sizes, tf.int32)
+
+
+def _check_dtypes(**tensors) -> tf.DType:
+    """All tensors float16 or float32 and of one dtype; returns it."""
+    dtype = None
+    for name, t in tensors.items():
+        if t.dtype not in (tf.float16, tf.float32):
+            raise ValueError(f"{name} must be float16 or float32, got dtype {t.dtype.name}")
+        if dtype is not None and t.dtype != dtype:
+            first = next(iter(tensors))
+            raise ValueError(f"{name} must have the {first}'s dtype {dtype.name}, got {t.dtype.name}")
+        dtype = t.dtype
+    return dtype
 
 
 def conv2d_backprop_input(input_sizes, filters, out_backprop, strides: IntOrList, padding,
@@ -184,6 +227,9 @@ def conv2d_backprop_input(input_sizes, filters, out_backprop, strides: IntOrList
     padding_attr, explicit = _padding_attrs(padding)
     check_not_in_xla("Fp16Conv2DBackpropInput")
     with tf.name_scope(name or "Fp16Conv2DBackpropInput"):
+        filters = tf.convert_to_tensor(filters, name="filters")
+        out_backprop = tf.convert_to_tensor(out_backprop, name="out_backprop")
+        _check_dtypes(filters=filters, out_backprop=out_backprop)
         return _ops.fp16_conv2d_backprop_input(
             _sizes("input_sizes", input_sizes), filters, out_backprop, Tacc=accumulation_dtype(accumulation),
             strides=_window_attr("strides", strides, data_format), padding=padding_attr,
@@ -216,6 +262,9 @@ def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides: IntOrList
     padding_attr, explicit = _padding_attrs(padding)
     check_not_in_xla("Fp16Conv2DBackpropFilter")
     with tf.name_scope(name or "Fp16Conv2DBackpropFilter"):
+        input = tf.convert_to_tensor(input, name="input")
+        out_backprop = tf.convert_to_tensor(out_backprop, name="out_backprop")
+        _check_dtypes(input=input, out_backprop=out_backprop)
         return _ops.fp16_conv2d_backprop_filter(
             input, _sizes("filter_sizes", filter_sizes), out_backprop, Tacc=accumulation_dtype(accumulation),
             strides=_window_attr("strides", strides, data_format), padding=padding_attr,

@@ -44,8 +44,10 @@ Dims4 ToNHWC(const ConvAttrs& attrs, const int64_t dims[4]);
 // Validates input/filter sizes against the attrs and computes the output geometry.
 // input_dims in data_format order, filter_dims HWIO. Returns InvalidArgument naming the bad
 // argument and value; sizes whose element counts overflow int64 or TensorFlow's limits are rejected.
+// check_counts=false skips the element-count checks (shape inference with stand-in sizes).
 tensorflow::Status ComputeConvGeometry(const ConvAttrs& attrs, const int64_t input_dims[4],
-                                       const int64_t filter_dims[4], cpu::ConvGeometry* geometry);
+                                       const int64_t filter_dims[4], cpu::ConvGeometry* geometry,
+                                       bool check_counts = true);
 
 // Output dims in data_format order.
 void OutputDims(const ConvAttrs& attrs, const cpu::ConvGeometry& g, int64_t out[4]);

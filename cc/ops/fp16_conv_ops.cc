@@ -56,7 +56,7 @@ Status Fp16Conv2DShape(InferenceContext* c) {
   // Partially known (e.g. an unknown batch): every output dimension whose inputs are known is
   // computed by the same geometry code, unknown sizes replaced by stand-ins that cannot fail
   // (batch 1, one group, spatial extent equal to the dilated filter), so errors only come from
-  // known sizes.
+  // known sizes; element counts of the stand-ins are not checked.
   const int hi = attrs.nchw ? 2 : 1, wi = attrs.nchw ? 3 : 2, ci = attrs.nchw ? 1 : 3;
   const int64_t C = in[ci], Cg = f[2];
   if (C >= 0 && Cg > 0 && C % Cg != 0) {
@@ -73,7 +73,7 @@ Status Fp16Conv2DShape(InferenceContext* c) {
   is[hi] = in[hi] >= 0 ? in[hi] : (fs[0] - 1) * attrs.dilations[hi] + 1;
   is[wi] = in[wi] >= 0 ? in[wi] : (fs[1] - 1) * attrs.dilations[wi] + 1;
   cpu::ConvGeometry g;
-  TF_RETURN_IF_ERROR(ComputeConvGeometry(attrs, is, fs, &g));
+  TF_RETURN_IF_ERROR(ComputeConvGeometry(attrs, is, fs, &g, /*check_counts=*/false));
   DimensionHandle n = c->Dim(input, 0), k = c->Dim(filter, 3);
   DimensionHandle p = in[hi] >= 0 && f[0] >= 0 ? c->MakeDim(g.P) : c->UnknownDim();
   DimensionHandle q = in[wi] >= 0 && f[1] >= 0 ? c->MakeDim(g.Q) : c->UnknownDim();

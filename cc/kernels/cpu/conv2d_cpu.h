@@ -12,7 +12,7 @@
 //   wgrad  dw[kh,kw,ci,k] = sum over (n, p, q) of x[n, p*sh - pt + kh*dh, q*sw - pl + kw*dw, g*Cg + ci]
 //                                                   * dy[n, p, q, k]
 // each index ascending, the first named outermost. Padded input positions are zeros that
-// take part in fprop and wgrad (so 0 * inf gives NaN, as in tf.nn.conv2d); dgrad visits only the
+// take part in fprop and wgrad (so 0 * inf gives NaN, as zero padding defines it); dgrad visits only the
 // (p, q) that exist. The accumulator starts at +0.
 #ifndef TF_FP16OPS_CC_KERNELS_CPU_CONV2D_CPU_H_
 #define TF_FP16OPS_CC_KERNELS_CPU_CONV2D_CPU_H_
