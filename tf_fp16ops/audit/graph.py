@@ -20,7 +20,8 @@ graph of one scope on demand. The call graph (scope -> scope) is a small network
 eagerly (`AuditGraph.calls`); it finds recursion.
 
 Call sites are enumerated by `call_sites()`: one per (call path from a root, convolution), with
-function attr placeholders resolved per call path. Recursion is cut at the first repeated scope.
+function attr placeholders resolved per call path. Recursion is cut at the first repeated scope;
+callees that cannot reach a convolution are not walked, and at most MAX_CALL_SITES sites are listed.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from typing import Any, Iterator
 
 import networkx as nx
 
+from .errors import MalformedModelError
 from .model import LoadedModel
 from .opsets import CALL_ATTRS, CAST_OPS, CONV_OPS, IDENTITY_LIKE, READ_VARIABLE
 
@@ -107,11 +109,10 @@ class Scope:
             nd = self.index.get(name)
             if nd is None:
                 return None
-            in_fn = self.fdef is not None
             pos, args = self.index.pos, self.args
             out = []
             for inp in nd.input:
-                ref = parse_input(inp, in_fn)
+                ref = _parse_node_input(self, name, inp)
                 out.append(ref if ref is not None and (ref[0] in pos or ref[0] in args) else None)
             refs = self._refs[name] = tuple(out)
         return refs
@@ -164,6 +165,7 @@ class AuditGraph:
     _callees: dict = field(repr=False, compare=False)  # scope key -> call node -> [(callee, attr, raw)]
     _call_refs: dict = field(repr=False, compare=False)  # scope key -> per call node: [(attr, callee, raw)]
     _units: tuple = field(repr=False, compare=False)
+    _conv_reach: frozenset = field(repr=False, compare=False)  # scopes that are or call a conv scope
     _nx: list = field(default_factory=lambda: [None], repr=False, compare=False)
 
     @property
@@ -196,7 +198,10 @@ class AuditGraph:
     def call_sites(self) -> Iterator[CallSite]:
         """Every (call path, convolution) pair, roots first, depth first."""
         count = 0
+        reach = self._conv_reach
         for root in self.roots:
+            if root not in reach:
+                continue
             stack: list[tuple[str, tuple[Frame, ...]]] = [(root, ())]
             while stack:
                 key, frames = stack.pop()
@@ -217,6 +222,8 @@ class AuditGraph:
                     for callee, attr, raw in callees.get(call, ()):
                         if callee in on_path:
                             continue  # recursion: reported in notes by build_graph
+                        if callee not in reach:
+                            continue  # no convolution below: its call paths hold no call site
                         frame = Frame(key, call, op, attr, callee, resolve_bindings(raw, outer))
                         pending.append((callee, frames + (frame,)))
                 stack.extend(reversed(pending))
@@ -228,7 +235,7 @@ class AuditGraph:
         for name, nd in s.index.items():
             g.add_node(name, op=nd.op)
             for i, inp in enumerate(nd.input):
-                ref = parse_input(inp, s.fdef is not None)
+                ref = _parse_node_input(s, name, inp)
                 if ref is not None:
                     src = ref[0] if ref[0] in s.index else "_arg:" + ref[0]
                     g.add_edge(src, name, key=i, src_output=ref[1])
@@ -256,15 +263,50 @@ def parse_input(text: str, in_function: bool) -> tuple[str, int] | None:
 
     GraphDef: "node" or "node:2". FunctionDef: "arg" or "node:out_arg:2" (index within the
     output arg; call ops and value-preserving ops have one output arg, so it is the flat index).
+    Raises:
+      MalformedModelError: an empty node name, a non-decimal index or too many ':' parts
+        (e.g. "", "x:abc", "x:-1", "b:out:zz"), naming the input string.
     """
     if text.startswith("^"):
         return None
     parts = text.split(":")
-    if len(parts) == 1:
-        return parts[0], 0
-    if in_function:
-        return parts[0], int(parts[2]) if len(parts) > 2 else 0
-    return parts[0], int(parts[1])
+    n = len(parts)
+    if n == 1 and text:
+        return text, 0
+    if parts[0]:
+        if in_function:
+            if n == 2 and parts[1]:
+                return parts[0], 0
+            if n == 3 and parts[1] and _is_index(parts[2]):
+                return parts[0], int(parts[2])
+        elif n == 2 and _is_index(parts[1]):
+            return parts[0], int(parts[1])
+    form = "'arg' or 'node:output_arg:INDEX'" if in_function else "'node' or 'node:INDEX'"
+    raise MalformedModelError(f"malformed node input {text!r} (expected {form})")
+
+
+def _is_index(s: str) -> bool:
+    return s.isascii() and s.isdigit()
+
+
+def _parse_node_input(scope: "Scope", node: str, text: str) -> tuple[str, int] | None:
+    """`parse_input` for input `text` of node `node` of `scope`; errors name the scope and node."""
+    try:
+        return parse_input(text, scope.fdef is not None)
+    except MalformedModelError as e:
+        raise MalformedModelError(f"{_where(scope)}: node {node!r} has a {e}") from None
+
+
+def parse_ret(scope: "Scope", text: str) -> tuple[str, int] | None:
+    """`parse_input` for a return value of function scope `scope`; errors name the function."""
+    try:
+        return parse_input(text, True)
+    except MalformedModelError as e:
+        raise MalformedModelError(f"{_where(scope)}: return value has a {e}") from None
+
+
+def _where(scope: "Scope") -> str:
+    return f"function {scope.function!r}" if scope.function else f"graph {scope.unit!r}"
 
 
 def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_shapes=None,
@@ -308,7 +350,6 @@ def _add_op_node(g: nx.MultiDiGraph, scope: Scope, name: str) -> tuple:
 
 def _walk_back(g: nx.MultiDiGraph, scope: Scope, consumer: str, seen: set) -> None:
     """Adds data edges from the inputs of `consumer` back through value-preserving ops."""
-    in_fn = scope.fdef is not None
     todo = [consumer]
     while todo:
         name = todo.pop()
@@ -320,7 +361,7 @@ def _walk_back(g: nx.MultiDiGraph, scope: Scope, consumer: str, seen: set) -> No
             continue
         dst = _add_op_node(g, scope, name)
         for i, inp in enumerate(nd.input):
-            ref = parse_input(inp, in_fn)
+            ref = _parse_node_input(scope, name, inp)
             if ref is None:
                 continue
             src_name, out_idx = ref
@@ -352,7 +393,7 @@ def _op_graph(scopes: dict[str, Scope], units: tuple[_Unit, ...], call_refs: dic
                 for attr, ckey, raw in call_edges:
                     g.add_edge((s.key, call), ("scope", ckey), kind="call", attr=attr, bindings=raw)
             for r in s.rets:
-                ref = parse_input(r, True)
+                ref = parse_ret(s, r)
                 if ref and ref[0] in s.index:
                     _add_op_node(g, s, ref[0])
                     if s.index[ref[0]].op in _WALK_THROUGH:
@@ -416,7 +457,25 @@ def build_graph(model: LoadedModel) -> AuditGraph:
         if not nx.is_directed_acyclic_graph(cg):
             # Component order follows the op graph's edge order, as the report always did.
             notes.extend(_recursion_notes(_op_graph(scopes, (units[-1],), call_refs), unit_keys))
-    return AuditGraph(scopes, tuple(roots), tuple(notes), calls, callees, call_refs, tuple(units))
+    return AuditGraph(scopes, tuple(roots), tuple(notes), calls, callees, call_refs, tuple(units),
+                      _conv_reach(scopes, calls))
+
+
+def _conv_reach(scopes: dict[str, Scope], calls: nx.DiGraph) -> frozenset:
+    """Scope keys holding a convolution or calling, directly or transitively, one that does.
+
+    One backward search over the call graph from the scopes with convolutions (linear in its
+    size; cycles are visited once). `call_sites` never walks into a callee outside this set, so
+    call paths that cannot reach a convolution cost nothing, however many there are (n functions
+    each calling the next twice have 2**n of them)."""
+    reach = {k for k, s in scopes.items() if s.convs}
+    todo = list(reach)
+    while todo:
+        for caller in calls.predecessors(todo.pop()):
+            if caller not in reach:
+                reach.add(caller)
+                todo.append(caller)
+    return frozenset(reach)
 
 
 def _callee_refs(nd, fnames: set) -> list[tuple[str, str, dict]]:

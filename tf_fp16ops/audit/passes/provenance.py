@@ -3,7 +3,7 @@ across function boundaries (argument -> caller's input; call output -> callee's 
 from __future__ import annotations
 
 from ..findings import Provenance
-from ..graph import AuditGraph, CallSite, Frame, parse_input, resolve_bindings
+from ..graph import AuditGraph, CallSite, Frame, parse_ret, resolve_bindings
 from ..opsets import CALL_ATTRS, CAST_OPS, IDENTITY_LIKE, READ_VARIABLE, VARIABLE_OPS
 from .attrs import NodeAttrs, dtype_name, shape_of
 
@@ -93,7 +93,7 @@ def _trace(ag: AuditGraph, site_frames: tuple[Frame, ...], p) -> tuple[Provenanc
                 ckey, attr, raw = callees[0]
                 callee = scopes[ckey]
                 if out < len(callee.rets):
-                    ref = parse_input(callee.rets[out], True)
+                    ref = parse_ret(callee, callee.rets[out])
                     if ref is not None:
                         frames.append(Frame(scope.key, name, op, attr, ckey, resolve_bindings(raw, bindings)))
                         crossed.append(f"{name}->{callee.function}")
