@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from .context import RuntimeContext
+from .errors import MalformedModelError
 from .findings import AuditReport
 from .graph import AuditGraph, build_graph
+from .keras_config import scope_name
 from .model import LoadedModel
 from .passes.sites import SiteMemo, finding
 from .passes.summary import summarize
@@ -17,11 +19,19 @@ def analyze(model: LoadedModel, ctx: RuntimeContext, graph: AuditGraph | None = 
 
     Args:
       signature: keep only call sites reached from this SavedModel signature's outputs.
+    Raises:
+      AuditInputError: a malformed model (e.g. a node input "x:abc"), naming `model.source`, or an
+        unknown `signature`.
     """
-    ag = graph if graph is not None else build_graph(model)
-    layers = {l.name: l for l in model.keras_layers}
-    memo = SiteMemo()
-    findings = tuple(finding(ag, site, ctx, layers, model.keras_model_name, memo) for site in ag.call_sites())
+    try:
+        ag = graph if graph is not None else build_graph(model)
+        layers = {l.name: l for l in model.keras_layers}
+        for l in model.keras_layers:  # static .keras graphs name nodes after the sanitized layer name
+            layers.setdefault(scope_name(l.name), l)
+        memo = SiteMemo()
+        findings = tuple(finding(ag, site, ctx, layers, model.keras_model_name, memo) for site in ag.call_sites())
+    except MalformedModelError as e:
+        raise e.at(model.source) from None
     if signature is not None:
         known = {n for s in ag.scopes.values() for names in s.signatures.values() for n in names}
         if signature not in known:

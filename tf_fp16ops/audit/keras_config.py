@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import zipfile
 from dataclasses import dataclass, field
 
-from .errors import AuditInputError
+from .errors import AuditInputError, MalformedModelError
 from .model import KerasLayer
 
 _DTYPES = {"float16": "half", "float32": "float", "float64": "double", "bfloat16": "bfloat16"}
@@ -64,29 +65,61 @@ def read_keras_archive(path: str) -> dict:
         config = json.loads(raw)
     except ValueError as e:
         raise AuditInputError(f"{path}: config.json is not valid JSON: {e}") from None
+    except RecursionError:
+        raise AuditInputError(f"{path}: config.json is nested too deeply to read") from None
     if not isinstance(config, dict) or "config" not in config:
         raise AuditInputError(f"{path}: config.json does not describe a Keras model")
+    if not isinstance(config["config"], dict):
+        raise AuditInputError(f"{path}: config.json: the model's \"config\" must be an object, "
+                              f"got {type(config['config']).__name__}")
     return config
 
 
-def _iter_layers(config: dict):
-    """Yields every layer config dict, depth first (nested models included)."""
-    cfg = config.get("config", {})
-    layers = cfg.get("layers") if isinstance(cfg, dict) else None
-    if isinstance(layers, list):
-        for layer in layers:
-            if isinstance(layer, dict):
-                yield layer
-                yield from _iter_layers(layer)
-    inner = cfg.get("layer") if isinstance(cfg, dict) else None
+# TensorFlow's op/scope name alphabet (tf.name_scope: ^[A-Za-z0-9_.\\/>-]*$); ':' separates output
+# indices in node inputs, so a layer name outside it cannot be used verbatim in a node name.
+_NOT_IN_SCOPE_NAME = re.compile(r"[^A-Za-z0-9_./>-]")
+
+
+def scope_name(name: str) -> str:
+    """`name` with every character outside TensorFlow's scope-name alphabet replaced by "_".
+
+    Valid names are returned unchanged ("blk:conv" -> "blk_conv"); Keras' TF backend refuses
+    such names when tracing, so only statically reconstructed graphs ever use this form.
+    """
+    return _NOT_IN_SCOPE_NAME.sub("_", name)
+
+
+def _children(config: dict) -> list[dict]:
+    """The layer config dicts directly inside `config`: its "layers", then a wrapper's "layer"."""
+    cfg = config.get("config")
+    if not isinstance(cfg, dict):
+        return []
+    layers = cfg.get("layers")
+    out = [l for l in layers if isinstance(l, dict)] if isinstance(layers, list) else []
+    inner = cfg.get("layer")
     if isinstance(inner, dict):  # wrappers (TimeDistributed, ...)
-        yield inner
-        yield from _iter_layers(inner)
+        out.append(inner)
+    return out
+
+
+def _iter_layers(config: dict):
+    """Yields every layer config dict, depth first (nested models included).
+
+    Iterative (an explicit stack), so nesting depth is bounded by the JSON parser alone."""
+    stack = [iter(_children(config))]
+    while stack:
+        layer = next(stack[-1], None)
+        if layer is None:
+            stack.pop()
+            continue
+        yield layer
+        stack.append(iter(_children(layer)))
 
 
 def layers_from_config(config: dict) -> list[KerasLayer]:
     out = []
-    for layer in _iter_layers(config) if "layers" in config.get("config", {}) else [config]:
+    top = config.get("config")
+    for layer in _iter_layers(config) if isinstance(top, dict) and "layers" in top else [config]:
         cfg = layer.get("config", {})
         if not isinstance(cfg, dict):
             continue
@@ -119,9 +152,12 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
     for layer in _iter_layers(config):
         cls = layer.get("class_name")
         cfg = layer.get("config", {})
-        if not isinstance(cfg, dict):
+        if not isinstance(cfg, dict) or not isinstance(cls, str):
             continue
-        name = str(cfg.get("name", "?"))
+        name = cfg.get("name", "?")
+        if not isinstance(name, str):
+            raise MalformedModelError(f"config.json: a {cls} layer's config.name must be a string, "
+                                      f"got {type(name).__name__} {name!r:.60}")
         if cls == "TFSMLayer" and isinstance(cfg.get("filepath"), str):
             fp = cfg["filepath"]
             fp = fp if os.path.isabs(fp) else os.path.join(base_dir, fp)
@@ -140,7 +176,8 @@ def _our_accumulation(layer: dict) -> str | None:
     registered = str(layer.get("registered_name") or "")
     if not (registered.startswith("tf_fp16ops>") or str(layer.get("module") or "").startswith("tf_fp16ops")):
         return None
-    acc = str(layer.get("config", {}).get("accumulation", "float16")).lower()
+    cfg = layer.get("config")
+    acc = str(cfg.get("accumulation", "float16") if isinstance(cfg, dict) else "float16").lower()
     return "half" if acc in ("float16", "half", "fp16") else "float"
 
 
@@ -155,26 +192,34 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, buil
         notes.messages.append(f"layer {name!r}: policy {p!r} has no TensorFlow dtype; skipped")
         return
     tv, tc = getattr(types_pb2, "DT_" + _DTYPES[var].upper()), getattr(types_pb2, "DT_" + _DTYPES[comp].upper())
-    shape = (build_config or cfg.get("build_config") or {}).get("input_shape")
+    field = _FieldReader(name, cls)
+    bc = build_config if build_config is not None else cfg.get("build_config")
+    if bc is not None and not isinstance(bc, dict):
+        raise field.error("build_config", bc, "an object")
+    shape = field.shape((bc or {}).get("input_shape"), nd + 2)
     channels_last = cfg.get("data_format", "channels_last") != "channels_first"
-    ks = _tuple(cfg.get("kernel_size"), nd)
-    strides = _tuple(cfg.get("strides", 1), nd)
-    dil = _tuple(cfg.get("dilation_rate", 1), nd)
-    padding = str(cfg.get("padding", "valid")).upper()
+    ks = field.ints("kernel_size", cfg.get("kernel_size"), nd)
+    strides = field.ints("strides", cfg.get("strides", 1), nd)
+    dil = field.ints("dilation_rate", cfg.get("dilation_rate", 1), nd)
+    padding = cfg.get("padding", "valid")
+    if not isinstance(padding, str):
+        raise field.error("padding", padding, 'a string ("valid" or "same")')
+    padding = padding.upper()
     if nd == 1:  # Keras' TF backend runs Conv1D as Conv2D over an inserted unit height
         ks, strides, dil = (1,) + ks, (1,) + strides, (1,) + dil
         if shape and len(shape) == 3:
             shape = [shape[0], 1, shape[1], shape[2]] if channels_last else [shape[0], shape[1], 1, shape[2]]
-    in_shape = tuple(-1 if d is None else int(d) for d in shape) if shape else None
+    in_shape = tuple(-1 if d is None else d for d in shape) if shape else None
     cin = None
     if in_shape:
         cin = in_shape[-1] if channels_last else in_shape[1]
-    groups = int(cfg.get("groups", 1) or 1)
+    groups = field.count("groups", cfg.get("groups", 1) or 1)
+    scope = scope_name(name)
 
     def add(nname, nop, inputs=(), **attrs):
         n = gd.node.add()
-        n.name, n.op = f"{name}/{nname}", nop
-        n.input.extend(f"{name}/{i}" for i in inputs)
+        n.name, n.op = f"{scope}/{nname}", nop
+        n.input.extend(f"{scope}/{i}" for i in inputs)
         for k, v in attrs.items():
             if k in ("T", "dtype", "SrcT", "DstT"):
                 n.attr[k].type = v
@@ -206,10 +251,12 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, buil
         return kname + "/Read"
 
     filters = cfg.get("filters")
+    if filters is not None:
+        filters = field.count("filters", filters)
     conv_attrs = dict(T=tc, strides=full(strides), padding=padding if padding in ("SAME", "VALID") else "VALID",
                       data_format=fmt, dilations=full(dil))
     if op == "separable":
-        dm = int(cfg.get("depth_multiplier", 1))
+        dm = field.count("depth_multiplier", cfg.get("depth_multiplier", 1))
         dk = kernel("depthwise_kernel", ks + (cin, dm) if cin else None)
         add("depthwise", "DepthwiseConv2dNative", ["input", dk], **conv_attrs,
             **_out(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last))
@@ -220,7 +267,7 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, buil
             **_out(mid, (1, 1), (1, 1), (1, 1), "VALID", filters, channels_last))
         return
     if op == "DepthwiseConv2dNative":
-        dm = int(cfg.get("depth_multiplier", 1))
+        dm = field.count("depth_multiplier", cfg.get("depth_multiplier", 1))
         k = kernel("kernel", ks + (cin, dm) if cin else None)
         add("depthwise", op, ["input", k], **conv_attrs,
             **_out(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last))
@@ -248,10 +295,46 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, buil
             **_out(in_shape, ks, strides, dil, padding, filters, channels_last))
 
 
-def _tuple(v, n):
-    if isinstance(v, (list, tuple)):
-        return tuple(int(x) for x in v)
-    return (int(v),) * n
+# Largest size accepted for a layer's counts and input dims: TensorFlow shapes are int64, and the
+# reconstruction multiplies sizes (channels x depth_multiplier, FLOPs), so sizes stay within int32.
+_MAX_SIZE = 2**31 - 1
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class _FieldReader:
+    """Checks the fields of one conv layer config; errors name the layer, the field and the value."""
+
+    def __init__(self, name: str, cls: str):
+        self.where = f"config.json: layer {name!r} ({cls})"
+
+    def error(self, key: str, value, expected: str) -> MalformedModelError:
+        return MalformedModelError(f"{self.where}: {key} must be {expected}, got {value!r:.80}")
+
+    def count(self, key: str, v) -> int:
+        """A positive int (filters, groups, depth_multiplier)."""
+        if not _is_int(v) or not 1 <= v <= _MAX_SIZE:
+            raise self.error(key, v, f"a positive integer (at most {_MAX_SIZE})")
+        return v
+
+    def ints(self, key: str, v, n: int) -> tuple[int, ...]:
+        """kernel_size / strides / dilation_rate: a positive int or a list of `n` of them."""
+        vals = tuple(v) if isinstance(v, (list, tuple)) else (v,) * n
+        if len(vals) != n or not all(_is_int(x) and 1 <= x <= _MAX_SIZE for x in vals):
+            raise self.error(key, v, f"a positive integer or a list of {n} positive integers")
+        return vals
+
+    def shape(self, v, rank: int) -> list | None:
+        """build_config.input_shape: None, or a list of `rank` dims, each None or an int >= 0."""
+        if v is None:
+            return None
+        if not isinstance(v, (list, tuple)) or len(v) != rank or \
+                not all(d is None or (_is_int(d) and 0 <= d <= _MAX_SIZE) for d in v):
+            raise self.error("build_config.input_shape", v,
+                             f"a list of {rank} dimensions (each null or an integer >= 0)")
+        return list(v)
 
 
 def _out_shape(in_shape, ks, strides, dil, padding, cout, channels_last):

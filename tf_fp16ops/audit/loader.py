@@ -11,21 +11,24 @@ Errors: `AuditInputError` naming the path and the problem.
 from __future__ import annotations
 
 import os
+import sys
 import zipfile
 from typing import Any
 
 from google.protobuf import message as pb_message
 from google.protobuf import text_format
 
-from .errors import AuditInputError
+from .errors import AuditInputError, MalformedModelError
 from .keras_config import layers_from_config, read_keras_archive, static_graph_from_config
 from .model import GraphUnit, KerasLayer, LoadedModel
 
 
 def load_path(path: str) -> LoadedModel:
     """Loads a SavedModel directory, a GraphDef .pb/.pbtxt or a .keras archive from `path`."""
-    if not os.path.exists(path):
-        raise AuditInputError(f"{path}: no such file or directory")
+    try:
+        os.stat(path)
+    except OSError as e:  # missing, or a parent directory without search permission, ...
+        raise AuditInputError(f"{path}: {_os_reason(e)}") from None
     if os.path.isdir(path):
         return _load_saved_model_dir(path)
     if path.endswith(".keras") or zipfile.is_zipfile(path):
@@ -34,6 +37,28 @@ def load_path(path: str) -> LoadedModel:
     if name in ("saved_model.pb", "saved_model.pbtxt"):
         return _load_saved_model_dir(os.path.dirname(path) or ".")
     return _load_graph_def_file(path)
+
+
+def _os_reason(e: OSError) -> str:
+    """"no such file or directory", "permission denied", ...: the OS's reason, lower case."""
+    if isinstance(e, FileNotFoundError):
+        return "no such file or directory"
+    if isinstance(e, PermissionError):
+        return "permission denied"
+    return (e.strerror or type(e).__name__).lower()
+
+
+def _exists(path: str) -> bool:
+    """Whether `path` exists; an `AuditInputError` when that cannot be checked (permission denied)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        return False
+    except OSError as e:
+        raise AuditInputError(f"{path}: {_os_reason(e)}") from None
+    return True
 
 
 def _read(path: str) -> bytes:
@@ -57,6 +82,9 @@ def _parse_text(msg, data: bytes, path: str, what: str):
         text_format.Parse(data.decode("utf-8"), msg, allow_unknown_extension=True)
     except (text_format.ParseError, UnicodeDecodeError) as e:
         raise AuditInputError(f"{path}: not a valid text {what}: {e}") from None
+    except RecursionError:  # the pure-Python text parser recurses once per nested message
+        raise AuditInputError(f"{path}: not a valid text {what}: messages nested too deeply "
+                              f"(over Python's recursion limit of {sys.getrecursionlimit()})") from None
     return msg
 
 
@@ -66,9 +94,9 @@ def _load_saved_model_dir(path: str) -> LoadedModel:
     pb = os.path.join(path, "saved_model.pb")
     pbtxt = os.path.join(path, "saved_model.pbtxt")
     sm = saved_model_pb2.SavedModel()
-    if os.path.exists(pb):
+    if _exists(pb):
         _parse_binary(sm, _read(pb), pb, "SavedModel")
-    elif os.path.exists(pbtxt):
+    elif _exists(pbtxt):
         _parse_text(sm, _read(pbtxt), pbtxt, "SavedModel")
     else:
         raise AuditInputError(f"{path}: a directory without saved_model.pb or saved_model.pbtxt is not a SavedModel")
@@ -92,20 +120,48 @@ def _load_saved_model_dir(path: str) -> LoadedModel:
     return LoadedModel(path, "saved_model", tuple(units), layers, None, notes)
 
 
+# Where the SavedMetadata proto of Keras-2 SavedModels is generated, first found wins: TensorFlow
+# 2.21 ships it as tensorflow/python/keras/protobuf/saved_metadata_pb2.py (there is no
+# tensorflow.core.protobuf.saved_metadata_pb2); tf_keras ships its own copy.
+_SAVED_METADATA_MODULES = ("tensorflow.python.keras.protobuf.saved_metadata_pb2",
+                           "tf_keras.protobuf.saved_metadata_pb2")
+
+
+def _saved_metadata_class():
+    """The SavedMetadata message class, or None when no module above can be imported."""
+    import importlib
+
+    for name in _SAVED_METADATA_MODULES:
+        try:
+            return importlib.import_module(name).SavedMetadata
+        except (ImportError, AttributeError, TypeError):  # TypeError: a clashing proto descriptor
+            continue
+    return None
+
+
 def _keras_metadata(path: str) -> tuple[tuple[KerasLayer, ...], tuple[str, ...]]:
-    """Layers and policies from a Keras-2 SavedModel's keras_metadata.pb, when present."""
+    """Layers and policies from a Keras-2 SavedModel's keras_metadata.pb, when present.
+
+    Unreadable metadata does not stop the audit (the graph holds the convolutions): it is skipped
+    with a note saying why."""
     meta = os.path.join(path, "keras_metadata.pb")
-    if not os.path.exists(meta):
+    if not _exists(meta):
         return (), ()
     import json
-    from tensorflow.core.protobuf import saved_metadata_pb2  # type: ignore[attr-defined]
 
-    sm = _parse_binary(saved_metadata_pb2.SavedMetadata(), _read(meta), meta, "Keras metadata")
+    cls = _saved_metadata_class()
+    if cls is None:
+        return (), (f"keras_metadata.pb not read (no SavedMetadata proto module: "
+                    f"{', '.join(_SAVED_METADATA_MODULES)}); Keras layer policies unknown",)
+    try:
+        sm = _parse_binary(cls(), _read(meta), meta, "Keras metadata")
+    except AuditInputError as e:
+        return (), (f"keras_metadata.pb not read ({e}); Keras layer policies unknown",)
     layers = []
     for node in sm.nodes:
         try:
             md = json.loads(node.metadata)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(md, dict) and "name" in md:
             layers.extend(layers_from_config({"class_name": md.get("class_name", "?"), "config": md}))
@@ -135,8 +191,14 @@ def _load_graph_def_file(path: str) -> LoadedModel:
 
 def _load_keras(path: str) -> LoadedModel:
     config = read_keras_archive(path)
-    layers = tuple(layers_from_config(config))
-    gd, notes = static_graph_from_config(config, base_dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        layers = tuple(layers_from_config(config))
+        gd, notes = static_graph_from_config(config, base_dir=os.path.dirname(os.path.abspath(path)))
+    except MalformedModelError as e:
+        raise e.at(path) from None
+    except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as e:
+        # Field checks above name the usual culprits; anything else malformed lands here.
+        raise AuditInputError(f"{path}: config.json is malformed ({type(e).__name__}: {e})") from None
     units = [GraphUnit("keras config (static reconstruction)", gd)]
     for sub_path, layer in notes.saved_models:
         try:
@@ -147,7 +209,8 @@ def _load_keras(path: str) -> LoadedModel:
         for u in sub.units:
             units.append(GraphUnit(f"layer {layer} -> {sub_path} {u.label}", u.graph_def,
                                    u.signatures, u.arg_shapes, owner_layer=layer))
-    return LoadedModel(path, "keras", tuple(units), layers, config.get("config", {}).get("name"),
+    name = config["config"].get("name")
+    return LoadedModel(path, "keras", tuple(units), layers, name if isinstance(name, str) else None,
                        tuple(notes.messages))
 
 
@@ -182,10 +245,14 @@ def load_object(obj: Any) -> LoadedModel:
     elif _is_keras_model(obj):
         layers = tuple(_layers_of_model(obj))
         model_name = obj.name
-        specs = [tf.TensorSpec(t.shape, t.dtype) for t in obj.inputs]
-        fn = tf.function(lambda *a: obj(list(a) if len(a) > 1 else a[0], training=False))
-        gd = fn.get_concrete_function(*specs).graph.as_graph_def(add_shapes=True)
         desc = f"keras.Model {obj.name!r}"
+        specs = _keras_input_specs(obj, desc)
+        fn = tf.function(lambda *a: obj(list(a) if len(a) > 1 else a[0], training=False))
+        try:
+            gd = fn.get_concrete_function(*specs).graph.as_graph_def(add_shapes=True)
+        except (ValueError, TypeError) as e:
+            msg = str(e).strip().splitlines()[-1].strip() if str(e).strip() else type(e).__name__
+            raise AuditInputError(f"{desc}: tracing the model on {specs} failed: {msg}") from None
     elif hasattr(obj, "graph") and hasattr(obj, "structured_input_signature"):  # ConcreteFunction
         gd = obj.graph.as_graph_def(add_shapes=True)
     elif hasattr(obj, "get_concrete_function"):  # tf.function
@@ -199,6 +266,30 @@ def load_object(obj: Any) -> LoadedModel:
         raise AuditInputError(f"cannot audit an object of type {desc}: expected a path, tf.function, "
                               "ConcreteFunction, tf.Graph, GraphDef or keras.Model")
     return LoadedModel(desc, "python", (GraphUnit("graph", gd),), layers, model_name)
+
+
+def _keras_input_specs(model, desc: str) -> list:
+    """TensorSpecs to trace `model` on: its symbolic inputs (Functional, Sequential with an Input),
+    else the input shape recorded when a subclassed model was built or first called (batch
+    dimension left unknown). Raises AuditInputError for a model that was never built."""
+    import tensorflow as tf
+
+    try:
+        inputs = model.inputs
+    except AttributeError:  # subclassed models have no symbolic inputs
+        inputs = None
+    if inputs:
+        return [tf.TensorSpec(t.shape, t.dtype) for t in inputs]
+    shapes = getattr(model, "_build_shapes_dict", None)
+    if not getattr(model, "built", False) or not shapes:
+        raise AuditInputError(f"{desc}: the model is not built, so its input shapes are unknown; build it "
+                              "(model.build(input_shape)) or call it once on data before auditing it")
+    shape = shapes.get("input_shape") if len(shapes) == 1 else None
+    if not isinstance(shape, (tuple, list)) or not all(d is None or isinstance(d, int) for d in shape):
+        raise AuditInputError(f"{desc}: cannot tell the model's input specs from its build shapes {shapes!r}; "
+                              "audit a tf.function with an input_signature that calls it instead")
+    dtype = getattr(model, "input_dtype", None) or getattr(model, "compute_dtype", None) or "float32"
+    return [tf.TensorSpec((None,) + tuple(shape[1:]) if shape else (), dtype)]
 
 
 def _concrete_functions(fn) -> list:
