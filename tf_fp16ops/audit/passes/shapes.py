@@ -35,7 +35,8 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
     """Output shape of a forward conv from its input and filter shapes, or None.
 
     `attrs` reads the conv's attrs on demand (`.ints(key)`, `.str(key)`): strides, dilations,
-    padding, data_format (see `passes.attrs.NodeAttrs`)."""
+    padding, data_format (see `passes.attrs.NodeAttrs`). None also when a spatial stride or
+    dilation is not positive (no output size is defined; TensorFlow rejects such a conv)."""
     sd = info.spatial_dims
     if not in_shape or not filt or len(in_shape) != sd + 2 or len(filt) != sd + 2:
         return None
@@ -47,6 +48,8 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
     sp = in_shape[1:-1] if cl else in_shape[2:]
     st = (strides[1:-1] if cl else strides[2:]) if strides and len(strides) == sd + 2 else (1,) * sd
     dl = (dilations[1:-1] if cl else dilations[2:]) if dilations and len(dilations) == sd + 2 else (1,) * sd
+    if any(s <= 0 for s in st) or any(d <= 0 for d in dl):
+        return None
     out = []
     for size, k, s, d in zip(sp, filt[:sd], st, dl):
         if size < 0:
@@ -61,6 +64,12 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
     return (in_shape[0],) + tuple(out) + (cout,) if cl else (in_shape[0], cout) + tuple(out)
 
 
+def _non_positive(attrs, key: str) -> str | None:
+    """"strides=[1, 0, 0, 1]" when attr `key` holds a value <= 0, else None."""
+    v = attrs.ints(key)
+    return f"{key}={list(v)}" if v and any(x <= 0 for x in v) else None
+
+
 def analyse(info: ConvOpInfo, T: str | None, accumulation: str, data_shape, filter_shape,
             node_out_shape, grad_shape, attrs) -> ShapeFacts:
     """Shapes, FLOPs and shape flags of one conv.
@@ -73,14 +82,19 @@ def analyse(info: ConvOpInfo, T: str | None, accumulation: str, data_shape, filt
     filt = filter_shape if info.direction != "wgrad" else node_out_shape
     if filt and len(filt) == 4 and attrs.str("filter_format") == "OIHW":
         filt = (filt[2], filt[3], filt[1], filt[0])
+    flops, note = None, "shapes unknown"
+    flags: list[str] = []
     if info.direction == "fprop":
         y = node_out_shape or fprop_output(data_shape, filt, attrs, info)
         x = data_shape
+        if y is None and data_shape and filt:
+            bad = _non_positive(attrs, "strides") or _non_positive(attrs, "dilations")
+            if bad:
+                note = f"output shape undefined: {bad}"
+                flags.append(f"invalid-{bad.split('=')[0]}")
     else:
         y = grad_shape
         x = data_shape if info.direction == "wgrad" else node_out_shape
-    flops, note = None, "shapes unknown"
-    flags: list[str] = []
     if y and filt and len(filt) == sd + 2 and all(d >= 0 for d in y[1:]) and all(d >= 0 for d in filt):
         per_group_in = 1 if info.family == "depthwise" else filt[sd]
         r = math.prod(filt[:sd]) * per_group_in
