@@ -37,6 +37,17 @@ runtime evidence (--run; EXECUTES the model in this process):
 """
 
 
+def _non_negative_int(text: str) -> int:
+    """argparse type of --max-rows: an integer >= 0."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tf-fp16-audit",
@@ -49,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json", "markdown"), default="table",
                    help="report format (default: table)")
     p.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    p.add_argument("--max-rows", type=int, default=None, metavar="N", help="table: show at most N rows")
+    p.add_argument("--max-rows", type=_non_negative_int, default=None, metavar="N", help="table: show at most N rows")
     p.add_argument("--signature", metavar="NAME", help="only call sites reached from this SavedModel signature")
     p.add_argument("--build-keras", action="store_true",
                    help=".keras: build the model in Keras safe mode and trace it (default: read config only)")
@@ -111,15 +122,33 @@ def _run(path: str, ctx, args, shapes, switch_envs):
     return report, model
 
 
+def _write_logdir(report, logdir: str, model) -> None:
+    """TensorBoard event files for one report; an unwritable `logdir` is an AuditInputError."""
+    import tensorflow as tf
+
+    from .errors import AuditInputError
+    from .render.tensorboard import write_tensorboard
+
+    try:
+        write_tensorboard(report, logdir, [(u.label, u.graph_def) for u in model.units])
+    except (OSError, tf.errors.OpError) as e:
+        msg = getattr(e, "message", None) or getattr(e, "strerror", None) or str(e)
+        raise AuditInputError(f"--logdir {logdir}: cannot write event files: {msg.strip().splitlines()[0]}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.fail_under is not None and not 0.0 <= args.fail_under <= 1.0:
         parser.error(f"--fail-under must be a fraction in [0, 1], got {args.fail_under}")
+    if args.logdir is not None and (not args.logdir or (os.path.exists(args.logdir)
+                                                        and not os.path.isdir(args.logdir))):
+        print(f"tf-fp16-audit: error: --logdir {args.logdir!r}: not a directory", file=sys.stderr)
+        return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from .analyze import analyze
     from .context import RuntimeContext
-    from .errors import AuditInputError
+    from .errors import AuditInputError, MalformedModelError
     from .gates import check
     from .loader import build_keras, load_path
     from .render.jsonfmt import render_json
@@ -154,19 +183,25 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 model = build_keras(path) if args.build_keras and path.endswith(".keras") else load_path(path)
                 report = analyze(model, ctx, signature=args.signature)
+            reports.append(report)
+            if args.format == "table":
+                outputs.append(render_terminal(report, args.max_rows))
+            elif args.format == "markdown":
+                outputs.append(render_markdown(report))
+            if args.logdir:
+                sub = args.logdir if len(args.paths) == 1 else os.path.join(args.logdir, f"model{len(reports) - 1}")
+                _write_logdir(report, sub, model)
+        except MalformedModelError as e:
+            print(f"tf-fp16-audit: error: {e.at(path)}", file=sys.stderr)
+            return 2
         except AuditInputError as e:
             print(f"tf-fp16-audit: error: {e}", file=sys.stderr)
             return 2
-        reports.append(report)
-        if args.format == "table":
-            outputs.append(render_terminal(report, args.max_rows))
-        elif args.format == "markdown":
-            outputs.append(render_markdown(report))
-        if args.logdir:
-            from .render.tensorboard import write_tensorboard
-
-            sub = args.logdir if len(args.paths) == 1 else os.path.join(args.logdir, f"model{len(reports) - 1}")
-            write_tensorboard(report, sub, [(u.label, u.graph_def) for u in model.units])
+        except Exception as e:  # noqa: BLE001 - last resort: a clean message instead of a traceback
+            msg = " ".join(str(e).split())[:500]
+            print(f"tf-fp16-audit: error: internal error while auditing {path}: {type(e).__name__}: {msg}",
+                  file=sys.stderr)
+            return 2
         gate = check(report, args.fail_under, args.require)
         if gate is not None:
             print(f"{path}: {gate.message}", file=sys.stderr)

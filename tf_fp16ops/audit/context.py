@@ -25,6 +25,14 @@ RELEVANT_ENV = (
 )
 
 
+# Bounds of the --compute-capability / --cudnn-version overrides: real values are single or double
+# digits (compute capability 3.5 .. 12.x; cuDNN 7.x .. 9.x, or the integer form 8907), so larger
+# numbers are typos, rejected rather than carried into the report.
+MAX_CC_MAJOR = 99
+MAX_CC_MINOR = 99
+MAX_CUDNN_PART = 99999
+
+
 @dataclass(frozen=True)
 class RuntimeContext:
     """Where and how the audited model would run.
@@ -126,14 +134,16 @@ class RuntimeContext:
             notes.append(f"amp={amp}")
         if compute_capability is not None:
             cc = _parse_version(compute_capability)
-            if cc is None or len(cc) != 2:
-                raise ValueError(f"--compute-capability must look like 8.0, got {compute_capability!r}")
+            if cc is None or len(cc) != 2 or not 1 <= cc[0] <= MAX_CC_MAJOR or cc[1] > MAX_CC_MINOR:
+                raise ValueError(f"--compute-capability must look like 8.0 (MAJOR.MINOR, major 1..{MAX_CC_MAJOR}, "
+                                 f"minor 0..{MAX_CC_MINOR}), got {compute_capability!r}")
             changes["compute_capability"] = cc
             notes.append(f"compute_capability={compute_capability}")
         if cudnn_version is not None:
             v = _parse_version(cudnn_version)
-            if v is None:
-                raise ValueError(f"--cudnn-version must look like 8.9.7, got {cudnn_version!r}")
+            if v is None or len(v) > 3 or v[0] < 1 or max(v) > MAX_CUDNN_PART:
+                raise ValueError(f"--cudnn-version must look like 8.9.7 (1 to 3 parts, the first >= 1, each at "
+                                 f"most {MAX_CUDNN_PART}), got {cudnn_version!r}")
             changes["cudnn_version"] = v
             notes.append(f"cudnn_version={cudnn_version}")
         if not changes:
