@@ -203,7 +203,7 @@ def _nested(depth) -> str:
     (_model(_conv_layer(padding=[[1, 1], [1, 1]])), "padding must be"),
     (_model(dict(_conv_layer(depth_multiplier=None), class_name="DepthwiseConv2D")), "depth_multiplier must be"),
     (_model(_conv_layer(name={"a": 1})), "config.name must be a string"),
-    (_nested(600), "nested too deeply"),  # ~1800 JSON levels
+    pytest.param(_nested(600), "nested too deeply", id="json-nested-1800-levels"),
 ])
 def test_malformed_keras_config(tmp_path, capsys, config, needle):
     p = str(tmp_path / "m.keras")
