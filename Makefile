@@ -22,9 +22,12 @@ system-deps:
 
 venv: system-deps $(VENV)/.deps-installed
 
-$(VENV)/.deps-installed: requirements.txt
+# CUTLASS headers too (6 MB, headers only): Bazel's cuda_configure looks for them when the
+# workspace is first loaded, before any --config=cuda build.
+$(VENV)/.deps-installed: requirements.txt requirements-cuda.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r requirements.txt
+	$(VENV)/bin/pip install -q --no-deps -r requirements-cuda.txt
 	touch $@
 
 configure: venv
@@ -46,13 +49,11 @@ benchmark: install
 # NVCC / CUDA_PATH); sm_75-sm_90 + PTX, sm_90a for the Hopper kernels. Not installed: a compile check
 # here; copy bazel-bin/_fp16ops.so into tf_fp16ops/ on a GPU machine.
 build-cuda: configure
-	$(VENV)/bin/pip install -q --no-deps -r requirements-cuda.txt
 	$(BAZEL) build --config=cuda //:_fp16ops.so
 	$(PY) tools/check_cuda_build.py bazel-bin/_fp16ops.so
 
 # Standalone C-ABI library of the same kernels and the GPU check (PyTorch + cuDNN, no TensorFlow).
 gpu-check-lib: venv
-	$(VENV)/bin/pip install -q --no-deps -r requirements-cuda.txt
 	tools/gpu_check/build.sh
 
 # On the GPU machine (no venv there): builds the library if missing, then runs the check.
