@@ -4,6 +4,7 @@ from __future__ import annotations
 from .context import RuntimeContext
 from .errors import MalformedModelError
 from .findings import AuditReport
+from . import graph as graph_module
 from .graph import AuditGraph, build_graph
 from .keras_config import scope_name
 from .model import LoadedModel
@@ -40,6 +41,9 @@ def analyze(model: LoadedModel, ctx: RuntimeContext, graph: AuditGraph | None = 
             raise AuditInputError(f"{model.source}: no signature {signature!r} (has: {', '.join(sorted(known)) or 'none'})")
         findings = tuple(f for f in findings if signature in f.signatures)
     notes = list(model.notes) + list(ag.notes)
+    if len(findings) >= graph_module.MAX_CALL_SITES and signature is None:
+        notes.append(f"call sites truncated: only the first {graph_module.MAX_CALL_SITES} (call path, convolution) "
+                     f"pairs are reported; the call graph may have more paths")
     if ctx.amp:
         notes.append("auto mixed precision requested: the rewrite happens at run time inside grappler; "
                      "the graph still shows T=float, and amp columns are predictions")
