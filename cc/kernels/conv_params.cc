@@ -223,6 +223,7 @@ Status ComputeConvGeometry(const ConvAttrs& a, const int64_t input_dims[4], cons
   g->stride_w = a.strides[wi];
   g->dilation_h = a.dilations[hi];
   g->dilation_w = a.dilations[wi];
+  g->nchw = a.nchw;
   TF_RETURN_IF_ERROR(OutputSize("height", in.h, KH, g->stride_h, g->dilation_h, a.padding, eh0, eh1, &g->P, &g->pad_top));
   TF_RETURN_IF_ERROR(OutputSize("width", in.w, KW, g->stride_w, g->dilation_w, a.padding, ew0, ew1, &g->Q, &g->pad_left));
   if (check_counts) TF_RETURN_IF_ERROR(CheckElements("output", {in.n, g->P, g->Q, K}));

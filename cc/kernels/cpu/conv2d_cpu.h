@@ -20,20 +20,14 @@
 #include <cstdint>
 #include <functional>
 
+#include "cc/kernels/conv_problem.h"
 #include "cc/kernels/cpu/accumulate.h"
 
 namespace tf_fp16ops {
 namespace cpu {
 
-struct ConvGeometry {
-  int64_t N, H, W, C;        // input
-  int64_t KH, KW, Cg, K;     // filter HWIO; Cg = C / groups
-  int64_t groups;            // C / Cg
-  int64_t P, Q;              // output height and width
-  int64_t stride_h, stride_w;
-  int64_t dilation_h, dilation_w;
-  int64_t pad_top, pad_left;  // bottom/right padding is implied by P and Q
-};
+// The problem type of cc/kernels/conv_problem.h (the CPU functors read NHWC buffers and ignore `nchw`).
+using ConvGeometry = ::tf_fp16ops::ConvProblem;
 
 // Runs fn(begin, end) over [0, total) split into shards; cost_per_unit is an estimate of the
 // work per unit in floating-point operations. The op kernel passes TensorFlow's Shard.
