@@ -9,13 +9,25 @@ PYTEST_ARGS ?=
 # TensorFlow's C++ start-up logging is noise for the demo and the tests.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
+# `make wheel CUDA=1` packs the --config=cuda build instead of the CPU one.
+CUDA ?= 0
+# Pinned buildifier (npm's @bazel/buildifier), installed into build/tools by `make lint`.
+BUILDIFIER_VERSION := 8.2.1
+BUILDIFIER := build/tools/node_modules/.bin/buildifier
+CLANG_FORMAT ?= clang-format
+RUFF := $(VENV)/bin/ruff
+
 .PHONY: demo test build install venv system-deps configure benchmark build-cuda gpu-check-lib gpu-check clean
+.PHONY: wheel lint format
 
 demo: install
 	$(PY) -m tf_fp16ops.demo
 
-test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+# The suite (tests/test_wheel.py installs the wheel just built into a fresh virtualenv), then
+# the style check.
+test: install wheel
+	TF_FP16OPS_WHEEL="$$(ls dist/tf_fp16ops-*.whl)" $(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory lint
 
 system-deps:
 	PYTHON=$(PYTHON) tools/install_system_deps.sh
@@ -42,6 +54,55 @@ build: configure
 install: build
 	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e .
 
+# dist/tf_fp16ops-<version>-<python tag>-<abi>-<platform>.whl: the package, the op library and
+# its _build_info.json (tools/build_wheel.py). CPU build; CUDA=1 packs bazel-bin/_fp16ops.so of
+# `make build-cuda`, recorded with "cuda": true.
+ifeq ($(CUDA),1)
+wheel: build-cuda
+	mkdir -p build
+	$(PY) -c "import json, tensorflow as tf; print(json.dumps({'tensorflow_version': tf.__version__}))" > build/cuda_build_info.json
+	$(PY) tools/build_wheel.py --cuda --library bazel-bin/_fp16ops.so --build-info build/cuda_build_info.json
+else
+wheel: build
+	$(PY) tools/build_wheel.py --library tf_fp16ops/_fp16ops.so --build-info tf_fp16ops/_build_info.json
+endif
+
+# Style: ruff (lint and format, pyproject.toml), clang-format (.clang-format) and buildifier, all
+# at 100 columns. `lint` only checks and fails on any finding; `format` rewrites the files.
+# The sources are the tracked files, so build outputs and virtualenvs are never touched.
+PY_SOURCES     = $(shell git ls-files '*.py')
+CC_SOURCES     = $(shell git ls-files '*.cc' '*.h')
+# BUILD.tpl of third_party/cuda is not Starlark until cuda_configure substitutes %{CUDART}.
+BAZEL_SOURCES  = $(filter-out third_party/cuda/BUILD.tpl,$(shell git ls-files '*BUILD' '*BUILD.tpl' '*WORKSPACE' '*.bzl'))
+# Debian's Bazel 4.2.3 defines the cc rules natively and third_party/rules_cc_compat forwards to
+# them, so the native-cc-* warnings (load cc rules from a rules_cc release) cannot apply here.
+BUILDIFIER_WARNINGS = --warnings=-native-cc-binary,-native-cc-import,-native-cc-library,$\
+-native-cc-objc-library,-native-cc-proto,-native-cc-test,-native-cc-toolchain,$\
+-native-cc-toolchain-suite
+
+$(BUILDIFIER):
+	npm install --prefix build/tools --no-save --no-audit --no-fund --loglevel=error \
+	  @bazel/buildifier@$(BUILDIFIER_VERSION)
+
+# Runs every checker, then fails if any reported a finding (clang-format: one line per file).
+lint: venv $(BUILDIFIER)
+	@status=0; \
+	$(RUFF) check --no-fix --output-format=concise $(PY_SOURCES) || status=1; \
+	$(RUFF) format --check --output-format=concise $(PY_SOURCES) || status=1; \
+	n=0; for f in $(CC_SOURCES); do \
+	  $(CLANG_FORMAT) --dry-run --Werror "$$f" >/dev/null 2>&1 || { echo "Would reformat: $$f"; n=$$((n+1)); }; \
+	done; \
+	if [ $$n -gt 0 ]; then echo "clang-format: $$n files would be reformatted"; status=1; fi; \
+	$(BUILDIFIER) --mode=check --lint=warn $(BUILDIFIER_WARNINGS) $(BAZEL_SOURCES) || status=1; \
+	if [ $$status -ne 0 ]; then echo "make lint: findings above; \`make format\` rewrites what it can"; fi; \
+	exit $$status
+
+format: venv $(BUILDIFIER)
+	$(RUFF) check --fix-only $(PY_SOURCES)
+	$(RUFF) format $(PY_SOURCES)
+	$(CLANG_FORMAT) -i $(CC_SOURCES)
+	$(BUILDIFIER) --mode=fix --lint=fix $(BUILDIFIER_WARNINGS) $(BAZEL_SOURCES)
+
 benchmark: install
 	$(PY) tools/benchmark_cpu.py
 
@@ -63,3 +124,4 @@ gpu-check:
 clean:
 	-$(BAZEL) clean
 	rm -f tf_fp16ops/_fp16ops.so tf_fp16ops/_build_info.json .bazelrc.user
+	rm -rf dist build/wheel

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the build needs on Debian 12 when they are missing:
-# a C++ compiler, Python's venv module, Debian's offline Bazel 4.2.3 with its rule packages, and
-# Chromium with chromedriver for the dashboard's browser test.
+# a C++ compiler, Python's venv module, Debian's offline Bazel 4.2.3 with its rule packages,
+# Chromium with chromedriver for the dashboard's browser test, and the style tools.
 # As root it runs apt-get; otherwise it prints the exact command to run and fails.
 set -euo pipefail
 
@@ -18,6 +18,10 @@ fi
 # Debian's Chromium and its chromedriver (Selenium is given both paths; it downloads nothing).
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+# Style tools of `make lint` / `make format`: clang-format for the C++/CUDA sources, npm to
+# install the pinned buildifier (npm's @bazel/buildifier) into build/tools.
+command -v clang-format >/dev/null 2>&1 || need+=(clang-format)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if ! "$PYTHON" -c "import ensurepip, venv" >/dev/null 2>&1; then
   need+=("python3-venv")
 fi
