@@ -320,3 +320,20 @@ def test_other_tensorflow_version_is_refused_with_both_versions_named(venv, outs
         f"built for TensorFlow {importlib.metadata.version('tensorflow')}" in message
         and "2.0.0" in message
     )
+
+
+@pytest.mark.parametrize("missing", ["--library", "--build-info"])
+def test_build_wheel_names_a_missing_input(tmp_path, missing):
+    args = {
+        "--library": ROOT / "tf_fp16ops" / "_fp16ops.so",
+        "--build-info": ROOT / "tf_fp16ops" / "_build_info.json",
+        "--dist": tmp_path / "dist",
+        "--staging": tmp_path / "src",
+    }
+    args[missing] = tmp_path / "absent"
+    cmd = [sys.executable, ROOT / "tools" / "build_wheel.py"]
+    r = _run(cmd + [x for kv in args.items() for x in kv], cwd=tmp_path, check=False)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.splitlines() == [r.stderr.strip()]  # one line
+    assert str(tmp_path / "absent") in r.stderr and "make build" in r.stderr
+    assert not (tmp_path / "dist").exists()
