@@ -124,4 +124,4 @@ gpu-check:
 clean:
 	-$(BAZEL) clean
 	rm -f tf_fp16ops/_fp16ops.so tf_fp16ops/_build_info.json .bazelrc.user
-	rm -rf dist build/wheel
+	rm -rf dist build/wheel build/wheel_test

@@ -54,7 +54,7 @@ def _run(args, cwd, timeout=TIMEOUT, check=True, **kwargs) -> subprocess.Complet
 def wheel(tmp_path_factory) -> Path:
     given = os.environ.get("TF_FP16OPS_WHEEL")
     if given:
-        return Path(given)
+        return Path(given).resolve()
     out = tmp_path_factory.mktemp("dist")
     _run(
         [
