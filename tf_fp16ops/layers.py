@@ -79,6 +79,8 @@ class Conv2D(keras.layers.Conv2D):
         self.supports_jit = False
 
     def convolution_op(self, inputs, kernel):
+        if getattr(self, "_keras_path", False):  # set by tf_fp16ops.sensitivity only
+            return super().convolution_op(inputs, kernel)
         op_dtype = "float16" if self.accumulation == "float16" else self.compute_dtype
         outputs = ops.conv2d(
             tf.cast(inputs, op_dtype),
@@ -193,6 +195,8 @@ class DepthwiseConv2D(_Fp16AccumulationMixin, keras.layers.DepthwiseConv2D):
         self._check_compute_dtype()
 
     def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
         outputs = _depthwise(self, inputs, self.kernel)
         return self._finish(outputs, self.depth_multiplier * self._get_input_channel(inputs.shape))
 
@@ -219,6 +223,8 @@ class SeparableConv2D(_Fp16AccumulationMixin, keras.layers.SeparableConv2D):
         self._check_compute_dtype()
 
     def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
         depthwise = _depthwise(self, inputs, self.depthwise_kernel)
         (pointwise,) = self._cast_in(self.pointwise_kernel)
         outputs = ops.conv2d(depthwise, pointwise, strides=1, padding="VALID",
@@ -254,6 +260,8 @@ class Conv2DTranspose(_Fp16AccumulationMixin, keras.layers.Conv2DTranspose):
         self._check_compute_dtype()
 
     def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
         from keras.src.backend.common.backend_utils import compute_conv_transpose_output_shape
         x, w = self._cast_in(inputs, self.kernel)
         shape = list(x.shape)
@@ -291,6 +299,8 @@ class Conv1D(_Fp16AccumulationMixin, keras.layers.Conv1D):
         self._check_compute_dtype()
 
     def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
         x, w = self._cast_in(inputs, self.kernel)
         padding = self.padding
         if padding == "causal":
@@ -351,6 +361,8 @@ class Dense(_Fp16AccumulationMixin, keras.layers.Dense):
         self._check_compute_dtype()
 
     def call(self, inputs, training=None):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs, training=training)
         if getattr(self, "quantization_mode", None):
             raise ValueError(f"tf_fp16ops.layers.Dense '{self.name}' is quantized "
                              f"({self.quantization_mode}); the Fp16Conv2D op runs float kernels only")
