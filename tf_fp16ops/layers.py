@@ -3,7 +3,7 @@
 Layers (each registered serializable as "tf_fp16ops>Name"; same arguments, weights and config as
 the keras.layers class of the same name, plus `accumulation`):
   Conv2D           Fp16Conv2D; sum over (kh, kw, in_channel) ascending.
-  DepthwiseConv2D  grouped Fp16Conv2D, groups = C, filter [KH, KW, 1, C*M]; sum over (kh, kw).
+  DepthwiseConv2D  Fp16DepthwiseConv2D (= grouped Fp16Conv2D, groups = C); sum over (kh, kw).
   SeparableConv2D  DepthwiseConv2D then a 1x1 Fp16Conv2D; sums over (kh, kw), then C*M channels.
   Conv2DTranspose  Fp16Conv2DBackpropInput; sum in the dgrad order (kh, kw, in_channel).
   Conv1D           Fp16Conv2D with height 1 (causal padding included); sum over (k, in_channel).
@@ -164,18 +164,23 @@ def depthwise_filters(kernel):
 
 
 def _depthwise(layer, inputs, kernel):
+    """Fp16DepthwiseConv2D (NHWC; channels_first is transposed around it)."""
     x, w = layer._cast_in(inputs, kernel)
-    return ops.conv2d(x, depthwise_filters(w), strides=list(layer.strides),
-                      padding=layer.padding.upper(), data_format=_nhwc_or_nchw(layer.data_format),
-                      dilations=list(layer.dilation_rate), accumulation=layer.accumulation)
+    nchw = layer.data_format == "channels_first"
+    if nchw:
+        x = tf.transpose(x, [0, 2, 3, 1])
+    y = ops.depthwise_conv2d(x, w, strides=list(layer.strides), padding=layer.padding.upper(),
+                             dilations=list(layer.dilation_rate), accumulation=layer.accumulation)
+    return tf.transpose(y, [0, 3, 1, 2]) if nchw else y
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="DepthwiseConv2D")
 class DepthwiseConv2D(_Fp16AccumulationMixin, keras.layers.DepthwiseConv2D):
     """`keras.layers.DepthwiseConv2D` with a selectable accumulation precision.
 
-    Runs as the grouped Fp16Conv2D with groups = C and filter [KH, KW, 1, C*M] (the Keras
-    kernel [KH, KW, C, M] reshaped, see `depthwise_filters`), any `depth_multiplier` M.
+    Runs as Fp16DepthwiseConv2D (`tf_fp16ops.depthwise_conv2d`, the Keras kernel [KH, KW, C, M]
+    as it is, any `depth_multiplier` M), the same sum as the grouped Fp16Conv2D with groups = C
+    and filter [KH, KW, 1, C*M] (`depthwise_filters`), whose dgrad/wgrad ops are its gradients.
 
     Input/output: [N, H, W, C] -> [N, P, Q, C*M] ("channels_last") or [N, C, H, W] ->
     [N, C*M, P, Q] ("channels_first"); output channel c*M + m is input channel c times filter m.
