@@ -110,3 +110,33 @@ def test_quantized_dense_is_left_unchanged():
     assert conv.report.converted == ()
     assert [(n.name, n.class_name) for n in conv.report.not_converted] == [("q", "Dense")]
     assert "quantized (int8)" in conv.report.not_converted[0].reason
+
+
+def test_audit_reports_every_converted_layer_type_as_fp16_accumulate(tmp_path):
+    from tf_fp16ops.audit import RuntimeContext, audit
+
+    inp = keras.Input((8, 8, 3))
+    x = keras.layers.Conv2D(3, 3, padding="same", name="conv")(inp)
+    x = keras.layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2, name="dw")(x)
+    x = keras.layers.SeparableConv2D(4, 3, padding="same", name="sep")(x)
+    x = keras.layers.Conv2DTranspose(3, 3, strides=2, padding="same", name="up")(x)
+    x = keras.layers.Reshape((16, 48))(x)
+    x = keras.layers.Conv1D(5, 3, padding="causal", name="c1")(x)
+    out = keras.layers.Dense(4, name="d")(x)
+    converted = tf_fp16ops.convert(keras.Model(inp, out), "float16")
+    converted.export(str(tmp_path / "sm"), verbose=False)
+    report = audit(str(tmp_path / "sm"), RuntimeContext(device="cpu"))
+    by_layer = {}
+    for f in report.findings:
+        d = f.to_dict()
+        layer = d["node"].split("/")[1].rsplit("_", 1)[0]
+        by_layer.setdefault(layer, set()).add((d["op"], d["accumulation"], d["audit_class"]))
+    assert by_layer == {
+        "conv": {("Fp16Conv2D", "fp16", "fp16-accumulate")},
+        "dw": {("Fp16DepthwiseConv2D", "fp16", "fp16-accumulate")},
+        "sep": {("Fp16DepthwiseConv2D", "fp16", "fp16-accumulate"), ("Fp16Conv2D", "fp16", "fp16-accumulate")},
+        "up": {("Fp16Conv2DBackpropInput", "fp16", "fp16-accumulate")},
+        "c1": {("Fp16Conv2D", "fp16", "fp16-accumulate")},
+        "d": {("Fp16Conv2D", "fp16", "fp16-accumulate")},
+    }
+    assert all(f.to_dict()["accumulation_reason"].startswith("Tacc=half") for f in report.findings)
