@@ -8,6 +8,7 @@ file, then ranks its layers on the 297 held-out images with their labels and pri
 DIR (default a temporary directory) receives digits.keras, x_test.npy and y_test.npy, so the
 same run is `tf-fp16-sensitivity DIR/digits.keras --inputs DIR/x_test.npy --labels DIR/y_test.npy`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,16 +31,25 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     x, y, x_test, y_test = train_digits.load_digits_data()
     model = train_digits.build_model("float32")
-    model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=False,
+    )
     model.fit(x, y, batch_size=32, epochs=args.epochs, shuffle=False, verbose=0)
     out = args.out or tempfile.mkdtemp(prefix="digits_sensitivity_")
     os.makedirs(out, exist_ok=True)
     model.save(os.path.join(out, "digits.keras"))
     np.save(os.path.join(out, "x_test.npy"), x_test)
     np.save(os.path.join(out, "y_test.npy"), y_test)
-    result = tf_fp16ops.sensitivity(model, x_test, y_test, tolerance=args.tolerance,
-                                    metric_tolerance=args.metric_tolerance, progress=False)
+    result = tf_fp16ops.sensitivity(
+        model,
+        x_test,
+        y_test,
+        tolerance=args.tolerance,
+        metric_tolerance=args.metric_tolerance,
+        progress=False,
+    )
     print(result.table())
     print(f"model and data in {out}")
 

@@ -134,7 +134,8 @@ def gamma_bound(terms: int, abs_sum, unit_roundoff: float):
 
 def depthwise_conv2d(x, w, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation="half"):
     """Depthwise convolution in the Keras/TF layout: x NHWC, w [KH, KW, C, M]; output channel
-    c*M + m = sum over (kh, kw) ascending of x[..., c] * w[kh, kw, c, m] (tf.nn.depthwise_conv2d)."""
+    c*M + m = sum over (kh, kw) ascending of x[..., c] * w[kh, kw, c, m]
+    (tf.nn.depthwise_conv2d's channel order)."""
     KH, KW, C, M = w.shape
     g = geometry(x.shape, (KH, KW, 1, C * M), strides, dilations, padding)
     xp = _padded(x, g)

@@ -180,7 +180,8 @@ def test_reconvert_changes_accumulation(nested):
     once = tf_fp16ops.convert(nested, "float16")
     twice = tf_fp16ops.convert_with_report(once, "float32")
     assert len(twice.report.converted) == 5
-    assert {l.accumulation for l in twice.model._flatten_layers() if hasattr(l, "accumulation")} == {"float32"}
+    accs = {l.accumulation for l in twice.model._flatten_layers() if hasattr(l, "accumulation")}
+    assert accs == {"float32"}
 
 
 def test_conv_inside_custom_layer_is_listed():

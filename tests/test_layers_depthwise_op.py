@@ -2,6 +2,7 @@
 SeparableConv2D run: bit-exact against tests/reference.depthwise_conv2d with float16
 accumulation on every CPU instruction-set path (TF_FP16OPS_CPU_ISA caps it, in a fresh process),
 within fp32 rounding of tf.nn.depthwise_conv2d with float32 accumulation, and clear errors."""
+
 from __future__ import annotations
 
 import os
@@ -54,15 +55,20 @@ print("mismatches", bad)
 
 
 def test_float16_bit_exact_native_isa_path(capsys):
-    exec(SCRIPT.format(tests=TESTS), {})          # this process: the best path of the CPU
+    exec(SCRIPT.format(tests=TESTS), {})  # this process: the best path of the CPU
     out = dict(l.split(" ", 1) for l in capsys.readouterr().out.splitlines() if " " in l)
     assert out["mismatches"] == "0" and int(out["compared"]) > 1000, out
 
 
 def test_float16_bit_exact_scalar_isa_path():
     env = dict(os.environ, TF_FP16OPS_CPU_ISA="scalar")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(tests=TESTS)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(tests=TESTS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = dict(l.split(" ", 1) for l in proc.stdout.splitlines() if " " in l)
     assert lines["isa"] == "scalar" and lines["mismatches"] == "0" and int(lines["compared"]) > 1000
@@ -83,15 +89,23 @@ def test_float32_accumulation_matches_tf(dtype):
     x = rng.normal(size=(2, 8, 8, 6)).astype(dtype)
     w = rng.normal(size=(3, 3, 6, 2)).astype(dtype)
     ours = ops.depthwise_conv2d(x, w, 1, "SAME", dilations=2, accumulation="float32").numpy()
-    exact = reference.depthwise_conv2d(x.astype(np.float64), w.astype(np.float64), (1, 1), (2, 2), "SAME",
-                                       "float64")
+    exact = reference.depthwise_conv2d(
+        x.astype(np.float64), w.astype(np.float64), (1, 1), (2, 2), "SAME", "float64"
+    )
     # float32: 9 terms, gamma_9 * sum|x w| <= 9 * 2^-24 * sum|x w|; float16 output: one rounding.
-    absum = reference.depthwise_conv2d(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64), (1, 1),
-                                       (2, 2), "SAME", "float64")
-    u = 2.0 ** -24 if dtype == "float32" else 2.0 ** -11
-    assert np.all(np.abs(ours - exact) <= 10 * 2.0 ** -24 * absum + u * np.abs(exact) + 2.0 ** -24)
-    tf_out = tf.nn.depthwise_conv2d(x.astype("float32"), w.astype("float32"), [1, 1, 1, 1], "SAME",
-                                    dilations=[2, 2]).numpy()
+    absum = reference.depthwise_conv2d(
+        np.abs(x).astype(np.float64),
+        np.abs(w).astype(np.float64),
+        (1, 1),
+        (2, 2),
+        "SAME",
+        "float64",
+    )
+    u = 2.0**-24 if dtype == "float32" else 2.0**-11
+    assert np.all(np.abs(ours - exact) <= 10 * 2.0**-24 * absum + u * np.abs(exact) + 2.0**-24)
+    tf_out = tf.nn.depthwise_conv2d(
+        x.astype("float32"), w.astype("float32"), [1, 1, 1, 1], "SAME", dilations=[2, 2]
+    ).numpy()
     assert np.abs(ours.astype(np.float64) - tf_out).max() <= 2 * u * np.abs(tf_out).max()
 
 
@@ -107,7 +121,9 @@ def test_bad_inputs():
     w16 = np.ones((3, 3, 3, 1), np.float16)
     with pytest.raises(tf.errors.InvalidArgumentError, match="Tacc=half .* needs T=half"):
         ops.depthwise_conv2d(x16.astype("float32"), w16.astype("float32"), 1, "VALID")
-    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="must be equal|in-channels"):
+    with pytest.raises(
+        (tf.errors.InvalidArgumentError, ValueError), match="must be equal|in-channels"
+    ):
         ops.depthwise_conv2d(x16, np.ones((3, 3, 2, 1), np.float16), 1, "VALID")
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="rank 4|4-D"):
         ops.depthwise_conv2d(x16[0], w16, 1, "VALID")
@@ -118,6 +134,6 @@ def test_bad_inputs():
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="strides"):
         ops.depthwise_conv2d(x16, w16, [0, 1], "VALID")
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
-        ops.depthwise_conv2d(x16, np.ones((7, 7, 3, 1), np.float16), 1, "VALID")   # output size <= 0
+        ops.depthwise_conv2d(x16, np.ones((7, 7, 3, 1), np.float16), 1, "VALID")  # output size <= 0
     with pytest.raises(ValueError, match="filter must have the input's dtype float16, got float32"):
         ops.depthwise_conv2d(x16, w16.astype("float32"), 1, "VALID")

@@ -7,6 +7,7 @@ gradients. float16 accumulation: bit-exact against the NumPy references of tests
 (binary16 fused steps in the documented order) on float16-representable inputs, forward and
 gradients (input and kernel).
 """
+
 from __future__ import annotations
 
 import keras
@@ -37,33 +38,91 @@ def _pair(v):
 # (keras class, ours, constructor args, input shape)
 CASES = [
     ("dw", keras.layers.DepthwiseConv2D, L.DepthwiseConv2D, dict(kernel_size=3), (2, 7, 8, 4)),
-    ("dw_m3_s2_same", keras.layers.DepthwiseConv2D, L.DepthwiseConv2D,
-     dict(kernel_size=(3, 2), strides=2, padding="same", depth_multiplier=3), (2, 7, 8, 4)),
-    ("dw_dil2", keras.layers.DepthwiseConv2D, L.DepthwiseConv2D,
-     dict(kernel_size=3, dilation_rate=2, padding="same", depth_multiplier=2, activation="relu"),
-     (1, 9, 9, 3)),
-    ("dw_nchw", keras.layers.DepthwiseConv2D, L.DepthwiseConv2D,
-     dict(kernel_size=3, depth_multiplier=2, data_format="channels_first"), (2, 3, 6, 7)),
-    ("sep", keras.layers.SeparableConv2D, L.SeparableConv2D,
-     dict(filters=5, kernel_size=3, depth_multiplier=2, padding="same"), (2, 6, 6, 3)),
-    ("sep_s2", keras.layers.SeparableConv2D, L.SeparableConv2D,
-     dict(filters=4, kernel_size=3, strides=2), (1, 9, 8, 4)),
-    ("convT_s2_same", keras.layers.Conv2DTranspose, L.Conv2DTranspose,
-     dict(filters=3, kernel_size=3, strides=2, padding="same"), (2, 4, 5, 4)),
-    ("convT_valid_outpad", keras.layers.Conv2DTranspose, L.Conv2DTranspose,
-     dict(filters=2, kernel_size=3, strides=2, output_padding=1), (2, 4, 4, 3)),
-    ("convT_s3_k2", keras.layers.Conv2DTranspose, L.Conv2DTranspose,
-     dict(filters=4, kernel_size=(2, 3), strides=(3, 2), padding="same", output_padding=(1, 0)),
-     (1, 3, 4, 2)),
-    ("convT_dil2", keras.layers.Conv2DTranspose, L.Conv2DTranspose,
-     dict(filters=3, kernel_size=3, dilation_rate=2), (1, 4, 4, 2)),
+    (
+        "dw_m3_s2_same",
+        keras.layers.DepthwiseConv2D,
+        L.DepthwiseConv2D,
+        dict(kernel_size=(3, 2), strides=2, padding="same", depth_multiplier=3),
+        (2, 7, 8, 4),
+    ),
+    (
+        "dw_dil2",
+        keras.layers.DepthwiseConv2D,
+        L.DepthwiseConv2D,
+        dict(kernel_size=3, dilation_rate=2, padding="same", depth_multiplier=2, activation="relu"),
+        (1, 9, 9, 3),
+    ),
+    (
+        "dw_nchw",
+        keras.layers.DepthwiseConv2D,
+        L.DepthwiseConv2D,
+        dict(kernel_size=3, depth_multiplier=2, data_format="channels_first"),
+        (2, 3, 6, 7),
+    ),
+    (
+        "sep",
+        keras.layers.SeparableConv2D,
+        L.SeparableConv2D,
+        dict(filters=5, kernel_size=3, depth_multiplier=2, padding="same"),
+        (2, 6, 6, 3),
+    ),
+    (
+        "sep_s2",
+        keras.layers.SeparableConv2D,
+        L.SeparableConv2D,
+        dict(filters=4, kernel_size=3, strides=2),
+        (1, 9, 8, 4),
+    ),
+    (
+        "convT_s2_same",
+        keras.layers.Conv2DTranspose,
+        L.Conv2DTranspose,
+        dict(filters=3, kernel_size=3, strides=2, padding="same"),
+        (2, 4, 5, 4),
+    ),
+    (
+        "convT_valid_outpad",
+        keras.layers.Conv2DTranspose,
+        L.Conv2DTranspose,
+        dict(filters=2, kernel_size=3, strides=2, output_padding=1),
+        (2, 4, 4, 3),
+    ),
+    (
+        "convT_s3_k2",
+        keras.layers.Conv2DTranspose,
+        L.Conv2DTranspose,
+        dict(filters=4, kernel_size=(2, 3), strides=(3, 2), padding="same", output_padding=(1, 0)),
+        (1, 3, 4, 2),
+    ),
+    (
+        "convT_dil2",
+        keras.layers.Conv2DTranspose,
+        L.Conv2DTranspose,
+        dict(filters=3, kernel_size=3, dilation_rate=2),
+        (1, 4, 4, 2),
+    ),
     ("conv1d", keras.layers.Conv1D, L.Conv1D, dict(filters=4, kernel_size=3), (2, 10, 3)),
-    ("conv1d_causal_dil", keras.layers.Conv1D, L.Conv1D,
-     dict(filters=3, kernel_size=3, padding="causal", dilation_rate=2), (2, 11, 4)),
-    ("conv1d_same_s2_groups", keras.layers.Conv1D, L.Conv1D,
-     dict(filters=6, kernel_size=4, strides=2, padding="same", groups=2), (2, 9, 4)),
-    ("conv1d_nchw", keras.layers.Conv1D, L.Conv1D,
-     dict(filters=3, kernel_size=2, data_format="channels_first"), (2, 4, 7)),
+    (
+        "conv1d_causal_dil",
+        keras.layers.Conv1D,
+        L.Conv1D,
+        dict(filters=3, kernel_size=3, padding="causal", dilation_rate=2),
+        (2, 11, 4),
+    ),
+    (
+        "conv1d_same_s2_groups",
+        keras.layers.Conv1D,
+        L.Conv1D,
+        dict(filters=6, kernel_size=4, strides=2, padding="same", groups=2),
+        (2, 9, 4),
+    ),
+    (
+        "conv1d_nchw",
+        keras.layers.Conv1D,
+        L.Conv1D,
+        dict(filters=3, kernel_size=2, data_format="channels_first"),
+        (2, 4, 7),
+    ),
     ("dense", keras.layers.Dense, L.Dense, dict(units=5), (6, 7)),
     ("dense_rank3", keras.layers.Dense, L.Dense, dict(units=4, activation="tanh"), (2, 3, 6)),
     ("dense_rank4_odd_rows", keras.layers.Dense, L.Dense, dict(units=3), (1, 3, 5, 4)),
@@ -75,7 +134,10 @@ def _pair_of_layers(keras_cls, ours_cls, args, shape, accumulation, seed=0):
     x = _rng(seed).normal(size=shape).astype("float32")
     ref = keras_cls(**args)
     ref(x)
-    weights = [_rng(seed + 1 + i).normal(size=w.shape).astype("float32") for i, w in enumerate(ref.get_weights())]
+    weights = [
+        _rng(seed + 1 + i).normal(size=w.shape).astype("float32")
+        for i, w in enumerate(ref.get_weights())
+    ]
     ref.set_weights(weights)
     ours = ours_cls(accumulation=accumulation, **args)
     ours(x)
@@ -119,7 +181,9 @@ def _layer16(ours_cls, args, shape, seed):
     x = _f16(_rng(seed).normal(size=shape))
     layer = ours_cls(accumulation="float16", **{**args, "use_bias": False, "activation": None})
     layer(x)
-    layer.set_weights([_f16(_rng(seed + 1 + i).normal(size=w.shape)) for i, w in enumerate(layer.get_weights())])
+    layer.set_weights(
+        [_f16(_rng(seed + 1 + i).normal(size=w.shape)) for i, w in enumerate(layer.get_weights())]
+    )
     return x, layer
 
 
@@ -138,7 +202,9 @@ def _h(a):
 
 
 def _eq(got, expected):
-    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(expected).astype(np.float32))
+    np.testing.assert_array_equal(
+        np.asarray(got, np.float32), np.asarray(expected).astype(np.float32)
+    )
 
 
 DW_CASES = [c for c in CASES if c[2] is L.DepthwiseConv2D and "data_format" not in c[3]]
@@ -149,13 +215,22 @@ def test_depthwise_float16_bit_exact(case):
     _, _, cls, args, shape = case
     x, layer = _layer16(cls, args, shape, 10)
     (w,) = layer.get_weights()
-    s, d, pad = _pair(args.get("strides", 1)), _pair(args.get("dilation_rate", 1)), args.get("padding", "valid").upper()
+    s, d, pad = (
+        _pair(args.get("strides", 1)),
+        _pair(args.get("dilation_rate", 1)),
+        args.get("padding", "valid").upper(),
+    )
     y, dy, (dx, dw) = _forward_and_grads(layer, x, 10)
     _eq(y, reference.depthwise_conv2d(_h(x), _h(w), s, d, pad, "half"))
     KH, KW, C, M = w.shape
     wg = _h(w).reshape(KH, KW, 1, C * M)
     _eq(dx, reference.conv2d_backprop_input(x.shape, wg, _h(dy), s, d, pad, "half"))
-    _eq(dw, reference.conv2d_backprop_filter(_h(x), wg.shape, _h(dy), s, d, pad, "half").reshape(w.shape))
+    _eq(
+        dw,
+        reference.conv2d_backprop_filter(_h(x), wg.shape, _h(dy), s, d, pad, "half").reshape(
+            w.shape
+        ),
+    )
 
 
 def test_depthwise_reference_agrees_with_keras_in_float64():
@@ -164,7 +239,12 @@ def test_depthwise_reference_agrees_with_keras_in_float64():
     layer = keras.layers.DepthwiseConv2D(3, depth_multiplier=2, use_bias=False)
     y = layer(x).numpy()
     (w,) = layer.get_weights()
-    _close_fp32(y, reference.depthwise_conv2d(x.astype(np.float64), w.astype(np.float64), accumulation="float64"))
+    _close_fp32(
+        y,
+        reference.depthwise_conv2d(
+            x.astype(np.float64), w.astype(np.float64), accumulation="float64"
+        ),
+    )
 
 
 SEP_CASES = [c for c in CASES if c[2] is L.SeparableConv2D]
@@ -183,7 +263,12 @@ def test_separable_float16_bit_exact(case):
     KH, KW, C, M = dwk.shape
     wg = dwk.reshape(KH, KW, 1, C * M)
     _eq(dx, reference.conv2d_backprop_input(x.shape, wg, dz, s, (1, 1), pad, "half"))
-    _eq(ddw, reference.conv2d_backprop_filter(_h(x), wg.shape, dz, s, (1, 1), pad, "half").reshape(dwk.shape))
+    _eq(
+        ddw,
+        reference.conv2d_backprop_filter(_h(x), wg.shape, dz, s, (1, 1), pad, "half").reshape(
+            dwk.shape
+        ),
+    )
     _eq(dpw, reference.conv2d_backprop_filter(z, pwk.shape, _h(dy), accumulation="half"))
 
 
@@ -194,8 +279,12 @@ T_CASES = [c for c in CASES if c[2] is L.Conv2DTranspose]
 def test_conv2d_transpose_float16_bit_exact(case):
     _, keras_cls, cls, args, shape = case
     x, layer = _layer16(cls, args, shape, 30)
-    (w,) = layer.get_weights()                      # [KH, KW, filters, C]
-    s, d, pad = _pair(args.get("strides", 1)), _pair(args.get("dilation_rate", 1)), args.get("padding", "valid").upper()
+    (w,) = layer.get_weights()  # [KH, KW, filters, C]
+    s, d, pad = (
+        _pair(args.get("strides", 1)),
+        _pair(args.get("dilation_rate", 1)),
+        args.get("padding", "valid").upper(),
+    )
     y, dy, (dx, dw) = _forward_and_grads(layer, x, 30)
     assert y.shape == tuple(keras_cls(**args).compute_output_shape(shape))
     _eq(y, reference.conv2d_backprop_input(y.shape, _h(w), _h(x), s, d, pad, "half"))
@@ -210,7 +299,7 @@ C1_CASES = [c for c in CASES if c[2] is L.Conv1D and "data_format" not in c[3]]
 def test_conv1d_float16_bit_exact(case):
     _, _, cls, args, shape = case
     x, layer = _layer16(cls, args, shape, 40)
-    (w,) = layer.get_weights()                      # [K, C / groups, filters]
+    (w,) = layer.get_weights()  # [K, C / groups, filters]
     s, d = (1, args.get("strides", 1)), (1, args.get("dilation_rate", 1))
     pad = args.get("padding", "valid")
     x4 = _h(x)[:, None]
@@ -221,8 +310,13 @@ def test_conv1d_float16_bit_exact(case):
     y, dy, (dx, dw) = _forward_and_grads(layer, x, 40)
     _eq(y, reference.conv2d(x4, w4, s, d, pad.upper(), "half")[:, 0])
     dx4 = reference.conv2d_backprop_input(x4.shape, w4, _h(dy)[:, None], s, d, pad.upper(), "half")
-    _eq(dx, dx4[:, 0, x4.shape[2] - x.shape[1]:])
-    _eq(dw, reference.conv2d_backprop_filter(x4, w4.shape, _h(dy)[:, None], s, d, pad.upper(), "half")[0])
+    _eq(dx, dx4[:, 0, x4.shape[2] - x.shape[1] :])
+    _eq(
+        dw,
+        reference.conv2d_backprop_filter(x4, w4.shape, _h(dy)[:, None], s, d, pad.upper(), "half")[
+            0
+        ],
+    )
 
 
 D_CASES = [c for c in CASES if c[2] is L.Dense]
@@ -232,7 +326,7 @@ D_CASES = [c for c in CASES if c[2] is L.Dense]
 def test_dense_float16_bit_exact(case):
     _, _, cls, args, shape = case
     x, layer = _layer16(cls, args, shape, 50)
-    (w,) = layer.get_weights()                      # [Cin, units]
+    (w,) = layer.get_weights()  # [Cin, units]
     y, dy, (dx, dw) = _forward_and_grads(layer, x, 50)
     x2, dy2 = _h(x).reshape(-1, shape[-1]), _h(dy).reshape(-1, w.shape[1])
     _eq(y, reference.matmul(x2, _h(w)).reshape(y.shape))
@@ -254,7 +348,9 @@ def test_dense_long_reduction_rounds_in_float16():
 
 def _all_layers_model():
     inp = keras.Input((8, 8, 3))
-    x = L.DepthwiseConv2D(3, depth_multiplier=2, padding="same", accumulation="float16", name="dw")(inp)
+    x = L.DepthwiseConv2D(3, depth_multiplier=2, padding="same", accumulation="float16", name="dw")(
+        inp
+    )
     x = L.SeparableConv2D(4, 3, padding="same", accumulation="float32", name="sep")(x)
     x = L.Conv2DTranspose(3, 3, strides=2, padding="same", accumulation="float16", name="up")(x)
     x = keras.layers.Reshape((16, 48))(x)
@@ -273,10 +369,21 @@ def test_keras_file_round_trip(all_layers_model, tmp_path):
     path = str(tmp_path / "m.keras")
     model.save(path)
     loaded = keras.saving.load_model(path)
-    kinds = [(type(l).__name__, l.accumulation) for l in loaded.layers if hasattr(l, "accumulation")]
-    assert kinds == [("DepthwiseConv2D", "float16"), ("SeparableConv2D", "float32"),
-                     ("Conv2DTranspose", "float16"), ("Conv1D", "float16"), ("Dense", "float32")]
-    assert all(type(l).__module__ == "tf_fp16ops.layers" for l in loaded.layers[1:] if hasattr(l, "accumulation"))
+    kinds = [
+        (type(l).__name__, l.accumulation) for l in loaded.layers if hasattr(l, "accumulation")
+    ]
+    assert kinds == [
+        ("DepthwiseConv2D", "float16"),
+        ("SeparableConv2D", "float32"),
+        ("Conv2DTranspose", "float16"),
+        ("Conv1D", "float16"),
+        ("Dense", "float32"),
+    ]
+    assert all(
+        type(l).__module__ == "tf_fp16ops.layers"
+        for l in loaded.layers[1:]
+        if hasattr(l, "accumulation")
+    )
     np.testing.assert_array_equal(model(x).numpy(), loaded(x).numpy())
 
 
@@ -310,15 +417,31 @@ def test_mixed_float16_policy_runs_half(accumulation):
     assert op.get_attr("Tacc") == (tf.float16 if accumulation == "float16" else tf.float32)
 
 
-@pytest.mark.parametrize("cls,args", [(L.DepthwiseConv2D, (3,)), (L.SeparableConv2D, (2, 3)),
-                                      (L.Conv2DTranspose, (2, 3)), (L.Conv1D, (2, 3)), (L.Dense, (2,))],
-                         ids=lambda v: getattr(v, "__name__", ""))
+@pytest.mark.parametrize(
+    "cls,args",
+    [
+        (L.DepthwiseConv2D, (3,)),
+        (L.SeparableConv2D, (2, 3)),
+        (L.Conv2DTranspose, (2, 3)),
+        (L.Conv1D, (2, 3)),
+        (L.Dense, (2,)),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
 def test_bad_arguments(cls, args):
     with pytest.raises(ValueError, match="accumulation must be .* got 'int8'"):
         cls(*args, accumulation="int8")
-    with pytest.raises(ValueError, match=f"{cls.__name__} .*dtype policy 'bfloat16' has compute dtype bfloat16"):
+    with pytest.raises(
+        ValueError, match=f"{cls.__name__} .*dtype policy 'bfloat16' has compute dtype bfloat16"
+    ):
         cls(*args, dtype="bfloat16")
     config = cls(*args, accumulation="half").get_config()
     assert config["accumulation"] == "float16"
-    assert type(keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(
-        cls.from_config(config)))) is cls
+    assert (
+        type(
+            keras.saving.deserialize_keras_object(
+                keras.saving.serialize_keras_object(cls.from_config(config))
+            )
+        )
+        is cls
+    )

@@ -8,6 +8,7 @@ EfficientNetB0 has the stem and top 1x1 Conv2D, 16 MBConv blocks with a depthwis
 2 + 16 * 3 + 15 = 65 Conv2D, 16 DepthwiseConv2D, 1 Dense.
 "Within fp32 rounding" is max_rel < 1e-5 as in test_convert.py (fp16 arithmetic gives > 1e-4).
 """
+
 from __future__ import annotations
 
 import keras
@@ -23,8 +24,16 @@ FP16_DIFFERS = 1e-4
 @pytest.fixture(scope="module")
 def efficientnet():
     m = keras.applications.EfficientNetB0(weights=None, input_shape=(32, 32, 3), classes=10)
-    names = ["stem_activation", "block2b_add", "block5a_project_bn", "top_activation", "predictions"]
-    return keras.Model(m.input, [m.get_layer(n).output for n in names], name="efficientnetb0_features")
+    names = [
+        "stem_activation",
+        "block2b_add",
+        "block5a_project_bn",
+        "top_activation",
+        "predictions",
+    ]
+    return keras.Model(
+        m.input, [m.get_layer(n).output for n in names], name="efficientnetb0_features"
+    )
 
 
 def _unet():
@@ -33,12 +42,17 @@ def _unet():
     p1 = keras.layers.MaxPooling2D()(c1)
     c2 = keras.layers.Conv2D(16, 3, padding="same", activation="relu", name="enc2")(p1)
     p2 = keras.layers.MaxPooling2D()(c2)
-    b = keras.layers.SeparableConv2D(16, 3, padding="same", activation="relu", name="bottleneck")(p2)
+    b = keras.layers.SeparableConv2D(16, 3, padding="same", activation="relu", name="bottleneck")(
+        p2
+    )
     u2 = keras.layers.Conv2DTranspose(16, 2, strides=2, name="up2")(b)
     d2 = keras.layers.Conv2D(16, 3, padding="same", activation="relu", name="dec2")(
-        keras.layers.Concatenate()([u2, c2]))
+        keras.layers.Concatenate()([u2, c2])
+    )
     u1 = keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same", name="up1")(d2)
-    d1 = keras.layers.DepthwiseConv2D(3, padding="same", name="dec1_dw")(keras.layers.Concatenate()([u1, c1]))
+    d1 = keras.layers.DepthwiseConv2D(3, padding="same", name="dec1_dw")(
+        keras.layers.Concatenate()([u1, c1])
+    )
     out = keras.layers.Conv2D(2, 1, name="head")(d1)
     return keras.Model(inp, out, name="unet")
 
@@ -46,17 +60,21 @@ def _unet():
 def _sequence_model():
     inp = keras.Input((24, 6))
     x = keras.layers.Conv1D(16, 3, padding="causal", activation="relu", name="causal1")(inp)
-    x = keras.layers.Conv1D(16, 3, padding="causal", dilation_rate=2, activation="relu", name="causal2")(x)
+    x = keras.layers.Conv1D(
+        16, 3, padding="causal", dilation_rate=2, activation="relu", name="causal2"
+    )(x)
     x = keras.layers.Conv1D(8, 5, strides=2, padding="same", name="strided")(x)
-    x = keras.layers.Dense(12, activation="relu", name="per_step")(x)      # rank-3 input
+    x = keras.layers.Dense(12, activation="relu", name="per_step")(x)  # rank-3 input
     x = keras.layers.GlobalAveragePooling1D()(x)
     out = keras.layers.Dense(3, name="logits")(x)
     return keras.Model(inp, out, name="sequence")
 
 
 def _count_ours(model):
-    return sum(type(l).__module__ == "tf_fp16ops.layers"
-               for l in model._flatten_layers(include_self=False, recursive=True))
+    return sum(
+        type(l).__module__ == "tf_fp16ops.layers"
+        for l in model._flatten_layers(include_self=False, recursive=True)
+    )
 
 
 def test_efficientnet_every_conv_and_dense_converted(efficientnet):
@@ -68,13 +86,23 @@ def test_efficientnet_every_conv_and_dense_converted(efficientnet):
     r32 = tf_fp16ops.compare(efficientnet, conv32.model, x)
     assert r32.max_rel < FP32_MATCH, r32.summary()
     r16 = tf_fp16ops.compare(efficientnet, tf_fp16ops.convert(efficientnet, "float16"), x)
-    assert {o.name: o for o in r16.outputs}["block5a_project_bn"].max_rel > FP16_DIFFERS, r16.summary()
+    assert {o.name: o for o in r16.outputs}["block5a_project_bn"].max_rel > FP16_DIFFERS, (
+        r16.summary()
+    )
 
 
-@pytest.mark.parametrize("build,shape,counts", [
-    (_unet, (2, 16, 16, 3), {"Conv2D": 4, "SeparableConv2D": 1, "Conv2DTranspose": 2, "DepthwiseConv2D": 1}),
-    (_sequence_model, (3, 24, 6), {"Conv1D": 3, "Dense": 2}),
-], ids=["unet", "sequence"])
+@pytest.mark.parametrize(
+    "build,shape,counts",
+    [
+        (
+            _unet,
+            (2, 16, 16, 3),
+            {"Conv2D": 4, "SeparableConv2D": 1, "Conv2DTranspose": 2, "DepthwiseConv2D": 1},
+        ),
+        (_sequence_model, (3, 24, 6), {"Conv1D": 3, "Dense": 2}),
+    ],
+    ids=["unet", "sequence"],
+)
 def test_small_models_match_in_float32_and_differ_in_float16(build, shape, counts):
     model = build()
     x = np.random.default_rng(1).normal(size=shape).astype("float32")
@@ -134,7 +162,10 @@ def test_audit_reports_every_converted_layer_type_as_fp16_accumulate(tmp_path):
     assert by_layer == {
         "conv": {("Fp16Conv2D", "fp16", "fp16-accumulate")},
         "dw": {("Fp16DepthwiseConv2D", "fp16", "fp16-accumulate")},
-        "sep": {("Fp16DepthwiseConv2D", "fp16", "fp16-accumulate"), ("Fp16Conv2D", "fp16", "fp16-accumulate")},
+        "sep": {
+            ("Fp16DepthwiseConv2D", "fp16", "fp16-accumulate"),
+            ("Fp16Conv2D", "fp16", "fp16-accumulate"),
+        },
         "up": {("Fp16Conv2DBackpropInput", "fp16", "fp16-accumulate")},
         "c1": {("Fp16Conv2D", "fp16", "fp16-accumulate")},
         "d": {("Fp16Conv2D", "fp16", "fp16-accumulate")},

@@ -116,9 +116,9 @@ class _Fp16AccumulationMixin:
         if self.compute_dtype not in _SUPPORTED_COMPUTE_DTYPES:
             raise ValueError(
                 f"tf_fp16ops.layers.{type(self).__name__} '{self.name}': the dtype policy "
-                f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; the Fp16Conv2D "
-                f"op computes in float16 or float32 only (use dtype 'float32', 'float16' or "
-                f"'mixed_float16')")
+                f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; the "
+                f"Fp16Conv2D op computes in float16 or float32 only (use dtype 'float32', "
+                f"'float16' or 'mixed_float16')")
         self.supports_jit = False
 
     def _op_dtype(self) -> str:
@@ -370,7 +370,8 @@ class Dense(_Fp16AccumulationMixin, keras.layers.Dense):
             return super().call(inputs, training=training)
         if getattr(self, "quantization_mode", None):
             raise ValueError(f"tf_fp16ops.layers.Dense '{self.name}' is quantized "
-                             f"({self.quantization_mode}); the Fp16Conv2D op runs float kernels only")
+                             f"({self.quantization_mode}); the Fp16Conv2D op runs float kernels "
+                             f"only")
         x, w = self._cast_in(inputs, self.kernel)
         outputs = tf.cast(dense_matmul(x, w, self.accumulation), self.compute_dtype)
         if self.bias is not None:

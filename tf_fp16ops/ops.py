@@ -306,8 +306,9 @@ def _fp16_conv2d_backprop_filter_grad(op, grad):
     ]
 
 
-def depthwise_conv2d(input, filter, strides: IntOrList, padding: str, dilations: IntOrList | None = None,
-                     accumulation="float16", name: str | None = None) -> tf.Tensor:
+def depthwise_conv2d(input, filter, strides: IntOrList, padding: str,
+                     dilations: IntOrList | None = None, accumulation="float16",
+                     name: str | None = None) -> tf.Tensor:
     """Depthwise convolution like `tf.nn.depthwise_conv2d` (NHWC), accumulation chosen per call.
 
     Args:
@@ -356,8 +357,9 @@ def _fp16_depthwise_conv2d_grad(op, grad):
     x, w = op.inputs
     shape = tf.shape(w)
     grouped = tf.reshape(w, tf.stack([shape[0], shape[1], 1, shape[2] * shape[3]]))
-    a = dict(Tacc=op.get_attr("Tacc"), strides=op.get_attr("strides"), padding=op.get_attr("padding"),
-             explicit_paddings=[], data_format="NHWC", dilations=op.get_attr("dilations"))
+    a = dict(Tacc=op.get_attr("Tacc"), strides=op.get_attr("strides"),
+             padding=op.get_attr("padding"), explicit_paddings=[], data_format="NHWC",
+             dilations=op.get_attr("dilations"))
     dx = _ops.fp16_conv2d_backprop_input(tf.shape(x), grouped, grad, **a)
     dw = _ops.fp16_conv2d_backprop_filter(x, tf.shape(grouped), grad, **a)
     return [dx, tf.reshape(dw, shape)]

@@ -31,6 +31,7 @@ Either way the tolerances hold for the inputs given, not for unseen data.
 Results: `SensitivityResult.table()` (text), `.to_json()`, `.write_summaries(logdir)`
 (TensorBoard; tags in `write_summaries`).
 """
+
 from __future__ import annotations
 
 import json
@@ -51,21 +52,23 @@ _SEARCHES = ("greedy", "bisect")
 @dataclass(frozen=True)
 class LayerSensitivity:
     """One layer switched alone to fp16 accumulation. Errors are relative (unitless)."""
+
     name: str
     class_name: str
-    rank: int                        # 1 = most sensitive
+    rank: int  # 1 = most sensitive
     max_rel: float
     mean_rel: float
-    metric: Optional[float] = None          # metric with this layer in fp16 (labels given)
-    metric_change: Optional[float] = None   # metric - baseline metric
+    metric: Optional[float] = None  # metric with this layer in fp16 (labels given)
+    metric_change: Optional[float] = None  # metric - baseline metric
     in_fp16_set: bool = False
 
 
 @dataclass(frozen=True)
 class SensitivityResult:
     """What `sensitivity` found; `model` is the converted model for `fp16_set`."""
-    layers: tuple[LayerSensitivity, ...]     # by rank
-    fp16_set: tuple[str, ...]                # in model order
+
+    layers: tuple[LayerSensitivity, ...]  # by rank
+    fp16_set: tuple[str, ...]  # in model order
     set_max_rel: float
     set_mean_rel: float
     baseline_metric: Optional[float]
@@ -85,6 +88,7 @@ class SensitivityResult:
 
     def to_json(self, indent: int = 2) -> str:
         """All fields but `model`, as JSON (NaN/inf written as null)."""
+
         def clean(v):
             if isinstance(v, float) and not math.isfinite(v):
                 return None
@@ -93,28 +97,47 @@ class SensitivityResult:
             if isinstance(v, (list, tuple)):
                 return [clean(x) for x in v]
             return v
+
         return json.dumps(clean(self.to_dict()), indent=indent)
 
     def table(self, markdown: bool = False) -> str:
         """One row per layer, by rank; `markdown=True` for a Markdown table (TensorBoard text)."""
         with_metric = self.baseline_metric is not None
-        head = ["rank", "layer", "class", "max_rel", "mean_rel"] + (["metric_change"] if with_metric else [])
+        head = ["rank", "layer", "class", "max_rel", "mean_rel"] + (
+            ["metric_change"] if with_metric else []
+        )
         head.append("fp16 set")
-        rows = [[str(l.rank), l.name, l.class_name, f"{l.max_rel:.3e}", f"{l.mean_rel:.3e}"]
-                + ([f"{l.metric_change:+.4f}"] if with_metric else []) + (["yes" if l.in_fp16_set else "no"])
-                for l in self.layers]
-        summary = (f"fp16 set: {len(self.fp16_set)} of {len(self.layers)} layers ({self.search}, tolerance "
-                   f"{self.tolerance:g}" + (f", metric tolerance {self.metric_tolerance:g}"
-                                            if self.metric_tolerance is not None else "")
-                   + f"); max_rel {self.set_max_rel:.3e}, mean_rel {self.set_mean_rel:.3e}"
-                   + (f"; metric {self.baseline_metric:.4f} -> {self.set_metric:.4f}" if with_metric else ""))
+        rows = [
+            [str(l.rank), l.name, l.class_name, f"{l.max_rel:.3e}", f"{l.mean_rel:.3e}"]
+            + ([f"{l.metric_change:+.4f}"] if with_metric else [])
+            + (["yes" if l.in_fp16_set else "no"])
+            for l in self.layers
+        ]
+        summary = (
+            f"fp16 set: {len(self.fp16_set)} of {len(self.layers)} layers ({self.search}, "
+            f"tolerance {self.tolerance:g}"
+            + (
+                f", metric tolerance {self.metric_tolerance:g}"
+                if self.metric_tolerance is not None
+                else ""
+            )
+            + f"); max_rel {self.set_max_rel:.3e}, mean_rel {self.set_mean_rel:.3e}"
+            + (
+                f"; metric {self.baseline_metric:.4f} -> {self.set_metric:.4f}"
+                if with_metric
+                else ""
+            )
+        )
         if markdown:
             lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             lines += ["| " + " | ".join(r) + " |" for r in rows]
             return "\n".join(lines) + "\n\n" + summary
-        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-        fmt = lambda r: "  ".join(v.ljust(w) if i in (1, 2) else v.rjust(w)
-                                  for i, (v, w) in enumerate(zip(r, widths)))
+        widths = [
+            max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)
+        ]
+        fmt = lambda r: "  ".join(
+            v.ljust(w) if i in (1, 2) else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))
+        )
         return "\n".join([fmt(head)] + [fmt(r) for r in rows] + [summary])
 
     def write_summaries(self, logdir: str, step: int = 0) -> None:
@@ -139,11 +162,18 @@ class SensitivityResult:
         writer = tf.summary.create_file_writer(os.fspath(logdir))
         with writer.as_default():
             for layer in self.layers:
-                tf.summary.scalar(f"{SUMMARY_PREFIX}/max_rel/{layer.name}", layer.max_rel, step=step)
-                tf.summary.scalar(f"{SUMMARY_PREFIX}/mean_rel/{layer.name}", layer.mean_rel, step=step)
+                tf.summary.scalar(
+                    f"{SUMMARY_PREFIX}/max_rel/{layer.name}", layer.max_rel, step=step
+                )
+                tf.summary.scalar(
+                    f"{SUMMARY_PREFIX}/mean_rel/{layer.name}", layer.mean_rel, step=step
+                )
                 if layer.metric_change is not None:
-                    tf.summary.scalar(f"{SUMMARY_PREFIX}/metric_change/{layer.name}", layer.metric_change,
-                                      step=step)
+                    tf.summary.scalar(
+                        f"{SUMMARY_PREFIX}/metric_change/{layer.name}",
+                        layer.metric_change,
+                        step=step,
+                    )
             tf.summary.scalar(f"{SUMMARY_PREFIX}/set_size", len(self.fp16_set), step=step)
             tf.summary.scalar(f"{SUMMARY_PREFIX}/set_max_rel", self.set_max_rel, step=step)
             tf.summary.text(f"{SUMMARY_PREFIX}/table", self.table(markdown=True), step=step)
@@ -153,12 +183,15 @@ class SensitivityResult:
 
 
 def top1_accuracy(y_true, y_pred) -> float:
-    """Fraction of rows whose argmax of y_pred [N, K] is the label: y_true class ids [N] or one-hot [N, K]."""
+    """Fraction of rows whose argmax of y_pred [N, K] is the label; y_true: class ids [N] or
+    one-hot [N, K]."""
     y_true = np.asarray(y_true)
     y_pred = np.asarray(y_pred)
     if y_pred.ndim != 2:
-        raise ValueError(f"the default metric (top-1 accuracy) needs a model output [N, classes], got shape "
-                         f"{y_pred.shape}; pass metric=")
+        raise ValueError(
+            f"the default metric (top-1 accuracy) needs a model output [N, classes], got shape "
+            f"{y_pred.shape}; pass metric="
+        )
     labels = y_true.argmax(-1) if y_true.ndim == 2 else y_true.reshape(-1)
     if labels.shape[0] != y_pred.shape[0]:
         raise ValueError(f"y has {labels.shape[0]} labels for {y_pred.shape[0]} model outputs")
@@ -189,13 +222,24 @@ def _errors(base: list, outs: list) -> tuple[float, float]:
 def _batches(x, batch_size: int):
     n = len(keras.tree.flatten(x)[0])
     for start in range(0, n, batch_size):
-        yield keras.tree.map_structure(lambda a: a[start:start + batch_size], x)
+        yield keras.tree.map_structure(lambda a: a[start : start + batch_size], x)
 
 
-def sensitivity(model: keras.Model, x, y=None, *, tolerance: float = 1e-2,
-                metric: Optional[Callable] = None, metric_tolerance: Optional[float] = None,
-                others: str = "float32", layers: LayerSelection = None, search: str = "greedy",
-                batch_size: int = 32, progress: bool = True, logdir: Optional[str] = None) -> SensitivityResult:
+def sensitivity(
+    model: keras.Model,
+    x,
+    y=None,
+    *,
+    tolerance: float = 1e-2,
+    metric: Optional[Callable] = None,
+    metric_tolerance: Optional[float] = None,
+    others: str = "float32",
+    layers: LayerSelection = None,
+    search: str = "greedy",
+    batch_size: int = 32,
+    progress: bool = True,
+    logdir: Optional[str] = None,
+) -> SensitivityResult:
     """Ranks the convertible layers of `model` by their sensitivity to fp16 accumulation and finds
     the largest set that can take it (module docstring: measures, ranking, search).
 
@@ -227,8 +271,11 @@ def sensitivity(model: keras.Model, x, y=None, *, tolerance: float = 1e-2,
     """
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not tolerance > 0:
         raise ValueError(f"tolerance must be a positive number, got {tolerance!r}")
-    if metric_tolerance is not None and (not isinstance(metric_tolerance, (int, float))
-                                         or isinstance(metric_tolerance, bool) or not metric_tolerance >= 0):
+    if metric_tolerance is not None and (
+        not isinstance(metric_tolerance, (int, float))
+        or isinstance(metric_tolerance, bool)
+        or not metric_tolerance >= 0
+    ):
         raise ValueError(f"metric_tolerance must be a number >= 0, got {metric_tolerance!r}")
     if others not in _OTHERS:
         raise ValueError(f"others must be one of {_OTHERS}, got {others!r}")
@@ -237,7 +284,9 @@ def sensitivity(model: keras.Model, x, y=None, *, tolerance: float = 1e-2,
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     if metric is not None and not callable(metric):
-        raise TypeError(f"metric must be a callable (y_true, y_pred) -> float, got {type(metric).__name__}")
+        raise TypeError(
+            f"metric must be a callable (y_true, y_pred) -> float, got {type(metric).__name__}"
+        )
     leaves = keras.tree.flatten(x)
     if not leaves or len(leaves[0]) == 0:
         raise ValueError("x must hold at least one sample")
@@ -251,9 +300,14 @@ def sensitivity(model: keras.Model, x, y=None, *, tolerance: float = 1e-2,
     probe_conv = convert_with_report(model, "float32", layers)
     names = list(probe_conv.report.converted)
     if not names:
-        raise ValueError(f"model '{model.name}' has no layer convert can switch to fp16 accumulation")
-    by_name = {l.name: l for l in probe_conv.model._flatten_layers(include_self=False, recursive=True)
-               if l.name in set(names)}
+        raise ValueError(
+            f"model '{model.name}' has no layer convert can switch to fp16 accumulation"
+        )
+    by_name = {
+        l.name: l
+        for l in probe_conv.model._flatten_layers(include_self=False, recursive=True)
+        if l.name in set(names)
+    }
     probe = probe_conv.model
 
     def set_state(fp16: set):
@@ -272,7 +326,11 @@ def sensitivity(model: keras.Model, x, y=None, *, tolerance: float = 1e-2,
     def score(outs):
         return None if y is None else float(metric(np.asarray(y), outs[0]))
 
-    total = 1 + len(names) + (len(names) if search == "greedy" else max(1, math.ceil(math.log2(len(names) + 1))) + 1)
+    total = (
+        1
+        + len(names)
+        + (len(names) if search == "greedy" else max(1, math.ceil(math.log2(len(names) + 1))) + 1)
+    )
     bar = keras.utils.Progbar(total, unit_name="model run") if progress else None
     done = 0
 
@@ -303,7 +361,7 @@ def sensitivity(model: keras.Model, x, y=None, *, tolerance: float = 1e-2,
         ok = max_rel <= tolerance and (m is None or base_metric - m <= metric_tolerance)
         return ok, max_rel, mean_rel, m
 
-    order = sorted(names, key=lambda nm: (sweep[nm][0], sweep[nm][1]))   # least sensitive first
+    order = sorted(names, key=lambda nm: (sweep[nm][0], sweep[nm][1]))  # least sensitive first
     chosen: set = set()
     best = (0.0, 0.0, base_metric)
     if search == "greedy":
@@ -313,7 +371,7 @@ def sensitivity(model: keras.Model, x, y=None, *, tolerance: float = 1e-2,
                 chosen.add(name)
                 best = (max_rel, mean_rel, m)
     else:
-        lo, hi = 0, len(order)           # prefix length lo is known to be within tolerance
+        lo, hi = 0, len(order)  # prefix length lo is known to be within tolerance
         while lo < hi:
             mid = (lo + hi + 1) // 2
             ok, max_rel, mean_rel, m = within(set(order[:mid]))
@@ -330,22 +388,42 @@ def sensitivity(model: keras.Model, x, y=None, *, tolerance: float = 1e-2,
 
     ranked = sorted(names, key=lambda nm: (-sweep[nm][0], -sweep[nm][1]))
     classes = dict(zip(probe_conv.report.converted, probe_conv.report.converted_classes))
-    entries = tuple(LayerSensitivity(
-        name=nm, class_name=classes[nm], rank=i + 1, max_rel=sweep[nm][0], mean_rel=sweep[nm][1],
-        metric=sweep[nm][2], metric_change=None if base_metric is None else sweep[nm][2] - base_metric,
-        in_fp16_set=nm in chosen) for i, nm in enumerate(ranked))
+    entries = tuple(
+        LayerSensitivity(
+            name=nm,
+            class_name=classes[nm],
+            rank=i + 1,
+            max_rel=sweep[nm][0],
+            mean_rel=sweep[nm][1],
+            metric=sweep[nm][2],
+            metric_change=None if base_metric is None else sweep[nm][2] - base_metric,
+            in_fp16_set=nm in chosen,
+        )
+        for i, nm in enumerate(ranked)
+    )
     fp16_set = tuple(nm for nm in names if nm in chosen)
 
     base_model = probe_conv.model if others == "float32" else model
     if fp16_set:
         final = convert_with_report(base_model, "float16", list(fp16_set)).model
     else:
-        final = convert_with_report(base_model, "float32", [] if others == "original" else None).model
+        final = convert_with_report(
+            base_model, "float32", [] if others == "original" else None
+        ).model
     result = SensitivityResult(
-        layers=entries, fp16_set=fp16_set, set_max_rel=float(best[0]), set_mean_rel=float(best[1]),
-        baseline_metric=base_metric, set_metric=best[2], tolerance=float(tolerance),
-        metric_tolerance=None if y is None else float(metric_tolerance), others=others, search=search,
-        num_samples=n, model=final)
+        layers=entries,
+        fp16_set=fp16_set,
+        set_max_rel=float(best[0]),
+        set_mean_rel=float(best[1]),
+        baseline_metric=base_metric,
+        set_metric=best[2],
+        tolerance=float(tolerance),
+        metric_tolerance=None if y is None else float(metric_tolerance),
+        others=others,
+        search=search,
+        num_samples=n,
+        model=final,
+    )
     if logdir is not None:
         result.write_summaries(logdir)
     return result

@@ -10,8 +10,10 @@ same input, interleaved, `--repeats` times each; the figure is 2 * multiply-adds
   Conv1D            N*L'*K*C*filters
   Dense             rows*Cin*units
 
-    .venv/bin/python tools/benchmark_layers.py [--repeats 9] [--out benchmarks/results/layers_DATE.md]
+    .venv/bin/python tools/benchmark_layers.py [--repeats 9]
+        [--out benchmarks/results/layers_DATE.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,16 +34,46 @@ from tf_fp16ops import layers as L  # noqa: E402
 
 # name, keras class, ours, args, input shape, multiply-adds
 CASES = [
-    ("DepthwiseConv2D 3x3 M=1", keras.layers.DepthwiseConv2D, L.DepthwiseConv2D,
-     dict(kernel_size=3, padding="same"), (4, 32, 32, 64), 4 * 32 * 32 * 64 * 9),
-    ("SeparableConv2D 3x3 64->64", keras.layers.SeparableConv2D, L.SeparableConv2D,
-     dict(filters=64, kernel_size=3, padding="same"), (4, 32, 32, 64),
-     4 * 32 * 32 * 64 * 9 + 4 * 32 * 32 * 64 * 64),
-    ("Conv2DTranspose 3x3 s2 64->32", keras.layers.Conv2DTranspose, L.Conv2DTranspose,
-     dict(filters=32, kernel_size=3, strides=2, padding="same"), (4, 16, 16, 64), 4 * 16 * 16 * 64 * 9 * 32),
-    ("Conv1D k3 causal 64->64", keras.layers.Conv1D, L.Conv1D,
-     dict(filters=64, kernel_size=3, padding="causal"), (8, 256, 64), 8 * 256 * 3 * 64 * 64),
-    ("Dense 512->512 (256 rows)", keras.layers.Dense, L.Dense, dict(units=512), (256, 512), 256 * 512 * 512),
+    (
+        "DepthwiseConv2D 3x3 M=1",
+        keras.layers.DepthwiseConv2D,
+        L.DepthwiseConv2D,
+        dict(kernel_size=3, padding="same"),
+        (4, 32, 32, 64),
+        4 * 32 * 32 * 64 * 9,
+    ),
+    (
+        "SeparableConv2D 3x3 64->64",
+        keras.layers.SeparableConv2D,
+        L.SeparableConv2D,
+        dict(filters=64, kernel_size=3, padding="same"),
+        (4, 32, 32, 64),
+        4 * 32 * 32 * 64 * 9 + 4 * 32 * 32 * 64 * 64,
+    ),
+    (
+        "Conv2DTranspose 3x3 s2 64->32",
+        keras.layers.Conv2DTranspose,
+        L.Conv2DTranspose,
+        dict(filters=32, kernel_size=3, strides=2, padding="same"),
+        (4, 16, 16, 64),
+        4 * 16 * 16 * 64 * 9 * 32,
+    ),
+    (
+        "Conv1D k3 causal 64->64",
+        keras.layers.Conv1D,
+        L.Conv1D,
+        dict(filters=64, kernel_size=3, padding="causal"),
+        (8, 256, 64),
+        8 * 256 * 3 * 64 * 64,
+    ),
+    (
+        "Dense 512->512 (256 rows)",
+        keras.layers.Dense,
+        L.Dense,
+        dict(units=512),
+        (256, 512),
+        256 * 512 * 512,
+    ),
 ]
 
 
@@ -88,16 +120,23 @@ def main(argv=None) -> None:
         rows.append((name, gflops))
         progress.update(i + 1)
     cpu = _cpu_model()
-    header = (f"CPU: {cpu} ({os.cpu_count()} logical CPUs), TensorFlow {tf.__version__}, "
-              f"ops ISA path {tf_fp16ops.ops.cpu_isa()}, median of {args.repeats}, "
-              f"{datetime.date.today().isoformat()}; GFLOP/s = 2 * multiply-adds / median time")
-    lines = [header, "",
-             "| layer (float32 model, inference) | Keras | ours fp32 acc | ours fp16 acc | "
-             "ratio fp32/Keras | ratio fp16/Keras |",
-             "|---|---|---|---|---|---|"]
+    header = (
+        f"CPU: {cpu} ({os.cpu_count()} logical CPUs), TensorFlow {tf.__version__}, "
+        f"ops ISA path {tf_fp16ops.ops.cpu_isa()}, median of {args.repeats}, "
+        f"{datetime.date.today().isoformat()}; GFLOP/s = 2 * multiply-adds / median time"
+    )
+    lines = [
+        header,
+        "",
+        "| layer (float32 model, inference) | Keras | ours fp32 acc | ours fp16 acc | "
+        "ratio fp32/Keras | ratio fp16/Keras |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, g in rows:
-        lines.append(f"| {name} | {g['keras']:.2f} | {g['float32']:.2f} | {g['float16']:.2f} | "
-                     f"{g['float32'] / g['keras']:.2f}x | {g['float16'] / g['keras']:.2f}x |")
+        lines.append(
+            f"| {name} | {g['keras']:.2f} | {g['float32']:.2f} | {g['float16']:.2f} | "
+            f"{g['float32'] / g['keras']:.2f}x | {g['float16'] / g['keras']:.2f}x |"
+        )
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -50,8 +50,8 @@ class Fp16DepthwiseConv2DOp : public OpKernel {
       OP_REQUIRES(ctx, v->size() == 4,
                   errors::InvalidArgument(name, " must have 4 entries (NHWC), got ", Join(*v)));
       OP_REQUIRES(ctx, (*v)[0] == 1 && (*v)[3] == 1,
-                  errors::InvalidArgument(name, " must be 1 in the batch and channel dimensions, got ",
-                                          Join(*v)));
+                  errors::InvalidArgument(
+                      name, " must be 1 in the batch and channel dimensions, got ", Join(*v)));
       OP_REQUIRES(ctx, (*v)[1] > 0 && (*v)[2] > 0,
                   errors::InvalidArgument(name, " must be positive, got ", Join(*v)));
     }
@@ -74,9 +74,10 @@ class Fp16DepthwiseConv2DOp : public OpKernel {
     g.KH = filter.dim_size(0);
     g.KW = filter.dim_size(1);
     g.M = filter.dim_size(3);
-    OP_REQUIRES(ctx, filter.dim_size(2) == g.C,
-                errors::InvalidArgument("filter's in-channels (dimension 2) must equal the input's ",
-                                        g.C, " channels, got filter shape ", filter.shape().DebugString()));
+    OP_REQUIRES(
+        ctx, filter.dim_size(2) == g.C,
+        errors::InvalidArgument("filter's in-channels (dimension 2) must equal the input's ", g.C,
+                                " channels, got filter shape ", filter.shape().DebugString()));
     OP_REQUIRES(ctx, g.KH > 0 && g.KW > 0 && g.M > 0,
                 errors::InvalidArgument("filter dimensions must be positive, got shape ",
                                         filter.shape().DebugString()));
@@ -85,13 +86,15 @@ class Fp16DepthwiseConv2DOp : public OpKernel {
     g.dilation_h = dilations_[1];
     g.dilation_w = dilations_[2];
     int64_t pad_after = 0;
-    OP_REQUIRES_OK(ctx, tensorflow::GetWindowedOutputSizeVerbose(g.H, g.KH, g.dilation_h, g.stride_h,
-                                                                 padding_, &g.P, &g.pad_top, &pad_after));
-    OP_REQUIRES_OK(ctx, tensorflow::GetWindowedOutputSizeVerbose(g.W, g.KW, g.dilation_w, g.stride_w,
-                                                                 padding_, &g.Q, &g.pad_left, &pad_after));
+    OP_REQUIRES_OK(
+        ctx, tensorflow::GetWindowedOutputSizeVerbose(g.H, g.KH, g.dilation_h, g.stride_h, padding_,
+                                                      &g.P, &g.pad_top, &pad_after));
+    OP_REQUIRES_OK(
+        ctx, tensorflow::GetWindowedOutputSizeVerbose(g.W, g.KW, g.dilation_w, g.stride_w, padding_,
+                                                      &g.Q, &g.pad_left, &pad_after));
     OP_REQUIRES(ctx, g.P > 0 && g.Q > 0,
-                errors::InvalidArgument("the output size would be ", g.P, "x", g.Q,
-                                        " for input ", input.shape().DebugString(), " and filter ",
+                errors::InvalidArgument("the output size would be ", g.P, "x", g.Q, " for input ",
+                                        input.shape().DebugString(), " and filter ",
                                         filter.shape().DebugString(), "; it must be positive"));
     TensorShape out_shape;
     OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape({g.N, g.P, g.Q, g.C * g.M}, &out_shape));
@@ -123,7 +126,8 @@ class Fp16DepthwiseConv2DOp : public OpKernel {
   }
 
  private:
-  static tensorflow::Status ToFloat(OpKernelContext* ctx, const Tensor& t, Tensor* tmp, const float** data) {
+  static tensorflow::Status ToFloat(OpKernelContext* ctx, const Tensor& t, Tensor* tmp,
+                                    const float** data) {
     if (std::is_same<T, float>::value) {
       *data = reinterpret_cast<const float*>(t.flat<T>().data());
       return tensorflow::Status();
@@ -141,10 +145,12 @@ class Fp16DepthwiseConv2DOp : public OpKernel {
   std::vector<int32_t> strides_, dilations_;
 };
 
-REGISTER_KERNEL_BUILDER(Name("Fp16DepthwiseConv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<Eigen::half>("T"),
-                        Fp16DepthwiseConv2DOp<Eigen::half>);
-REGISTER_KERNEL_BUILDER(Name("Fp16DepthwiseConv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<float>("T"),
-                        Fp16DepthwiseConv2DOp<float>);
+REGISTER_KERNEL_BUILDER(
+    Name("Fp16DepthwiseConv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<Eigen::half>("T"),
+    Fp16DepthwiseConv2DOp<Eigen::half>);
+REGISTER_KERNEL_BUILDER(
+    Name("Fp16DepthwiseConv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<float>("T"),
+    Fp16DepthwiseConv2DOp<float>);
 
 }  // namespace
 }  // namespace tf_fp16ops

@@ -30,12 +30,13 @@ void ElementwiseScalar(Accumulation accumulation, float* acc, int64_t len, const
 // rounded down and up gives the round-to-odd sum as min(bits) | (down != up); one conversion to
 // binary16 then rounds it to nearest even, which equals one direct rounding (Boldo and
 // Melquiond, IEEE Trans. Computers 57(4), 2008, Theorem 1).
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 HalfStep(__m512 acc, __m512 x,
-                                                                                      __m512 w) {
-  const __m512i down =
-      _mm512_castps_si512(_mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
-  const __m512i up =
-      _mm512_castps_si512(_mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 HalfStep(__m512 acc,
+                                                                                     __m512 x,
+                                                                                     __m512 w) {
+  const __m512i down = _mm512_castps_si512(
+      _mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+  const __m512i up = _mm512_castps_si512(
+      _mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
   const __m512i inexact = _mm512_min_epu32(_mm512_xor_si512(down, up), _mm512_set1_epi32(1));
   const __m512 odd = _mm512_castsi512_ps(_mm512_or_si512(_mm512_min_epu32(down, up), inexact));
   return _mm512_cvtph_ps(_mm512_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

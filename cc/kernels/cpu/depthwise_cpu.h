@@ -27,8 +27,8 @@ struct DepthwiseGeometry {
   int64_t stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left;
 };
 
-using DepthwiseParallelFor =
-    std::function<void(int64_t total, int64_t cost_per_unit, const std::function<void(int64_t, int64_t)>& fn)>;
+using DepthwiseParallelFor = std::function<void(int64_t total, int64_t cost_per_unit,
+                                                const std::function<void(int64_t, int64_t)>& fn)>;
 
 // y: [N, P, Q, C*M]
 void DepthwiseFprop(const DepthwiseGeometry& g, Accumulation acc, const float* x, const float* w,
