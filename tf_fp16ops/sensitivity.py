@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Callable, Optional
 
 import keras
@@ -81,9 +81,10 @@ class SensitivityResult:
     model: Optional[keras.Model] = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("model")
+        """All fields but `model` (asdict would deep-copy the Keras model)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "model"}
         d["layers"] = [asdict(layer) for layer in self.layers]
+        d["fp16_set"] = list(self.fp16_set)
         return d
 
     def to_json(self, indent: int = 2) -> str:
@@ -385,6 +386,8 @@ def sensitivity(
     if bar is not None and done < total:
         bar.update(total, finalize=True)
     set_state(set())
+    for layer in by_name.values():
+        layer._keras_path = False
 
     ranked = sorted(names, key=lambda nm: (-sweep[nm][0], -sweep[nm][1]))
     classes = dict(zip(probe_conv.report.converted, probe_conv.report.converted_classes))
