@@ -445,3 +445,14 @@ def test_bad_arguments(cls, args):
         )
         is cls
     )
+
+
+@pytest.mark.parametrize("case", CASES[::3], ids=IDS[::3])
+@pytest.mark.parametrize("accumulation", ["float16", "float32"])
+def test_empty_batch_gives_empty_output_of_the_keras_shape(case, accumulation):
+    _, keras_cls, ours_cls, args, shape = case
+    x = np.ones((0,) + shape[1:], "float32")
+    # Keras's shape rule (running the Keras layers on 0 samples is not reliable: TF's depthwise
+    # kernel returns the input's spatial size for an empty batch).
+    expected = (0,) + tuple(keras_cls(**args).compute_output_shape(shape))[1:]
+    assert tuple(ours_cls(accumulation=accumulation, **args)(x).shape) == expected

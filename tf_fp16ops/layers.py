@@ -323,7 +323,7 @@ class Conv1D(_Fp16AccumulationMixin, keras.layers.Conv1D):
 def dense_matmul(x, kernel, accumulation):
     """x [..., Cin] @ kernel [Cin, units] through Fp16Conv2D as a 1x1 convolution.
 
-    The M = prod(leading dims) rows become the spatial positions of one image [1, M/q, q, Cin]
+    The M = prod(leading dims) rows become M/q images of one row of q positions [M/q, 1, q, Cin]
     (q the largest of 8, 4, 2, 1 dividing M, so the CPU kernel works on q rows at once); the
     kernel is the HWIO filter [1, 1, Cin, units]. The layout does not change the sums: output
     (m, k) accumulates x[m, ci] * kernel[ci, k] over ci ascending (fprop), dx over k ascending
@@ -334,7 +334,7 @@ def dense_matmul(x, kernel, accumulation):
     lead = tf.shape(x)[:-1]
     rows = tf.reduce_prod(lead)
     q = tf.where(rows % 8 == 0, 8, tf.where(rows % 4 == 0, 4, tf.where(rows % 2 == 0, 2, 1)))
-    x4 = tf.reshape(x, tf.stack([1, rows // q, q, cin]))
+    x4 = tf.reshape(x, tf.stack([rows // q, 1, q, cin]))   # batch rows // q: 0 rows is valid
     y = ops.conv2d(x4, tf.reshape(kernel, [1, 1, cin, units]), strides=1, padding="VALID",
                    accumulation=accumulation)
     out = tf.reshape(y, tf.concat([lead, [units]], 0))
