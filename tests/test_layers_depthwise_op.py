@@ -48,6 +48,12 @@ for trial in range(10):
     same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
     bad += int((~same).sum())
     compared += same.size
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    ours32 = ops.depthwise_conv2d(x32, w32, list(s), pad, list(d), accumulation="float32").numpy()
+    exact = R.depthwise_conv2d(x32.astype(np.float64), w32.astype(np.float64), s, d, pad, "float64")
+    absum = R.depthwise_conv2d(np.abs(x32).astype(np.float64), np.abs(w32).astype(np.float64), s, d,
+                               pad, "float64")
+    bad += int((np.abs(ours32 - exact) > R.gamma_bound(kh * kw, absum, 2.0 ** -24)).sum())
 print("isa", ops.cpu_isa())
 print("compared", compared)
 print("mismatches", bad)
@@ -60,8 +66,9 @@ def test_float16_bit_exact_native_isa_path(capsys):
     assert out["mismatches"] == "0" and int(out["compared"]) > 1000, out
 
 
-def test_float16_bit_exact_scalar_isa_path():
-    env = dict(os.environ, TF_FP16OPS_CPU_ISA="scalar")
+@pytest.mark.parametrize("isa", ["avx2", "scalar"])
+def test_float16_bit_exact_capped_isa_path(isa):
+    env = dict(os.environ, TF_FP16OPS_CPU_ISA=isa)
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT.format(tests=TESTS)],
         env=env,
@@ -71,7 +78,9 @@ def test_float16_bit_exact_scalar_isa_path():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = dict(l.split(" ", 1) for l in proc.stdout.splitlines() if " " in l)
-    assert lines["isa"] == "scalar" and lines["mismatches"] == "0" and int(lines["compared"]) > 1000
+    if isa == "avx2" and lines["isa"] != "avx2":
+        pytest.skip(f"this CPU has no AVX2 path (runs {lines['isa']})")
+    assert lines["isa"] == isa and lines["mismatches"] == "0" and int(lines["compared"]) > 1000
 
 
 def test_same_bits_as_grouped_conv2d():

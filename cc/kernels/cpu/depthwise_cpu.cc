@@ -71,14 +71,71 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Elementwise51
     _mm512_mask_storeu_ps(acc + l, mask, a);
   }
 }
+
+// ---------------------------------------------------------------- AVX2 (8 lanes)
+// The AVX2 kHalf step of cc/kernels/cpu/accumulate.cc: s = fl32(x * w + acc) rounds once more
+// to binary16 correctly unless s is a binary16 midpoint (low 13 bits 0x1000) or lies in the
+// binary16 subnormal range; only then the exact error e of the sum (TwoSum, Knuth TAOCP vol. 2,
+// 4.2.2) moves an even s to its round-to-odd neighbour before the conversion.
+__attribute__((target("avx2,f16c,fma"))) inline __m256 HalfStep256(__m256 acc, __m256 x, __m256 w) {
+  __m256 s = _mm256_fmadd_ps(x, w, acc);
+  __m256i sb = _mm256_castps_si256(s);
+  const __m256i magnitude = _mm256_and_si256(sb, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i midpoint = _mm256_cmpeq_epi32(_mm256_and_si256(sb, _mm256_set1_epi32(0x1FFF)),
+                                              _mm256_set1_epi32(0x1000));
+  const __m256i small =
+      _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x38800000), magnitude),
+                       _mm256_cmpgt_epi32(magnitude, _mm256_setzero_si256()));
+  if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(midpoint, small), _mm256_set1_epi32(-1)),
+                       0)) {
+    const __m256 p = _mm256_mul_ps(x, w);
+    const __m256 bb = _mm256_sub_ps(s, p);
+    const __m256 e = _mm256_add_ps(_mm256_sub_ps(p, _mm256_sub_ps(s, bb)), _mm256_sub_ps(acc, bb));
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i inexact = _mm256_castps_si256(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+    const __m256i even = _mm256_cmpeq_epi32(_mm256_and_si256(sb, one), _mm256_setzero_si256());
+    const __m256i delta =
+        _mm256_or_si256(_mm256_srai_epi32(_mm256_xor_si256(sb, _mm256_castps_si256(e)), 31), one);
+    sb = _mm256_add_epi32(sb, _mm256_and_si256(_mm256_and_si256(inexact, even), delta));
+    s = _mm256_castsi256_ps(sb);
+  }
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// 8 lanes per step; the lane tail runs the scalar step.
+template <bool kHalfAcc>
+__attribute__((target("avx2,f16c,fma"))) void Elementwise256(float* acc, int64_t len,
+                                                             const float* const* x,
+                                                             const float* const* w, int64_t terms) {
+  int64_t l = 0;
+  for (; l + 8 <= len; l += 8) {
+    __m256 a = _mm256_loadu_ps(acc + l);
+    for (int64_t t = 0; t < terms; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x[t] + l);
+      const __m256 wv = _mm256_loadu_ps(w[t] + l);
+      a = kHalfAcc ? HalfStep256(a, xv, wv) : _mm256_fmadd_ps(xv, wv, a);
+    }
+    _mm256_storeu_ps(acc + l, a);
+  }
+  for (; l < len; ++l) {
+    float a = acc[l];
+    for (int64_t t = 0; t < terms; ++t) {
+      a = kHalfAcc ? HalfFmaStep(a, x[t][l], w[t][l]) : std::fma(x[t][l], w[t][l], a);
+    }
+    acc[l] = a;
+  }
+}
 #endif
 
-// The AVX-512 path is taken when the shared accumulation primitive chose it (it honours
-// TF_FP16OPS_CPU_ISA), so the ISA a process reports holds for this functor too; other CPUs
-// run the scalar step (AVX2 has no FMA with directed rounding).
-bool UseAvx512() {
-  static const bool use = std::strcmp(AccumulateIsa(), "avx512") == 0;
-  return use;
+// The path of the shared accumulation primitive (it honours TF_FP16OPS_CPU_ISA), so the ISA a
+// process reports holds for this functor too.
+enum class Path { kScalar, kAvx2, kAvx512 };
+
+Path ChosenPath() {
+  static const Path path = std::strcmp(AccumulateIsa(), "avx512") == 0 ? Path::kAvx512
+                           : std::strcmp(AccumulateIsa(), "avx2") == 0 ? Path::kAvx2
+                                                                       : Path::kScalar;
+  return path;
 }
 
 }  // namespace
@@ -87,13 +144,18 @@ void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
                            const float* const* x, const float* const* w, int64_t terms) {
   if (len <= 0 || terms <= 0) return;
 #if defined(__x86_64__)
-  if (UseAvx512()) {
-    if (accumulation == Accumulation::kHalf) {
-      Elementwise512<true>(acc, len, x, w, terms);
-    } else {
-      Elementwise512<false>(acc, len, x, w, terms);
-    }
-    return;
+  const bool half = accumulation == Accumulation::kHalf;
+  switch (ChosenPath()) {
+    case Path::kAvx512:
+      half ? Elementwise512<true>(acc, len, x, w, terms)
+           : Elementwise512<false>(acc, len, x, w, terms);
+      return;
+    case Path::kAvx2:
+      half ? Elementwise256<true>(acc, len, x, w, terms)
+           : Elementwise256<false>(acc, len, x, w, terms);
+      return;
+    case Path::kScalar:
+      break;
   }
 #endif
   ElementwiseScalar(accumulation, acc, len, x, w, terms);

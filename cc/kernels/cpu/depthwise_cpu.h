@@ -10,7 +10,8 @@
 // grouped Fp16Conv2D with groups = C, whose order (kh, kw, ci) with one ci per group is the
 // same, so both give identical bits). The step is that of cc/kernels/cpu/accumulate.h:
 // kFloat one binary32 FMA, kHalf round_binary16(x * w + acc) with one rounding.
-// The lanes are the C*M output channels of one output position (16 per AVX-512 vector).
+// The lanes are the C*M output channels of one output position (16 per AVX-512 vector, 8 per
+// AVX2 vector, on the path cc/kernels/cpu/accumulate.h chose).
 #ifndef TF_FP16OPS_CC_KERNELS_CPU_DEPTHWISE_CPU_H_
 #define TF_FP16OPS_CC_KERNELS_CPU_DEPTHWISE_CPU_H_
 
