@@ -456,3 +456,24 @@ def test_empty_batch_gives_empty_output_of_the_keras_shape(case, accumulation):
     # kernel returns the input's spatial size for an empty batch).
     expected = (0,) + tuple(keras_cls(**args).compute_output_shape(shape))[1:]
     assert tuple(ours_cls(accumulation=accumulation, **args)(x).shape) == expected
+
+
+@pytest.mark.parametrize("case", CASES[1::2], ids=IDS[1::2])
+@pytest.mark.parametrize("accumulation", ["float16", "float32"])
+def test_mixed_float16_policy_close_to_keras(case, accumulation):
+    """Under mixed_float16 both run in float16 tensors; they differ by float16 rounding only
+    (bounded here by 2^-7 of the output's magnitude: a few binary16 roundings, u = 2^-11,
+    accumulated over at most ~50 terms)."""
+    _, keras_cls, ours_cls, args, shape = case
+    x = _rng(70).normal(size=shape).astype("float32")
+    ref = keras_cls(**args, dtype="mixed_float16")
+    ref(x)
+    ours = ours_cls(accumulation=accumulation, **args, dtype="mixed_float16")
+    ours(x)
+    ours.set_weights(ref.get_weights())
+    y_ref, y = ref(x).numpy(), ours(x).numpy()
+    assert y.dtype == np.float16 and [v.dtype for v in ours.weights] == ["float32"] * len(
+        ours.weights
+    )
+    err = np.abs(y.astype(np.float64) - y_ref.astype(np.float64)).max()
+    assert err <= 2.0**-7 * np.abs(y_ref.astype(np.float64)).max()
