@@ -477,3 +477,23 @@ def test_mixed_float16_policy_close_to_keras(case, accumulation):
     )
     err = np.abs(y.astype(np.float64) - y_ref.astype(np.float64)).max()
     assert err <= 2.0**-7 * np.abs(y_ref.astype(np.float64)).max()
+
+
+_KERAS_PATH_CASES = CASES[::2] + [
+    ("conv2d", keras.layers.Conv2D, L.Conv2D, dict(filters=4, kernel_size=3), (2, 6, 6, 3))
+]
+
+
+@pytest.mark.parametrize("case", _KERAS_PATH_CASES, ids=[c[0] for c in _KERAS_PATH_CASES])
+def test_keras_path_switch_runs_the_keras_kernel(case):
+    """`_keras_path` (set by tf_fp16ops.sensitivity for others='original') runs the Keras
+    layer's own call: no Fp16 op in the graph, the Keras layer's bits."""
+    _, keras_cls, ours_cls, args, shape = case
+    x, ref, ours = _pair_of_layers(keras_cls, ours_cls, args, shape, "float16")
+    ours._keras_path = True
+    np.testing.assert_array_equal(ours(x).numpy(), ref(x).numpy())
+    graph = tf.function(ours).get_concrete_function(tf.TensorSpec(shape, tf.float32)).graph
+    assert not [o.type for o in graph.get_operations() if o.type.startswith("Fp16")]
+    ours._keras_path = False
+    graph = tf.function(ours).get_concrete_function(tf.TensorSpec(shape, tf.float32)).graph
+    assert [o.type for o in graph.get_operations() if o.type.startswith("Fp16")]

@@ -105,17 +105,39 @@ def test_tolerance_extremes(digits):
 
 
 def test_others_original_baseline_is_the_model(digits):
+    """The digits model is built from tf_fp16ops layers at float32: 'original' keeps them so."""
     model, x, _ = digits
-    dense = model.layers[-1].name
-    r = sensitivity(
-        model, x[:64], tolerance=1.0, others="original", layers=[dense], progress=False
-    )
-    assert [l.name for l in r.layers] == [dense]
-    # The model with only `dense` in float16 and the rest untouched, built independently.
-    out = _out(tf_fp16ops.convert(model, "float16", layers=[dense]), x[:64])
+    r = sensitivity(model, x[:64], tolerance=1.0, others="original", progress=False)
     base = _out(model, x[:64])
-    assert r.layers[0].max_rel == pytest.approx(_rel(base, out)[0], rel=1e-12)
-    assert np.array_equal(_out(r.model, x[:64]), out)
+    for entry in r.layers:
+        # The model with only this layer in float16 and the rest untouched, built independently.
+        out = _out(tf_fp16ops.convert(model, "float16", layers=[entry.name]), x[:64])
+        assert entry.max_rel == pytest.approx(_rel(base, out)[0], rel=1e-12)
+    np.testing.assert_array_equal(
+        _out(r.model, x[:64]),
+        _out(tf_fp16ops.convert(model, "float16", layers=list(r.fp16_set)), x[:64]),
+    )
+
+
+def test_others_original_runs_the_keras_kernels():
+    keras.utils.set_random_seed(5)
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 3)),
+            keras.layers.Conv2D(8, 3, activation="relu"),
+            keras.layers.DepthwiseConv2D(3, depth_multiplier=2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(5),
+        ]
+    )
+    x = np.random.default_rng(8).normal(size=(6, 8, 8, 3)).astype("float32") * 20
+    r = sensitivity(model, x, tolerance=1e-9, others="original", progress=False)
+    base = _out(model, x)
+    for entry in r.layers:
+        out = _out(tf_fp16ops.convert(model, "float16", layers=[entry.name]), x)
+        assert entry.max_rel == pytest.approx(_rel(base, out)[0], rel=1e-12)
+        assert entry.max_rel > 0
+    assert r.fp16_set == () and np.array_equal(_out(r.model, x), base)
 
 
 def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):

@@ -253,7 +253,8 @@ def sensitivity(
         used only with `y`. For a model with several outputs it gets the first one.
       metric_tolerance: largest allowed metric drop (baseline - set metric, >= 0) for the set;
         with `y`, default 0.01; ignored without `y`.
-      others: 'float32' or 'original': how the layers not switched to fp16 run.
+      others: 'float32' or 'original': how the layers not switched to fp16 run ('original':
+        Keras layers with their Keras kernels, tf_fp16ops layers with their own accumulation).
       layers: which layers take part (as `convert`'s `layers`); default every convertible layer.
       search: 'greedy' (default) or 'bisect' (see the module docstring).
       batch_size: samples per model call.
@@ -311,11 +312,20 @@ def sensitivity(
     }
     probe = probe_conv.model
 
+    # 'original': a Keras layer runs its Keras kernel; a layer that already was a tf_fp16ops
+    # layer runs with the accumulation it had.
+    own_accumulation = {
+        l.name: getattr(l, "accumulation", None)
+        for l in model._flatten_layers(include_self=False, recursive=True)
+        if l.name in by_name
+    }
+
     def set_state(fp16: set):
         for name, layer in by_name.items():
             half = name in fp16
-            layer.accumulation = "float16" if half else "float32"
-            layer._keras_path = (not half) and others == "original"
+            own = own_accumulation.get(name) if others == "original" else None
+            layer.accumulation = "float16" if half else (own or "float32")
+            layer._keras_path = not half and others == "original" and own is None
 
     def run():
         outs = [[] for _ in keras.tree.flatten(probe.outputs)]
