@@ -123,6 +123,41 @@ CASES = [
         dict(filters=3, kernel_size=2, data_format="channels_first"),
         (2, 4, 7),
     ),
+    (
+        "dw1d_m2_same",
+        keras.layers.DepthwiseConv1D,
+        L.DepthwiseConv1D,
+        dict(kernel_size=3, depth_multiplier=2, padding="same"),
+        (2, 9, 4),
+    ),
+    (
+        "dw1d_s2_dil_nchw",
+        keras.layers.DepthwiseConv1D,
+        L.DepthwiseConv1D,
+        dict(kernel_size=2, strides=2, data_format="channels_first"),
+        (2, 3, 9),
+    ),
+    (
+        "sep1d",
+        keras.layers.SeparableConv1D,
+        L.SeparableConv1D,
+        dict(filters=4, kernel_size=3, depth_multiplier=2),
+        (2, 8, 3),
+    ),
+    (
+        "convT1d_s2_outpad",
+        keras.layers.Conv1DTranspose,
+        L.Conv1DTranspose,
+        dict(filters=3, kernel_size=3, strides=2, output_padding=1),
+        (2, 6, 4),
+    ),
+    (
+        "convT1d_same_nchw",
+        keras.layers.Conv1DTranspose,
+        L.Conv1DTranspose,
+        dict(filters=2, kernel_size=3, strides=2, padding="same", data_format="channels_first"),
+        (2, 3, 5),
+    ),
     ("dense", keras.layers.Dense, L.Dense, dict(units=5), (6, 7)),
     ("dense_rank3", keras.layers.Dense, L.Dense, dict(units=4, activation="tanh"), (2, 3, 6)),
     ("dense_rank4_odd_rows", keras.layers.Dense, L.Dense, dict(units=3), (1, 3, 5, 4)),
@@ -424,6 +459,9 @@ def test_mixed_float16_policy_runs_half(accumulation):
         (L.SeparableConv2D, (2, 3)),
         (L.Conv2DTranspose, (2, 3)),
         (L.Conv1D, (2, 3)),
+        (L.DepthwiseConv1D, (3,)),
+        (L.SeparableConv1D, (2, 3)),
+        (L.Conv1DTranspose, (2, 3)),
         (L.Dense, (2,)),
     ],
     ids=lambda v: getattr(v, "__name__", ""),
@@ -497,3 +535,44 @@ def test_keras_path_switch_runs_the_keras_kernel(case):
     ours._keras_path = False
     graph = tf.function(ours).get_concrete_function(tf.TensorSpec(shape, tf.float32)).graph
     assert [o.type for o in graph.get_operations() if o.type.startswith("Fp16")]
+
+
+# 1-D layers: the 2-D references with height 1 (x [N, L, C] -> [N, 1, L, C], kernel -> [1, ...]).
+ONE_D = [
+    c
+    for c in CASES
+    if c[2] in (L.DepthwiseConv1D, L.SeparableConv1D, L.Conv1DTranspose)
+    and "data_format" not in c[3]
+]
+
+
+@pytest.mark.parametrize("case", ONE_D, ids=[c[0] for c in ONE_D])
+def test_one_d_layers_float16_bit_exact(case):
+    _, keras_cls, cls, args, shape = case
+    x, layer = _layer16(cls, args, shape, 80)
+    weights = [_h(w)[None] for w in layer.get_weights()]
+    s, d = (1, args.get("strides", 1)), (1, args.get("dilation_rate", 1))
+    pad = args.get("padding", "valid").upper()
+    y, dy, grads = _forward_and_grads(layer, x, 80)
+    x4, dy4 = _h(x)[:, None], _h(dy)[:, None]
+    if cls is L.Conv1DTranspose:
+        (w4,) = weights  # [1, K, filters, C]
+        _eq(y, reference.conv2d_backprop_input(dy4.shape, w4, x4, s, d, pad, "half")[:, 0])
+        _eq(grads[0], reference.conv2d(dy4, w4, s, d, pad, "half")[:, 0])
+        _eq(grads[1], reference.conv2d_backprop_filter(dy4, w4.shape, x4, s, d, pad, "half")[0])
+        return
+    dwk = weights[0]  # [1, K, C, M]
+    KH, KW, C, M = dwk.shape
+    wg = dwk.reshape(KH, KW, 1, C * M)
+    z = reference.depthwise_conv2d(x4, dwk, s, d, pad, "half")
+    if cls is L.DepthwiseConv1D:
+        _eq(y, z[:, 0])
+        dz = dy4
+    else:
+        pwk = weights[1]  # [1, 1, C*M, filters]
+        _eq(y, reference.conv2d(z, pwk, accumulation="half")[:, 0])
+        dz = reference.conv2d_backprop_input(z.shape, pwk, dy4, accumulation="half")
+        _eq(grads[2], reference.conv2d_backprop_filter(z, pwk.shape, dy4, accumulation="half")[0])
+    _eq(grads[0], reference.conv2d_backprop_input(x4.shape, wg, dz, s, d, pad, "half")[:, 0])
+    dw = reference.conv2d_backprop_filter(x4, wg.shape, dz, s, d, pad, "half")
+    _eq(grads[1], dw.reshape(dwk.shape)[0])

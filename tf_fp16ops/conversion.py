@@ -3,14 +3,15 @@
 `convert(model, accumulation, layers)` rebuilds a Sequential or functional model (and every
 Sequential/functional model nested in it) with `keras.models.clone_model`: each selected layer
 of a class in `tf_fp16ops.layers.KERAS_EQUIVALENTS` (keras.layers.Conv2D, DepthwiseConv2D,
-SeparableConv2D, Conv2DTranspose, Conv1D, Dense) becomes the tf_fp16ops layer of the same name
+SeparableConv2D, Conv2DTranspose, Conv1D, DepthwiseConv1D, SeparableConv1D, Conv1DTranspose,
+Dense) becomes the tf_fp16ops layer of the same name
 built from the same config plus `accumulation`, every other layer a copy from its config, and
 then every new layer gets the original layer's weights (kernel, bias, BatchNormalization
 statistics, ...). The original model is not modified and shares no variables with the result.
 
 Layers that stay as they are and are listed in the report as not converted, with the reason:
-convolutions the ops do not implement (Conv3D, Conv1DTranspose, Conv3DTranspose,
-DepthwiseConv1D, SeparableConv1D: no 1-D/3-D variant of the op family is wired up), quantized
+convolutions the ops do not implement (Conv3D, Conv3DTranspose: no 3-D variant of the op
+family), EinsumDense (general einsum equations), quantized
 Dense layers, subclasses of the converted classes (they may override call()), layers left out by
 `layers`, and such layers inside custom layers that cannot be rebuilt from outside.
 """
@@ -104,8 +105,7 @@ def _not_convertible_reason(layer) -> str:
             return f"subclass of {keras_cls.__name__} with its own behaviour"
     if isinstance(layer, keras.layers.EinsumDense):
         return "EinsumDense: general einsum equations are not mapped to the Fp16Conv2D ops"
-    return ("no 1-D/3-D or transposed variant of this convolution in the Fp16Conv2D op family; "
-            "left unchanged")
+    return "no 3-D variant of this convolution in the Fp16Conv2D op family; left unchanged"
 
 
 def _is_rebuilt_container(layer) -> bool:

@@ -7,6 +7,7 @@ the keras.layers class of the same name, plus `accumulation`):
   SeparableConv2D  DepthwiseConv2D then a 1x1 Fp16Conv2D; sums over (kh, kw), then C*M channels.
   Conv2DTranspose  Fp16Conv2DBackpropInput; sum in the dgrad order (kh, kw, in_channel).
   Conv1D           Fp16Conv2D with height 1 (causal padding included); sum over (k, in_channel).
+  DepthwiseConv1D, SeparableConv1D, Conv1DTranspose: their 2-D twins with height 1.
   Dense            1x1 Fp16Conv2D on the flattened rows; sum over the input features ascending.
 Gradients are those registered for the ops (tf_fp16ops.ops), with the same accumulation.
 
@@ -164,14 +165,35 @@ def depthwise_filters(kernel):
 
 
 def _depthwise(layer, inputs, kernel):
-    """Fp16DepthwiseConv2D (NHWC; channels_first is transposed around it)."""
+    """Fp16DepthwiseConv2D (NHWC; channels_first is transposed around it). Rank-1 layers run
+    with height 1: x [N, L, C] -> [N, 1, L, C], kernel [K, C, M] -> [1, K, C, M]."""
     x, w = layer._cast_in(inputs, kernel)
     nchw = layer.data_format == "channels_first"
+    one_d = layer.rank == 1
+    strides, dilations = list(layer.strides), list(layer.dilation_rate)
+    if one_d:
+        x = tf.expand_dims(x, 2 if nchw else 1)
+        w = tf.expand_dims(w, 0)
+        strides, dilations = [1] + strides, [1] + dilations
     if nchw:
         x = tf.transpose(x, [0, 2, 3, 1])
-    y = ops.depthwise_conv2d(x, w, strides=list(layer.strides), padding=layer.padding.upper(),
-                             dilations=list(layer.dilation_rate), accumulation=layer.accumulation)
-    return tf.transpose(y, [0, 3, 1, 2]) if nchw else y
+    y = ops.depthwise_conv2d(x, w, strides=strides, padding=layer.padding.upper(),
+                             dilations=dilations, accumulation=layer.accumulation)
+    if nchw:
+        y = tf.transpose(y, [0, 3, 1, 2])
+    return tf.squeeze(y, 2 if nchw else 1) if one_d else y
+
+
+def _pointwise(layer, depthwise):
+    """The 1x1 Fp16Conv2D of a separable layer (rank 1: height 1)."""
+    (pointwise,) = layer._cast_in(layer.pointwise_kernel)
+    nchw = layer.data_format == "channels_first"
+    if layer.rank == 1:
+        depthwise = tf.expand_dims(depthwise, 2 if nchw else 1)
+        pointwise = tf.expand_dims(pointwise, 0)
+    y = ops.conv2d(depthwise, pointwise, strides=1, padding="VALID",
+                   data_format=_nhwc_or_nchw(layer.data_format), accumulation=layer.accumulation)
+    return tf.squeeze(y, 2 if nchw else 1) if layer.rank == 1 else y
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="DepthwiseConv2D")
@@ -231,11 +253,31 @@ class SeparableConv2D(_Fp16AccumulationMixin, keras.layers.SeparableConv2D):
         if getattr(self, "_keras_path", False):
             return super().call(inputs)
         depthwise = _depthwise(self, inputs, self.depthwise_kernel)
-        (pointwise,) = self._cast_in(self.pointwise_kernel)
-        outputs = ops.conv2d(depthwise, pointwise, strides=1, padding="VALID",
-                             data_format=_nhwc_or_nchw(self.data_format),
-                             accumulation=self.accumulation)
-        return self._finish(outputs, self.filters)
+        return self._finish(_pointwise(self, depthwise), self.filters)
+
+
+def _conv_transpose(layer, inputs):
+    """Fp16Conv2DBackpropInput with Keras's output size (rank 1: height 1)."""
+    from keras.src.backend.common.backend_utils import compute_conv_transpose_output_shape
+    x, w = layer._cast_in(inputs, layer.kernel)
+    dynamic = tf.shape(x)
+    shape = [dynamic[i] if d is None else d for i, d in enumerate(x.shape)]
+    out_shape = compute_conv_transpose_output_shape(
+        shape, layer.kernel_size, layer.filters, layer.strides, layer.padding,
+        layer.output_padding, layer.data_format, layer.dilation_rate)
+    strides, dilations = list(layer.strides), list(layer.dilation_rate)
+    nchw = layer.data_format == "channels_first"
+    if layer.rank == 1:
+        x = tf.expand_dims(x, 2 if nchw else 1)
+        w = tf.expand_dims(w, 0)
+        out_shape = list(out_shape)
+        out_shape.insert(2 if nchw else 1, 1)
+        strides, dilations = [1] + strides, [1] + dilations
+    y = ops.conv2d_backprop_input(
+        tf.stack([tf.cast(d, tf.int32) for d in out_shape]), w, x, strides=strides,
+        padding=layer.padding.upper(), data_format=_nhwc_or_nchw(layer.data_format),
+        dilations=dilations, accumulation=layer.accumulation)
+    return tf.squeeze(y, 2 if nchw else 1) if layer.rank == 1 else y
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv2DTranspose")
@@ -267,19 +309,7 @@ class Conv2DTranspose(_Fp16AccumulationMixin, keras.layers.Conv2DTranspose):
     def call(self, inputs):
         if getattr(self, "_keras_path", False):
             return super().call(inputs)
-        from keras.src.backend.common.backend_utils import compute_conv_transpose_output_shape
-        x, w = self._cast_in(inputs, self.kernel)
-        shape = list(x.shape)
-        dynamic = tf.shape(x)
-        shape = [dynamic[i] if d is None else d for i, d in enumerate(shape)]
-        out_shape = compute_conv_transpose_output_shape(
-            shape, self.kernel_size, self.filters, self.strides, self.padding, self.output_padding,
-            self.data_format, self.dilation_rate)
-        outputs = ops.conv2d_backprop_input(
-            tf.stack([tf.cast(d, tf.int32) for d in out_shape]), w, x, strides=list(self.strides),
-            padding=self.padding.upper(), data_format=_nhwc_or_nchw(self.data_format),
-            dilations=list(self.dilation_rate), accumulation=self.accumulation)
-        return self._finish(outputs, self.filters)
+        return self._finish(_conv_transpose(self, inputs), self.filters)
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv1D")
@@ -318,6 +348,77 @@ class Conv1D(_Fp16AccumulationMixin, keras.layers.Conv1D):
                              dilations=[1, self.dilation_rate[0]], accumulation=self.accumulation)
         outputs = tf.squeeze(outputs, 1 if last else 2)
         return self._finish(outputs, self.filters)
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="DepthwiseConv1D")
+class DepthwiseConv1D(_Fp16AccumulationMixin, keras.layers.DepthwiseConv1D):
+    """`keras.layers.DepthwiseConv1D` with a selectable accumulation precision: the
+    Fp16DepthwiseConv2D of `DepthwiseConv2D` with height 1 (kernel [K, C, M] -> [1, K, C, M]).
+
+    Numerics (accumulation='float16'): each output accumulates over k ascending.
+
+    Raises:
+      ValueError: as `DepthwiseConv2D` and `keras.layers.DepthwiseConv1D`.
+    """
+
+    def __init__(self, kernel_size, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(kernel_size, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
+        outputs = _depthwise(self, inputs, self.kernel)
+        return self._finish(outputs, self.depth_multiplier * self._get_input_channel(inputs.shape))
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="SeparableConv1D")
+class SeparableConv1D(_Fp16AccumulationMixin, keras.layers.SeparableConv1D):
+    """`keras.layers.SeparableConv1D` with a selectable accumulation precision: `SeparableConv2D`
+    with height 1.
+
+    Numerics (accumulation='float16'): depthwise outputs over k ascending (rounded to binary16),
+    pointwise outputs over the C*M channels ascending.
+
+    Raises:
+      ValueError: as `SeparableConv2D` and `keras.layers.SeparableConv1D`.
+    """
+
+    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(filters, kernel_size, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
+        depthwise = _depthwise(self, inputs, self.depthwise_kernel)
+        return self._finish(_pointwise(self, depthwise), self.filters)
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv1DTranspose")
+class Conv1DTranspose(_Fp16AccumulationMixin, keras.layers.Conv1DTranspose):
+    """`keras.layers.Conv1DTranspose` with a selectable accumulation precision: the
+    Fp16Conv2DBackpropInput of `Conv2DTranspose` with height 1 (kernel [K, filters, C] ->
+    [1, K, filters, C]; strides, output_padding, dilation as Keras computes them).
+
+    Numerics (accumulation='float16'): each output accumulates in the dgrad order
+    (k, input_channel) ascending.
+
+    Raises:
+      ValueError: as `Conv2DTranspose` and `keras.layers.Conv1DTranspose`.
+    """
+
+    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(filters, kernel_size, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
+        return self._finish(_conv_transpose(self, inputs), self.filters)
 
 
 def dense_matmul(x, kernel, accumulation):
@@ -388,5 +489,8 @@ KERAS_EQUIVALENTS = {
     keras.layers.SeparableConv2D: SeparableConv2D,
     keras.layers.Conv2DTranspose: Conv2DTranspose,
     keras.layers.Conv1D: Conv1D,
+    keras.layers.DepthwiseConv1D: DepthwiseConv1D,
+    keras.layers.SeparableConv1D: SeparableConv1D,
+    keras.layers.Conv1DTranspose: Conv1DTranspose,
     keras.layers.Dense: Dense,
 }
