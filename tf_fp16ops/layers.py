@@ -103,8 +103,9 @@ class Conv2D(keras.layers.Conv2D):
 # ----------------------------------------------------------------------------------------------
 # The other conv-like layers and Dense. Each keeps the Keras layer's arguments, weights (names,
 # shapes, layouts) and config, adds `accumulation`, and routes its reduction through the
-# Fp16Conv2D op family (fprop Fp16Conv2D, dgrad Fp16Conv2DBackpropInput), so its gradients are
-# the registered gradients of those ops (tf_fp16ops.ops) with the same accumulation.
+# Fp16Conv2D op family (fprop Fp16Conv2D, dgrad Fp16Conv2DBackpropInput) or Fp16DepthwiseConv2D,
+# so its gradients are the registered gradients of those ops (tf_fp16ops.ops) with the same
+# accumulation.
 
 
 class _Fp16AccumulationMixin:
