@@ -130,3 +130,43 @@ def gamma_bound(terms: int, abs_sum, unit_roundoff: float):
     Algorithms, 2nd ed., §3.1) for a K-term recursive sum."""
     ku = terms * unit_roundoff
     return ku / (1 - ku) * abs_sum
+
+
+def depthwise_conv2d(x, w, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation="half"):
+    """Depthwise convolution in the Keras/TF layout: x NHWC, w [KH, KW, C, M]; output channel
+    c*M + m = sum over (kh, kw) ascending of x[..., c] * w[kh, kw, c, m]
+    (tf.nn.depthwise_conv2d's channel order)."""
+    KH, KW, C, M = w.shape
+    g = geometry(x.shape, (KH, KW, 1, C * M), strides, dilations, padding)
+    xp = _padded(x, g)
+    acc = np.zeros((g.N, g.P, g.Q, C, M), np.float16 if accumulation == "half" else np.float64)
+    for kh in range(KH):
+        for kw in range(KW):
+            rows = xp[:, kh * g.dh: kh * g.dh + (g.P - 1) * g.sh + 1: g.sh,
+                      kw * g.dw: kw * g.dw + (g.Q - 1) * g.sw + 1: g.sw, :]
+            acc = _step(acc, rows[..., :, None], w[kh, kw][None, None, None], accumulation)
+    return acc.reshape(g.N, g.P, g.Q, C * M)
+
+
+def matmul(x, w, accumulation="half"):
+    """x [M, Cin] @ w [Cin, K]: one accumulator per (m, k), over ci ascending."""
+    acc = np.zeros((x.shape[0], w.shape[1]), np.float16 if accumulation == "half" else np.float64)
+    for ci in range(x.shape[1]):
+        acc = _step(acc, x[:, ci:ci + 1], w[ci:ci + 1, :], accumulation)
+    return acc
+
+
+def matmul_backprop_input(w, dy, accumulation="half"):
+    """dx [M, Cin] = dy [M, K] @ w.T: over k ascending."""
+    acc = np.zeros((dy.shape[0], w.shape[0]), np.float16 if accumulation == "half" else np.float64)
+    for k in range(w.shape[1]):
+        acc = _step(acc, dy[:, k:k + 1], w[None, :, k], accumulation)
+    return acc
+
+
+def matmul_backprop_filter(x, dy, accumulation="half"):
+    """dw [Cin, K] = x.T @ dy: over the rows m ascending."""
+    acc = np.zeros((x.shape[1], dy.shape[1]), np.float16 if accumulation == "half" else np.float64)
+    for m in range(x.shape[0]):
+        acc = _step(acc, x[m][:, None], dy[m][None, :], accumulation)
+    return acc

@@ -20,7 +20,8 @@ from tf_fp16ops import layers
 from tf_fp16ops.comparison import compare
 from tf_fp16ops.conversion import convert, convert_with_report
 from tf_fp16ops.saved_model import load_saved_model
+from tf_fp16ops.sensitivity import sensitivity
 
 __all__ = ["accumulation_dtype", "compare", "conv2d", "conv2d_backprop_filter", "conv2d_backprop_input",
-           "convert", "convert_with_report", "layers", "load_saved_model"]
+           "convert", "convert_with_report", "layers", "load_saved_model", "sensitivity"]
 __version__ = "0.1.0"

@@ -1,16 +1,19 @@
-"""Switches the Conv2D layers of a Keras model to `tf_fp16ops.layers.Conv2D`.
+"""Switches the conv-like and Dense layers of a Keras model to their `tf_fp16ops.layers` twins.
 
 `convert(model, accumulation, layers)` rebuilds a Sequential or functional model (and every
-Sequential/functional model nested in it) with `keras.models.clone_model`: each selected
-`keras.layers.Conv2D` becomes a `tf_fp16ops.layers.Conv2D` built from the same config plus
-`accumulation`, every other layer a copy from its config, and then every new layer gets the
-original layer's weights (kernel, bias, BatchNormalization statistics, ...). The original
-model is not modified and shares no variables with the result.
+Sequential/functional model nested in it) with `keras.models.clone_model`: each selected layer
+of a class in `tf_fp16ops.layers.KERAS_EQUIVALENTS` (keras.layers.Conv2D, DepthwiseConv2D,
+SeparableConv2D, Conv2DTranspose, Conv1D, DepthwiseConv1D, SeparableConv1D, Conv1DTranspose,
+Dense) becomes the tf_fp16ops layer of the same name
+built from the same config plus `accumulation`, every other layer a copy from its config, and
+then every new layer gets the original layer's weights (kernel, bias, BatchNormalization
+statistics, ...). The original model is not modified and shares no variables with the result.
 
-Convolutions the op does not implement (DepthwiseConv2D, Conv2DTranspose, SeparableConv2D,
-Conv1D, Conv3D, ...) stay as they are and are listed in the report as not converted, as are
-Conv2D layers left out by `layers` and Conv2D layers inside custom layers that cannot be
-rebuilt from outside.
+Layers that stay as they are and are listed in the report as not converted, with the reason:
+convolutions the ops do not implement (Conv3D, Conv3DTranspose: no 3-D variant of the op
+family), EinsumDense (general einsum equations), quantized
+Dense layers, subclasses of the converted classes (they may override call()), layers left out by
+`layers`, and such layers inside custom layers that cannot be rebuilt from outside.
 """
 from __future__ import annotations
 
@@ -20,8 +23,7 @@ from typing import Callable, Iterable, Union
 
 import keras
 
-from tf_fp16ops.layers import Conv2D as Fp16Conv2DLayer
-from tf_fp16ops.layers import canonical_accumulation
+from tf_fp16ops.layers import KERAS_EQUIVALENTS, canonical_accumulation
 
 _LOG = logging.getLogger(__name__)
 
@@ -30,7 +32,7 @@ LayerSelection = Union[None, str, Iterable[str], Callable[[keras.layers.Layer], 
 
 @dataclass(frozen=True)
 class NotConverted:
-    """A convolution layer left unchanged, with the reason."""
+    """A convolution or Dense layer left unchanged, with the reason."""
     name: str
     class_name: str
     reason: str
@@ -38,15 +40,26 @@ class NotConverted:
 
 @dataclass(frozen=True)
 class ConversionReport:
-    """What `convert` did: `converted` layer names in model order; `not_converted` convolutions."""
+    """What `convert` did: `converted` layer names in model order; `not_converted` convolution
+    and Dense layers left unchanged; `converted_classes` the Keras class name of each converted
+    layer (same order)."""
     accumulation: str
     converted: tuple[str, ...]
     not_converted: tuple[NotConverted, ...]
+    converted_classes: tuple[str, ...] = ()
+
+    def counts(self) -> dict[str, int]:
+        """Converted layers per Keras class name, e.g. {'Conv2D': 35, 'DepthwiseConv2D': 17}."""
+        out: dict[str, int] = {}
+        for c in self.converted_classes:
+            out[c] = out.get(c, 0) + 1
+        return out
 
     def summary(self) -> str:
-        lines = [f"{len(self.converted)} Conv2D layer(s) converted to tf_fp16ops.layers.Conv2D "
-                 f"(accumulation={self.accumulation}); {len(self.not_converted)} convolution layer(s) "
-                 f"not converted"]
+        per_class = ", ".join(f"{n} {c}" for c, n in self.counts().items())
+        lines = [f"{len(self.converted)} layer(s) converted to tf_fp16ops.layers "
+                 f"(accumulation={self.accumulation})" + (f": {per_class}" if per_class else "")
+                 + f"; {len(self.not_converted)} convolution/Dense layer(s) not converted"]
         lines += [f"  not converted: {n.name} ({n.class_name}): {n.reason}" for n in self.not_converted]
         return "\n".join(lines)
 
@@ -58,10 +71,21 @@ class Conversion:
     report: ConversionReport
 
 
+_OURS = {ours: ours for ours in KERAS_EQUIVALENTS.values()}
+
+
+def _target_class(layer):
+    """The tf_fp16ops class `layer` converts to, or None. Exact classes only (a Keras class or
+    ours, to change its accumulation): other subclasses may override call() and would lose that
+    behaviour. Quantized Dense layers have no float kernel to run."""
+    cls = KERAS_EQUIVALENTS.get(type(layer)) or _OURS.get(type(layer))
+    if cls is not None and getattr(layer, "quantization_mode", None):
+        return None
+    return cls
+
+
 def _is_convertible(layer) -> bool:
-    # Exactly keras.layers.Conv2D (or our subclass, to change its accumulation). Other subclasses
-    # of Conv2D may override call() and would lose that behaviour.
-    return type(layer) is keras.layers.Conv2D or type(layer) is Fp16Conv2DLayer
+    return _target_class(layer) is not None
 
 
 def _is_convolution(layer) -> bool:
@@ -69,7 +93,19 @@ def _is_convolution(layer) -> bool:
     from keras.src.layers.convolutional.base_conv_transpose import BaseConvTranspose
     from keras.src.layers.convolutional.base_depthwise_conv import BaseDepthwiseConv
     from keras.src.layers.convolutional.base_separable_conv import BaseSeparableConv
-    return isinstance(layer, (BaseConv, BaseConvTranspose, BaseDepthwiseConv, BaseSeparableConv))
+    return isinstance(layer, (BaseConv, BaseConvTranspose, BaseDepthwiseConv, BaseSeparableConv,
+                              keras.layers.Dense, keras.layers.EinsumDense))
+
+
+def _not_convertible_reason(layer) -> str:
+    if getattr(layer, "quantization_mode", None):
+        return f"quantized ({layer.quantization_mode}); the Fp16Conv2D ops run float kernels only"
+    for keras_cls in KERAS_EQUIVALENTS:
+        if isinstance(layer, keras_cls):
+            return f"subclass of {keras_cls.__name__} with its own behaviour"
+    if isinstance(layer, keras.layers.EinsumDense):
+        return "EinsumDense: general einsum equations are not mapped to the Fp16Conv2D ops"
+    return "no 3-D variant of this convolution in the Fp16Conv2D op family; left unchanged"
 
 
 def _is_rebuilt_container(layer) -> bool:
@@ -98,8 +134,9 @@ def _selector(layers: LayerSelection, model) -> Callable[[keras.layers.Layer], b
     wrong_kind = sorted(n for n in names if not _is_convertible(by_name[n]))
     if wrong_kind:
         kinds = ", ".join(f"'{n}' is a {type(by_name[n]).__name__}" for n in wrong_kind)
-        raise ValueError(f"layers names layers that are not keras.layers.Conv2D ({kinds}); only "
-                         f"Conv2D layers can be converted")
+        classes = ", ".join(c.__name__ for c in KERAS_EQUIVALENTS)
+        raise ValueError(f"layers names layers that convert cannot convert ({kinds}); only "
+                         f"{classes} layers can be converted")
     return lambda layer: layer.name in names
 
 
@@ -117,18 +154,20 @@ def convert_with_report(model: keras.Model, accumulation="float16", layers: Laye
     selected = _selector(layers, model)
     pairs: list[tuple] = []
     converted: list[str] = []
+    classes: list[str] = []
     skipped: list[NotConverted] = []
 
     def clone(layer):
         if _is_convertible(layer) and selected(layer):
-            new = Fp16Conv2DLayer.from_config({**layer.get_config(), "accumulation": accumulation})
+            target = _target_class(layer)
+            new = target.from_config({**layer.get_config(), "accumulation": accumulation})
             converted.append(layer.name)
+            classes.append(target.__name__)
         else:
             new = layer.__class__.from_config(layer.get_config())
             if _is_convolution(layer):
                 reason = ("not selected by `layers`" if _is_convertible(layer) else
-                          "subclass of Conv2D with its own behaviour" if isinstance(layer, keras.layers.Conv2D)
-                          else "no Fp16 op for this convolution type; left unchanged")
+                          _not_convertible_reason(layer))
                 skipped.append(NotConverted(layer.name, type(layer).__name__, reason))
             for inner in layer._flatten_layers(include_self=False, recursive=True):
                 if _is_convolution(inner):
@@ -147,31 +186,33 @@ def convert_with_report(model: keras.Model, accumulation="float16", layers: Laye
                 raise ValueError(f"convert could not build the copy of layer '{old.name}' to give it the "
                                  f"original weights; build the model (call it once) before converting")
             new.set_weights(weights)
-    report = ConversionReport(accumulation, tuple(converted), tuple(skipped))
+    report = ConversionReport(accumulation, tuple(converted), tuple(skipped), tuple(classes))
     _LOG.info("%s", report.summary())
     return Conversion(new_model, report)
 
 
 def convert(model: keras.Model, accumulation="float16", layers: LayerSelection = None) -> keras.Model:
-    """Returns a copy of `model` whose keras.layers.Conv2D layers run the Fp16Conv2D op.
+    """Returns a copy of `model` whose conv-like and Dense layers run the Fp16Conv2D ops.
 
     Args:
       model: a built Sequential or functional keras.Model; nested Sequential/functional models
         are converted too.
       accumulation: 'float16' (true fp16 accumulation; convolutions of a float32 model then run
         on float16-rounded inputs and weights, see `tf_fp16ops.layers`) or 'float32'.
-      layers: None (all Conv2D layers), a layer name or list of names (each must name a Conv2D
-        layer of the model), or a predicate `layer -> bool` called on each Conv2D layer.
+      layers: None (every convertible layer: Conv2D, DepthwiseConv2D, SeparableConv2D,
+        Conv2DTranspose, Conv1D, Dense), a layer name or list of names (each must name a
+        convertible layer of the model), or a predicate `layer -> bool` called on each
+        convertible layer.
 
     Returns:
       The new keras.Model, same structure, layer names and weights. `convert_with_report` returns
       the report too (converted names, convolutions not converted and why); it is also logged at
-      INFO level on the "tf_fp16ops.conversion" logger. A model without Conv2D layers gives a
+      INFO level on the "tf_fp16ops.conversion" logger. A model without convertible layers gives a
       plain copy with 0 converted.
 
     Raises:
       ValueError: bad `accumulation`; a subclassed model; `layers` naming layers that are not in
-        the model or are not Conv2D.
+        the model or are not convertible.
       TypeError: `model` is not a keras.Model.
     """
     return convert_with_report(model, accumulation, layers).model

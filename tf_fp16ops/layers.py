@@ -1,4 +1,15 @@
-"""Keras 3 layers that run their convolution through the Fp16Conv2D op.
+"""Keras 3 layers that run their convolution (or matrix product) through the Fp16Conv2D ops.
+
+Layers (each registered serializable as "tf_fp16ops>Name"; same arguments, weights and config as
+the keras.layers class of the same name, plus `accumulation`):
+  Conv2D           Fp16Conv2D; sum over (kh, kw, in_channel) ascending.
+  DepthwiseConv2D  Fp16DepthwiseConv2D (= grouped Fp16Conv2D, groups = C); sum over (kh, kw).
+  SeparableConv2D  DepthwiseConv2D then a 1x1 Fp16Conv2D; sums over (kh, kw), then C*M channels.
+  Conv2DTranspose  Fp16Conv2DBackpropInput; sum in the dgrad order (kh, kw, in_channel).
+  Conv1D           Fp16Conv2D with height 1 (causal padding included); sum over (k, in_channel).
+  DepthwiseConv1D, SeparableConv1D, Conv1DTranspose: their 2-D twins with height 1.
+  Dense            1x1 Fp16Conv2D on the flattened rows; sum over the input features ascending.
+Gradients are those registered for the ops (tf_fp16ops.ops), with the same accumulation.
 
 `Conv2D` is `keras.layers.Conv2D` with one more argument, `accumulation`; it takes every
 other argument of `keras.layers.Conv2D` (filters, kernel_size, strides, padding, data_format,
@@ -69,6 +80,8 @@ class Conv2D(keras.layers.Conv2D):
         self.supports_jit = False
 
     def convolution_op(self, inputs, kernel):
+        if getattr(self, "_keras_path", False):  # set by tf_fp16ops.sensitivity only
+            return super().convolution_op(inputs, kernel)
         op_dtype = "float16" if self.accumulation == "float16" else self.compute_dtype
         outputs = ops.conv2d(
             tf.cast(inputs, op_dtype),
@@ -85,3 +98,400 @@ class Conv2D(keras.layers.Conv2D):
         config = super().get_config()
         config["accumulation"] = self.accumulation
         return config
+
+
+# ----------------------------------------------------------------------------------------------
+# The other conv-like layers and Dense. Each keeps the Keras layer's arguments, weights (names,
+# shapes, layouts) and config, adds `accumulation`, and routes its reduction through the
+# Fp16Conv2D op family (fprop Fp16Conv2D, dgrad Fp16Conv2DBackpropInput) or Fp16DepthwiseConv2D,
+# so its gradients are the registered gradients of those ops (tf_fp16ops.ops) with the same
+# accumulation.
+
+
+class _Fp16AccumulationMixin:
+    """`accumulation` handling shared by the layers below (see the module docstring)."""
+
+    def _init_accumulation(self, accumulation):
+        self.accumulation = canonical_accumulation(accumulation)
+
+    def _check_compute_dtype(self):
+        if self.compute_dtype not in _SUPPORTED_COMPUTE_DTYPES:
+            raise ValueError(
+                f"tf_fp16ops.layers.{type(self).__name__} '{self.name}': the dtype policy "
+                f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; the "
+                f"Fp16Conv2D op computes in float16 or float32 only (use dtype 'float32', "
+                f"'float16' or 'mixed_float16')")
+        self.supports_jit = False
+
+    def _op_dtype(self) -> str:
+        return "float16" if self.accumulation == "float16" else self.compute_dtype
+
+    def _cast_in(self, *tensors):
+        dtype = self._op_dtype()
+        return [tf.cast(t, dtype) for t in tensors]
+
+    def _finish(self, outputs, channels):
+        """Cast back to the compute dtype, then bias and activation as the Keras layer does."""
+        outputs = tf.cast(outputs, self.compute_dtype)
+        if self.use_bias:
+            rank = len(outputs.shape) - 2
+            if self.data_format == "channels_last":
+                shape = (1,) * (rank + 1) + (channels,)
+            else:
+                shape = (1, channels) + (1,) * rank
+            outputs = outputs + tf.reshape(tf.cast(self.bias, self.compute_dtype), shape)
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config["accumulation"] = self.accumulation
+        return config
+
+
+def _nhwc_or_nchw(data_format) -> str:
+    return "NHWC" if data_format == "channels_last" else "NCHW"
+
+
+def depthwise_filters(kernel):
+    """Keras depthwise kernel [KH, KW, C, M] as the grouped-conv filter [KH, KW, 1, C*M].
+
+    Output channel c*M + m of keras.layers.DepthwiseConv2D (tf.nn.depthwise_conv2d's order) is
+    output channel c*M + m of the grouped convolution with groups = C: group c owns output
+    channels [c*M, (c+1)*M), which read input channel c (tf_fp16ops.conv2d's grouping).
+    """
+    kh, kw, c, m = kernel.shape
+    return tf.reshape(kernel, [kh, kw, 1, c * m])
+
+
+def _depthwise(layer, inputs, kernel):
+    """Fp16DepthwiseConv2D (NHWC; channels_first is transposed around it). Rank-1 layers run
+    with height 1: x [N, L, C] -> [N, 1, L, C], kernel [K, C, M] -> [1, K, C, M]."""
+    x, w = layer._cast_in(inputs, kernel)
+    nchw = layer.data_format == "channels_first"
+    one_d = layer.rank == 1
+    strides, dilations = list(layer.strides), list(layer.dilation_rate)
+    if one_d:
+        x = tf.expand_dims(x, 2 if nchw else 1)
+        w = tf.expand_dims(w, 0)
+        strides, dilations = [1] + strides, [1] + dilations
+    if nchw:
+        x = tf.transpose(x, [0, 2, 3, 1])
+    y = ops.depthwise_conv2d(x, w, strides=strides, padding=layer.padding.upper(),
+                             dilations=dilations, accumulation=layer.accumulation)
+    if nchw:
+        y = tf.transpose(y, [0, 3, 1, 2])
+    return tf.squeeze(y, 2 if nchw else 1) if one_d else y
+
+
+def _pointwise(layer, depthwise):
+    """The 1x1 Fp16Conv2D of a separable layer (rank 1: height 1)."""
+    (pointwise,) = layer._cast_in(layer.pointwise_kernel)
+    nchw = layer.data_format == "channels_first"
+    if layer.rank == 1:
+        depthwise = tf.expand_dims(depthwise, 2 if nchw else 1)
+        pointwise = tf.expand_dims(pointwise, 0)
+    y = ops.conv2d(depthwise, pointwise, strides=1, padding="VALID",
+                   data_format=_nhwc_or_nchw(layer.data_format), accumulation=layer.accumulation)
+    return tf.squeeze(y, 2 if nchw else 1) if layer.rank == 1 else y
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="DepthwiseConv2D")
+class DepthwiseConv2D(_Fp16AccumulationMixin, keras.layers.DepthwiseConv2D):
+    """`keras.layers.DepthwiseConv2D` with a selectable accumulation precision.
+
+    Runs as Fp16DepthwiseConv2D (`tf_fp16ops.depthwise_conv2d`, the Keras kernel [KH, KW, C, M]
+    as it is, any `depth_multiplier` M), the same sum as the grouped Fp16Conv2D with groups = C
+    and filter [KH, KW, 1, C*M] (`depthwise_filters`), whose dgrad/wgrad ops are its gradients.
+
+    Input/output: [N, H, W, C] -> [N, P, Q, C*M] ("channels_last") or [N, C, H, W] ->
+    [N, C*M, P, Q] ("channels_first"); output channel c*M + m is input channel c times filter m.
+
+    Numerics (accumulation='float16'): each output is one binary16 accumulator over the KH*KW
+    terms of its channel, (kh, kw) ascending, one rounding per fused step; fprop, dgrad
+    (over (kh, kw, m) ascending) and wgrad (over (n, p, q) ascending) as `tf_fp16ops.conv2d`.
+
+    Raises:
+      ValueError: as `tf_fp16ops.layers.Conv2D` (accumulation, dtype policy) and
+        `keras.layers.DepthwiseConv2D`.
+    """
+
+    def __init__(self, kernel_size, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(kernel_size, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
+        outputs = _depthwise(self, inputs, self.kernel)
+        return self._finish(outputs, self.depth_multiplier * self._get_input_channel(inputs.shape))
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="SeparableConv2D")
+class SeparableConv2D(_Fp16AccumulationMixin, keras.layers.SeparableConv2D):
+    """`keras.layers.SeparableConv2D` with a selectable accumulation precision.
+
+    The depthwise step (depthwise_kernel [KH, KW, C, M]) runs as `DepthwiseConv2D` does, its
+    result is rounded to the op dtype (binary16 under accumulation='float16', as
+    tf.nn.separable_conv2d stores it in its dtype), then the pointwise step
+    (pointwise_kernel [1, 1, C*M, filters]) is a 1x1 Fp16Conv2D.
+
+    Numerics (accumulation='float16'): depthwise outputs accumulate over (kh, kw) ascending;
+    pointwise outputs over the C*M depthwise channels ascending; one binary16 rounding per step.
+
+    Raises:
+      ValueError: as `DepthwiseConv2D` and `keras.layers.SeparableConv2D`.
+    """
+
+    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(filters, kernel_size, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
+        depthwise = _depthwise(self, inputs, self.depthwise_kernel)
+        return self._finish(_pointwise(self, depthwise), self.filters)
+
+
+def _conv_transpose(layer, inputs):
+    """Fp16Conv2DBackpropInput with Keras's output size (rank 1: height 1)."""
+    from keras.src.backend.common.backend_utils import compute_conv_transpose_output_shape
+    x, w = layer._cast_in(inputs, layer.kernel)
+    dynamic = tf.shape(x)
+    shape = [dynamic[i] if d is None else d for i, d in enumerate(x.shape)]
+    out_shape = compute_conv_transpose_output_shape(
+        shape, layer.kernel_size, layer.filters, layer.strides, layer.padding,
+        layer.output_padding, layer.data_format, layer.dilation_rate)
+    strides, dilations = list(layer.strides), list(layer.dilation_rate)
+    nchw = layer.data_format == "channels_first"
+    if layer.rank == 1:
+        x = tf.expand_dims(x, 2 if nchw else 1)
+        w = tf.expand_dims(w, 0)
+        out_shape = list(out_shape)
+        out_shape.insert(2 if nchw else 1, 1)
+        strides, dilations = [1] + strides, [1] + dilations
+    y = ops.conv2d_backprop_input(
+        tf.stack([tf.cast(d, tf.int32) for d in out_shape]), w, x, strides=strides,
+        padding=layer.padding.upper(), data_format=_nhwc_or_nchw(layer.data_format),
+        dilations=dilations, accumulation=layer.accumulation)
+    return tf.squeeze(y, 2 if nchw else 1) if layer.rank == 1 else y
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv2DTranspose")
+class Conv2DTranspose(_Fp16AccumulationMixin, keras.layers.Conv2DTranspose):
+    """`keras.layers.Conv2DTranspose` with a selectable accumulation precision.
+
+    The transposed convolution is the input gradient of a convolution: it runs as
+    Fp16Conv2DBackpropInput (`tf_fp16ops.conv2d_backprop_input`) with the Keras kernel
+    [KH, KW, filters, C] as the HWIO filter of that convolution and the output size Keras
+    computes (keras backend `compute_conv_transpose_output_shape`: strides, padding,
+    output_padding, dilation_rate), exactly as the TensorFlow backend calls
+    tf.nn.conv_transpose.
+
+    Input/output: [N, H, W, C] -> [N, H', W', filters] ("channels_last"), or NCHW.
+
+    Numerics (accumulation='float16'): each output accumulates in the dgrad order
+    (kh, kw, input_channel) ascending over the input positions that reach it, one binary16
+    rounding per fused step.
+
+    Raises:
+      ValueError: as `tf_fp16ops.layers.Conv2D` and `keras.layers.Conv2DTranspose`.
+    """
+
+    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(filters, kernel_size, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
+        return self._finish(_conv_transpose(self, inputs), self.filters)
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv1D")
+class Conv1D(_Fp16AccumulationMixin, keras.layers.Conv1D):
+    """`keras.layers.Conv1D` with a selectable accumulation precision.
+
+    Runs as a 2-D Fp16Conv2D with height 1: input [N, L, C] -> [N, 1, L, C], kernel
+    [K, C / groups, filters] -> [1, K, C / groups, filters]; padding 'causal' pads
+    dilation_rate * (K - 1) zeros on the left and runs VALID, as keras.layers.Conv1D does.
+
+    Numerics (accumulation='float16'): each output accumulates over (k, in_channel) ascending
+    (the (kw, ci) order of the 2-D op), one binary16 rounding per fused step; zero padding
+    takes part in the sum.
+
+    Raises:
+      ValueError: as `tf_fp16ops.layers.Conv2D` and `keras.layers.Conv1D`.
+    """
+
+    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(filters, kernel_size, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
+        x, w = self._cast_in(inputs, self.kernel)
+        padding = self.padding
+        if padding == "causal":
+            x = tf.pad(x, self._compute_causal_padding())
+            padding = "valid"
+        last = self.data_format == "channels_last"
+        x = tf.expand_dims(x, 1 if last else 2)
+        outputs = ops.conv2d(x, tf.expand_dims(w, 0), strides=[1, self.strides[0]],
+                             padding=padding.upper(), data_format=_nhwc_or_nchw(self.data_format),
+                             dilations=[1, self.dilation_rate[0]], accumulation=self.accumulation)
+        outputs = tf.squeeze(outputs, 1 if last else 2)
+        return self._finish(outputs, self.filters)
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="DepthwiseConv1D")
+class DepthwiseConv1D(_Fp16AccumulationMixin, keras.layers.DepthwiseConv1D):
+    """`keras.layers.DepthwiseConv1D` with a selectable accumulation precision: the
+    Fp16DepthwiseConv2D of `DepthwiseConv2D` with height 1 (kernel [K, C, M] -> [1, K, C, M]).
+
+    Numerics (accumulation='float16'): each output accumulates over k ascending.
+
+    Raises:
+      ValueError: as `DepthwiseConv2D` and `keras.layers.DepthwiseConv1D`.
+    """
+
+    def __init__(self, kernel_size, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(kernel_size, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
+        outputs = _depthwise(self, inputs, self.kernel)
+        return self._finish(outputs, self.depth_multiplier * self._get_input_channel(inputs.shape))
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="SeparableConv1D")
+class SeparableConv1D(_Fp16AccumulationMixin, keras.layers.SeparableConv1D):
+    """`keras.layers.SeparableConv1D` with a selectable accumulation precision: `SeparableConv2D`
+    with height 1.
+
+    Numerics (accumulation='float16'): depthwise outputs over k ascending (rounded to binary16),
+    pointwise outputs over the C*M channels ascending.
+
+    Raises:
+      ValueError: as `SeparableConv2D` and `keras.layers.SeparableConv1D`.
+    """
+
+    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(filters, kernel_size, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
+        depthwise = _depthwise(self, inputs, self.depthwise_kernel)
+        return self._finish(_pointwise(self, depthwise), self.filters)
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv1DTranspose")
+class Conv1DTranspose(_Fp16AccumulationMixin, keras.layers.Conv1DTranspose):
+    """`keras.layers.Conv1DTranspose` with a selectable accumulation precision: the
+    Fp16Conv2DBackpropInput of `Conv2DTranspose` with height 1 (kernel [K, filters, C] ->
+    [1, K, filters, C]; strides, output_padding, dilation as Keras computes them).
+
+    Numerics (accumulation='float16'): each output accumulates in the dgrad order
+    (k, input_channel) ascending.
+
+    Raises:
+      ValueError: as `Conv2DTranspose` and `keras.layers.Conv1DTranspose`.
+    """
+
+    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(filters, kernel_size, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs)
+        return self._finish(_conv_transpose(self, inputs), self.filters)
+
+
+def dense_matmul(x, kernel, accumulation):
+    """x [..., Cin] @ kernel [Cin, units] through Fp16Conv2D as a 1x1 convolution.
+
+    The M = prod(leading dims) rows become M/q images of one row of q positions [M/q, 1, q, Cin]
+    (q the largest of 8, 4, 2, 1 dividing M, so the CPU kernel works on q rows at once); the
+    kernel is the HWIO filter [1, 1, Cin, units]. The layout does not change the sums: output
+    (m, k) accumulates x[m, ci] * kernel[ci, k] over ci ascending (fprop), dx over k ascending
+    (dgrad), dkernel over the rows m ascending in row-major order (wgrad).
+    """
+    cin = kernel.shape[0]
+    units = kernel.shape[1]
+    lead = tf.shape(x)[:-1]
+    rows = tf.reduce_prod(lead)
+    q = tf.where(rows % 8 == 0, 8, tf.where(rows % 4 == 0, 4, tf.where(rows % 2 == 0, 2, 1)))
+    x4 = tf.reshape(x, tf.stack([rows // q, 1, q, cin]))   # batch rows // q: 0 rows is valid
+    y = ops.conv2d(x4, tf.reshape(kernel, [1, 1, cin, units]), strides=1, padding="VALID",
+                   accumulation=accumulation)
+    out = tf.reshape(y, tf.concat([lead, [units]], 0))
+    if x.shape.rank is not None:
+        out.set_shape(x.shape[:-1].concatenate([units]))
+    return out
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="Dense")
+class Dense(_Fp16AccumulationMixin, keras.layers.Dense):
+    """`keras.layers.Dense` with a selectable accumulation precision, on inputs of any rank >= 2.
+
+    y = activation(x @ kernel + bias) with kernel [Cin, units], x [..., Cin] -> [..., units];
+    the product runs as a 1x1 Fp16Conv2D (`dense_matmul`). LoRA (`lora_rank`) works as in
+    keras.layers.Dense (the effective kernel enters the product); quantized Dense layers
+    (`quantize(...)`) are not supported and `convert` leaves them unchanged.
+
+    Numerics (accumulation='float16'): each output is one binary16 accumulator over the Cin
+    input features in ascending order, one rounding per fused step; dx accumulates over the
+    units ascending, dkernel over the rows of x (leading dims flattened row-major) ascending.
+
+    Raises:
+      ValueError: as `tf_fp16ops.layers.Conv2D` and `keras.layers.Dense`.
+    """
+
+    def __init__(self, units, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(units, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs, training=None):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs, training=training)
+        if getattr(self, "quantization_mode", None):
+            raise ValueError(f"tf_fp16ops.layers.Dense '{self.name}' is quantized "
+                             f"({self.quantization_mode}); the Fp16Conv2D op runs float kernels "
+                             f"only")
+        x, w = self._cast_in(inputs, self.kernel)
+        outputs = tf.cast(dense_matmul(x, w, self.accumulation), self.compute_dtype)
+        if self.bias is not None:
+            outputs = outputs + tf.cast(self.bias, self.compute_dtype)
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return outputs
+
+
+# keras class -> tf_fp16ops class, for `convert`.
+KERAS_EQUIVALENTS = {
+    keras.layers.Conv2D: Conv2D,
+    keras.layers.DepthwiseConv2D: DepthwiseConv2D,
+    keras.layers.SeparableConv2D: SeparableConv2D,
+    keras.layers.Conv2DTranspose: Conv2DTranspose,
+    keras.layers.Conv1D: Conv1D,
+    keras.layers.DepthwiseConv1D: DepthwiseConv1D,
+    keras.layers.SeparableConv1D: SeparableConv1D,
+    keras.layers.Conv1DTranspose: Conv1DTranspose,
+    keras.layers.Dense: Dense,
+}

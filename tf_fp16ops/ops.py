@@ -304,3 +304,62 @@ def _fp16_conv2d_backprop_filter_grad(op, grad):
         None,
         _ops.fp16_conv2d(x, grad, **a),
     ]
+
+
+def depthwise_conv2d(input, filter, strides: IntOrList, padding: str,
+                     dilations: IntOrList | None = None, accumulation="float16",
+                     name: str | None = None) -> tf.Tensor:
+    """Depthwise convolution like `tf.nn.depthwise_conv2d` (NHWC), accumulation chosen per call.
+
+    Args:
+      input: 4-D float16 or float32 tensor [N, H, W, C].
+      filter: same dtype, [KH, KW, C, M] (M the depth multiplier).
+      strides: int or list of 1, 2 or 4 ints (4: NHWC order, 1 at batch and channel).
+      padding: 'SAME' or 'VALID' (tf.nn.conv2d's output size and padding rules).
+      dilations: int or list of 1, 2 or 4 ints; default 1.
+      accumulation: 'float16' (default; needs float16 inputs) or 'float32'.
+      name: op name.
+
+    Returns:
+      Tensor of the input dtype, [N, P, Q, C*M]; channel c*M + m is input channel c convolved
+      with filter[:, :, c, m] (tf.nn.depthwise_conv2d's order).
+
+    Numerics: one accumulator per output over (kh, kw) ascending, as the grouped `conv2d` with
+    groups = C and filter [KH, KW, 1, C*M] (same bits); the CPU kernel vectorizes over the C*M
+    channels. Gradients: the grouped Fp16Conv2DBackpropInput (over (kh, kw, m)) and
+    Fp16Conv2DBackpropFilter (over (n, p, q)) with the same accumulation.
+
+    Raises:
+      ValueError: malformed `strides`, `dilations`, `padding` or `accumulation`, dtypes other than
+        float16/float32 or differing.
+      tf.errors.InvalidArgumentError: ranks other than 4, filter in-channels other than C,
+        non-positive strides or dilations, output size <= 0, accumulation float16 with float32
+        inputs.
+    """
+    tacc = accumulation_dtype(accumulation)
+    if not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):
+        raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
+    strides_attr = _window_attr("strides", strides, "NHWC")
+    dilations_attr = _window_attr("dilations", 1 if dilations is None else dilations, "NHWC")
+    check_not_in_xla("Fp16DepthwiseConv2D")
+    with tf.name_scope(name or "Fp16DepthwiseConv2D"):
+        input = tf.convert_to_tensor(input, name="input")
+        filter = tf.convert_to_tensor(filter, name="filter")
+        _check_dtypes(input=input, filter=filter)
+        return _ops.fp16_depthwise_conv2d(input, filter, Tacc=tacc, strides=strides_attr,
+                                          padding=padding.upper(), dilations=dilations_attr)
+
+
+@tf.RegisterGradient("Fp16DepthwiseConv2D")
+def _fp16_depthwise_conv2d_grad(op, grad):
+    # The grouped convolution with groups = C is the same sum: its dgrad and wgrad ops give the
+    # gradients, with the forward op's Tacc, strides, padding and dilations.
+    x, w = op.inputs
+    shape = tf.shape(w)
+    grouped = tf.reshape(w, tf.stack([shape[0], shape[1], 1, shape[2] * shape[3]]))
+    a = dict(Tacc=op.get_attr("Tacc"), strides=op.get_attr("strides"),
+             padding=op.get_attr("padding"), explicit_paddings=[], data_format="NHWC",
+             dilations=op.get_attr("dilations"))
+    dx = _ops.fp16_conv2d_backprop_input(tf.shape(x), grouped, grad, **a)
+    dw = _ops.fp16_conv2d_backprop_filter(x, tf.shape(grouped), grad, **a)
+    return [dx, tf.reshape(dw, shape)]

@@ -1,0 +1,212 @@
+#include "cc/kernels/cpu/depthwise_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tf_fp16ops {
+namespace cpu {
+namespace {
+
+void ElementwiseScalar(Accumulation accumulation, float* acc, int64_t len, const float* const* x,
+                       const float* const* w, int64_t terms) {
+  for (int64_t l = 0; l < len; ++l) {
+    float a = acc[l];
+    for (int64_t t = 0; t < terms; ++t) {
+      a = accumulation == Accumulation::kHalf ? HalfFmaStep(a, x[t][l], w[t][l])
+                                              : std::fma(x[t][l], w[t][l], a);
+    }
+    acc[l] = a;
+  }
+}
+
+#if defined(__x86_64__)
+// The AVX-512 kHalf step of cc/kernels/cpu/accumulate.cc (see the proof there): the binary32 FMA
+// rounded down and up gives the round-to-odd sum as min(bits) | (down != up); one conversion to
+// binary16 then rounds it to nearest even, which equals one direct rounding (Boldo and
+// Melquiond, IEEE Trans. Computers 57(4), 2008, Theorem 1).
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 HalfStep(__m512 acc,
+                                                                                     __m512 x,
+                                                                                     __m512 w) {
+  const __m512i down = _mm512_castps_si512(
+      _mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+  const __m512i up = _mm512_castps_si512(
+      _mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+  const __m512i inexact = _mm512_min_epu32(_mm512_xor_si512(down, up), _mm512_set1_epi32(1));
+  const __m512 odd = _mm512_castsi512_ps(_mm512_or_si512(_mm512_min_epu32(down, up), inexact));
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// Two vectors of 16 lanes per step, the tail masked; the accumulators stay in registers over
+// all terms.
+template <bool kHalfAcc>
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Elementwise512(
+    float* acc, int64_t len, const float* const* x, const float* const* w, int64_t terms) {
+  int64_t l = 0;
+  for (; l + 32 <= len; l += 32) {
+    __m512 a0 = _mm512_loadu_ps(acc + l), a1 = _mm512_loadu_ps(acc + l + 16);
+    for (int64_t t = 0; t < terms; ++t) {
+      const __m512 x0 = _mm512_loadu_ps(x[t] + l), x1 = _mm512_loadu_ps(x[t] + l + 16);
+      const __m512 w0 = _mm512_loadu_ps(w[t] + l), w1 = _mm512_loadu_ps(w[t] + l + 16);
+      a0 = kHalfAcc ? HalfStep(a0, x0, w0) : _mm512_fmadd_ps(x0, w0, a0);
+      a1 = kHalfAcc ? HalfStep(a1, x1, w1) : _mm512_fmadd_ps(x1, w1, a1);
+    }
+    _mm512_storeu_ps(acc + l, a0);
+    _mm512_storeu_ps(acc + l + 16, a1);
+  }
+  for (; l < len; l += 16) {
+    const __mmask16 mask = len - l >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                         : static_cast<__mmask16>((1u << (len - l)) - 1u);
+    __m512 a = _mm512_maskz_loadu_ps(mask, acc + l);
+    for (int64_t t = 0; t < terms; ++t) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x[t] + l);
+      const __m512 wv = _mm512_maskz_loadu_ps(mask, w[t] + l);
+      a = kHalfAcc ? HalfStep(a, xv, wv) : _mm512_fmadd_ps(xv, wv, a);
+    }
+    _mm512_mask_storeu_ps(acc + l, mask, a);
+  }
+}
+
+// ---------------------------------------------------------------- AVX2 (8 lanes)
+// The AVX2 kHalf step of cc/kernels/cpu/accumulate.cc: s = fl32(x * w + acc) rounds once more
+// to binary16 correctly unless s is a binary16 midpoint (low 13 bits 0x1000) or lies in the
+// binary16 subnormal range; only then the exact error e of the sum (TwoSum, Knuth TAOCP vol. 2,
+// 4.2.2) moves an even s to its round-to-odd neighbour before the conversion.
+__attribute__((target("avx2,f16c,fma"))) inline __m256 HalfStep256(__m256 acc, __m256 x, __m256 w) {
+  __m256 s = _mm256_fmadd_ps(x, w, acc);
+  __m256i sb = _mm256_castps_si256(s);
+  const __m256i magnitude = _mm256_and_si256(sb, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i midpoint = _mm256_cmpeq_epi32(_mm256_and_si256(sb, _mm256_set1_epi32(0x1FFF)),
+                                              _mm256_set1_epi32(0x1000));
+  const __m256i small =
+      _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x38800000), magnitude),
+                       _mm256_cmpgt_epi32(magnitude, _mm256_setzero_si256()));
+  if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(midpoint, small), _mm256_set1_epi32(-1)),
+                       0)) {
+    const __m256 p = _mm256_mul_ps(x, w);
+    const __m256 bb = _mm256_sub_ps(s, p);
+    const __m256 e = _mm256_add_ps(_mm256_sub_ps(p, _mm256_sub_ps(s, bb)), _mm256_sub_ps(acc, bb));
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i inexact = _mm256_castps_si256(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+    const __m256i even = _mm256_cmpeq_epi32(_mm256_and_si256(sb, one), _mm256_setzero_si256());
+    const __m256i delta =
+        _mm256_or_si256(_mm256_srai_epi32(_mm256_xor_si256(sb, _mm256_castps_si256(e)), 31), one);
+    sb = _mm256_add_epi32(sb, _mm256_and_si256(_mm256_and_si256(inexact, even), delta));
+    s = _mm256_castsi256_ps(sb);
+  }
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// 8 lanes per step; the lane tail runs the scalar step.
+template <bool kHalfAcc>
+__attribute__((target("avx2,f16c,fma"))) void Elementwise256(float* acc, int64_t len,
+                                                             const float* const* x,
+                                                             const float* const* w, int64_t terms) {
+  int64_t l = 0;
+  for (; l + 8 <= len; l += 8) {
+    __m256 a = _mm256_loadu_ps(acc + l);
+    for (int64_t t = 0; t < terms; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x[t] + l);
+      const __m256 wv = _mm256_loadu_ps(w[t] + l);
+      a = kHalfAcc ? HalfStep256(a, xv, wv) : _mm256_fmadd_ps(xv, wv, a);
+    }
+    _mm256_storeu_ps(acc + l, a);
+  }
+  for (; l < len; ++l) {
+    float a = acc[l];
+    for (int64_t t = 0; t < terms; ++t) {
+      a = kHalfAcc ? HalfFmaStep(a, x[t][l], w[t][l]) : std::fma(x[t][l], w[t][l], a);
+    }
+    acc[l] = a;
+  }
+}
+#endif
+
+// The path of the shared accumulation primitive (it honours TF_FP16OPS_CPU_ISA), so the ISA a
+// process reports holds for this functor too.
+enum class Path { kScalar, kAvx2, kAvx512 };
+
+Path ChosenPath() {
+  static const Path path = std::strcmp(AccumulateIsa(), "avx512") == 0 ? Path::kAvx512
+                           : std::strcmp(AccumulateIsa(), "avx2") == 0 ? Path::kAvx2
+                                                                       : Path::kScalar;
+  return path;
+}
+
+}  // namespace
+
+void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
+                           const float* const* x, const float* const* w, int64_t terms) {
+  if (len <= 0 || terms <= 0) return;
+#if defined(__x86_64__)
+  const bool half = accumulation == Accumulation::kHalf;
+  switch (ChosenPath()) {
+    case Path::kAvx512:
+      half ? Elementwise512<true>(acc, len, x, w, terms)
+           : Elementwise512<false>(acc, len, x, w, terms);
+      return;
+    case Path::kAvx2:
+      half ? Elementwise256<true>(acc, len, x, w, terms)
+           : Elementwise256<false>(acc, len, x, w, terms);
+      return;
+    case Path::kScalar:
+      break;
+  }
+#endif
+  ElementwiseScalar(accumulation, acc, len, x, w, terms);
+}
+
+void DepthwiseFprop(const DepthwiseGeometry& g, Accumulation acc, const float* x, const float* w,
+                    float* y, const DepthwiseParallelFor& parallel_for) {
+  const int64_t L = g.C * g.M;
+  const int64_t T = g.KH * g.KW;
+  // With a depth multiplier M > 1, lane c*M + m reads input channel c: the input is expanded
+  // once to [N, H, W, C*M] so that every lane reads its own element.
+  std::vector<float> expanded;
+  const float* xs = x;
+  if (g.M > 1) {
+    expanded.resize(static_cast<size_t>(g.N * g.H * g.W * L));
+    const int64_t pixels = g.N * g.H * g.W;
+    parallel_for(pixels, std::max<int64_t>(1, L), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float* src = x + i * g.C;
+        float* dst = expanded.data() + i * L;
+        for (int64_t c = 0; c < g.C; ++c) std::fill(dst + c * g.M, dst + (c + 1) * g.M, src[c]);
+      }
+    });
+    xs = expanded.data();
+  }
+  const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
+  const int64_t cost = std::max<int64_t>(1, 2 * g.Q * T * L);
+  parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
+    const std::vector<float> zeros(static_cast<size_t>(L), 0.0f);
+    std::vector<const float*> xp(static_cast<size_t>(T));
+    std::vector<const float*> wp(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) wp[t] = w + t * L;
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / g.P;
+      const int64_t p = r % g.P;
+      for (int64_t q = 0; q < g.Q; ++q) {
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+          const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const int64_t wi = q * g.stride_w - g.pad_left + kw * g.dilation_w;
+            const bool inside = h >= 0 && h < g.H && wi >= 0 && wi < g.W;
+            xp[kh * g.KW + kw] = inside ? xs + ((n * g.H + h) * g.W + wi) * L : zeros.data();
+          }
+        }
+        float* out = y + (r * g.Q + q) * L;
+        std::fill(out, out + L, 0.0f);
+        AccumulateElementwise(acc, out, L, xp.data(), wp.data(), T);
+      }
+    }
+  });
+}
+
+}  // namespace cpu
+}  // namespace tf_fp16ops

@@ -1,0 +1,148 @@
+"""The Fp16DepthwiseConv2D op (tf_fp16ops.depthwise_conv2d) that DepthwiseConv2D and
+SeparableConv2D run: bit-exact against tests/reference.depthwise_conv2d with float16
+accumulation on every CPU instruction-set path (TF_FP16OPS_CPU_ISA caps it, in a fresh process),
+within fp32 rounding of tf.nn.depthwise_conv2d with float32 accumulation, and clear errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import reference
+import tf_fp16ops
+from tf_fp16ops import ops
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+import reference as R
+from tf_fp16ops import ops
+rng = np.random.default_rng(11)
+bad = compared = 0
+for trial in range(10):
+    c, m = int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    shape = (2, int(rng.integers(3, 9)), int(rng.integers(3, 9)), c)
+    kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    s, d = (1 + trial % 2, 1 + trial % 3 // 2), (1 + trial % 4 // 3, 1)
+    pad = "SAME" if trial % 2 else "VALID"
+    if trial % 3 == 1:   # many binades: binary16 subnormals and midpoints
+        x = rng.integers(-8, 8, shape) * 2.0 ** rng.integers(-20, 4, shape)
+        w = rng.integers(-8, 8, (kh, kw, c, m)) * 2.0 ** rng.integers(-12, 6, (kh, kw, c, m))
+    else:
+        x, w = rng.normal(size=shape) * 30, rng.normal(size=(kh, kw, c, m))
+    x, w = x.astype(np.float16), w.astype(np.float16)
+    try:
+        ref = R.depthwise_conv2d(x, w, s, d, pad, "half")
+    except ValueError:
+        continue
+    if min(ref.shape) == 0:
+        continue
+    ours = ops.depthwise_conv2d(x, w, list(s), pad, list(d), accumulation="float16").numpy()
+    same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+    bad += int((~same).sum())
+    compared += same.size
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    ours32 = ops.depthwise_conv2d(x32, w32, list(s), pad, list(d), accumulation="float32").numpy()
+    exact = R.depthwise_conv2d(x32.astype(np.float64), w32.astype(np.float64), s, d, pad, "float64")
+    absum = R.depthwise_conv2d(np.abs(x32).astype(np.float64), np.abs(w32).astype(np.float64), s, d,
+                               pad, "float64")
+    bad += int((np.abs(ours32 - exact) > R.gamma_bound(kh * kw, absum, 2.0 ** -24)).sum())
+print("isa", ops.cpu_isa())
+print("compared", compared)
+print("mismatches", bad)
+"""
+
+
+def test_float16_bit_exact_native_isa_path(capsys):
+    exec(SCRIPT.format(tests=TESTS), {})  # this process: the best path of the CPU
+    out = dict(l.split(" ", 1) for l in capsys.readouterr().out.splitlines() if " " in l)
+    assert out["mismatches"] == "0" and int(out["compared"]) > 1000, out
+
+
+@pytest.mark.parametrize("isa", ["avx2", "scalar"])
+def test_float16_bit_exact_capped_isa_path(isa):
+    env = dict(os.environ, TF_FP16OPS_CPU_ISA=isa)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(tests=TESTS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = dict(l.split(" ", 1) for l in proc.stdout.splitlines() if " " in l)
+    if isa == "avx2" and lines["isa"] != "avx2":
+        pytest.skip(f"this CPU has no AVX2 path (runs {lines['isa']})")
+    assert lines["isa"] == isa and lines["mismatches"] == "0" and int(lines["compared"]) > 1000
+
+
+def test_same_bits_as_grouped_conv2d():
+    rng = np.random.default_rng(3)
+    x = (rng.normal(size=(2, 9, 7, 5)) * 10).astype(np.float16)
+    w = rng.normal(size=(3, 3, 5, 2)).astype(np.float16)
+    ours = ops.depthwise_conv2d(x, w, 2, "SAME", accumulation="float16").numpy()
+    grouped = ops.conv2d(x, w.reshape(3, 3, 1, 10), 2, "SAME", accumulation="float16").numpy()
+    np.testing.assert_array_equal(ours.view(np.uint16), grouped.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_float32_accumulation_matches_tf(dtype):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 8, 8, 6)).astype(dtype)
+    w = rng.normal(size=(3, 3, 6, 2)).astype(dtype)
+    ours = ops.depthwise_conv2d(x, w, 1, "SAME", dilations=2, accumulation="float32").numpy()
+    exact = reference.depthwise_conv2d(
+        x.astype(np.float64), w.astype(np.float64), (1, 1), (2, 2), "SAME", "float64"
+    )
+    # float32: 9 terms, gamma_9 * sum|x w| <= 9 * 2^-24 * sum|x w|; float16 output: one rounding.
+    absum = reference.depthwise_conv2d(
+        np.abs(x).astype(np.float64),
+        np.abs(w).astype(np.float64),
+        (1, 1),
+        (2, 2),
+        "SAME",
+        "float64",
+    )
+    u = 2.0**-24 if dtype == "float32" else 2.0**-11
+    assert np.all(np.abs(ours - exact) <= 10 * 2.0**-24 * absum + u * np.abs(exact) + 2.0**-24)
+    tf_out = tf.nn.depthwise_conv2d(
+        x.astype("float32"), w.astype("float32"), [1, 1, 1, 1], "SAME", dilations=[2, 2]
+    ).numpy()
+    assert np.abs(ours.astype(np.float64) - tf_out).max() <= 2 * u * np.abs(tf_out).max()
+
+
+def test_layer_runs_the_op():
+    layer = tf_fp16ops.layers.DepthwiseConv2D(3, accumulation="float16")
+    graph = tf.function(layer).get_concrete_function(tf.TensorSpec([1, 5, 5, 4], tf.float32)).graph
+    types = [o.type for o in graph.get_operations()]
+    assert "Fp16DepthwiseConv2D" in types and "Fp16Conv2D" not in types
+
+
+def test_bad_inputs():
+    x16 = np.ones((1, 5, 5, 3), np.float16)
+    w16 = np.ones((3, 3, 3, 1), np.float16)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Tacc=half .* needs T=half"):
+        ops.depthwise_conv2d(x16.astype("float32"), w16.astype("float32"), 1, "VALID")
+    with pytest.raises(
+        (tf.errors.InvalidArgumentError, ValueError), match="must be equal|in-channels"
+    ):
+        ops.depthwise_conv2d(x16, np.ones((3, 3, 2, 1), np.float16), 1, "VALID")
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="rank 4|4-D"):
+        ops.depthwise_conv2d(x16[0], w16, 1, "VALID")
+    with pytest.raises(ValueError, match="padding must be 'SAME' or 'VALID', got 'EXPLICIT'"):
+        ops.depthwise_conv2d(x16, w16, 1, "EXPLICIT")
+    with pytest.raises(ValueError, match="strides must be"):
+        ops.depthwise_conv2d(x16, w16, "2", "VALID")
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="strides"):
+        ops.depthwise_conv2d(x16, w16, [0, 1], "VALID")
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+        ops.depthwise_conv2d(x16, np.ones((7, 7, 3, 1), np.float16), 1, "VALID")  # output size <= 0
+    with pytest.raises(ValueError, match="filter must have the input's dtype float16, got float32"):
+        ops.depthwise_conv2d(x16, w16.astype("float32"), 1, "VALID")

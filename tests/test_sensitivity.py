@@ -1,0 +1,274 @@
+"""tf_fp16ops.sensitivity and tf-fp16-sensitivity on the digits CNN (trained here as
+examples/train_digits.py trains it, labels given) and on MobileNetV2 (no labels).
+
+Every figure the sweep reports is recomputed independently: a fresh `convert` of the model with
+only that layer in float16 (a separate clone, not the runtime switch the sweep uses), compared
+in NumPy; the fp16 set is checked the same way on `result.model`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+import tf_fp16ops
+from tf_fp16ops.sensitivity import SUMMARY_PREFIX, sensitivity
+from tf_fp16ops.sensitivity_cli import main as cli_main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+import train_digits  # noqa: E402
+
+
+def _out(model, x):
+    return keras.ops.convert_to_numpy(model(x, training=False)).astype(np.float64)
+
+
+def _rel(a, b):
+    d = np.abs(a - b)
+    return d.max() / np.abs(a).max(), d.mean() / np.abs(a).mean()
+
+
+def _acc(y, logits):
+    return float(np.mean(logits.argmax(-1) == y))
+
+
+@pytest.fixture(scope="module")
+def digits():
+    x, y, x_test, y_test = train_digits.load_digits_data()
+    model = train_digits.build_model("float32")
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=False,
+    )
+    model.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
+    return model, x_test, y_test
+
+
+@pytest.fixture(scope="module")
+def digits_result(digits):
+    model, x, y = digits
+    return sensitivity(model, x, y, tolerance=2e-3, metric_tolerance=0.0, progress=False)
+
+
+def test_digits_sweep_matches_independent_conversions(digits, digits_result):
+    model, x, y = digits
+    r = digits_result
+    names = [l.name for l in model.layers if hasattr(l, "kernel")]
+    assert len(names) == 3 and sorted(l.name for l in r.layers) == sorted(names)
+    base = _out(tf_fp16ops.convert(model, "float32"), x)
+    assert r.baseline_metric == pytest.approx(_acc(y, base), abs=0)
+    assert r.baseline_metric > 0.5  # chance is 0.1: the model learnt something
+    for entry in r.layers:
+        one = tf_fp16ops.convert(
+            tf_fp16ops.convert(model, "float32"), "float16", layers=[entry.name]
+        )
+        out = _out(one, x)
+        max_rel, mean_rel = _rel(base, out)
+        assert entry.max_rel == pytest.approx(max_rel, rel=1e-12)
+        assert entry.mean_rel == pytest.approx(mean_rel, rel=1e-12)
+        assert entry.max_rel > 1e-4  # fp16 accumulation changes every layer's output
+        assert entry.metric == _acc(y, out)
+        assert entry.metric_change == pytest.approx(entry.metric - r.baseline_metric, abs=1e-15)
+    assert [l.rank for l in r.layers] == [1, 2, 3]
+    assert [l.max_rel for l in r.layers] == sorted((l.max_rel for l in r.layers), reverse=True)
+    assert {l.class_name for l in r.layers} == {"Conv2D", "Dense"}
+
+
+def test_digits_fp16_set_is_within_tolerance(digits, digits_result):
+    model, x, y = digits
+    r = digits_result
+    got = _out(r.model, x)
+    base = _out(tf_fp16ops.convert(model, "float32"), x)
+    assert _rel(base, got)[0] == pytest.approx(r.set_max_rel, rel=1e-12)
+    assert r.set_max_rel <= 2e-3 and _acc(y, got) >= r.baseline_metric
+    accs = {l.name: l.accumulation for l in r.model.layers if hasattr(l, "accumulation")}
+    assert {n for n, a in accs.items() if a == "float16"} == set(r.fp16_set)
+    assert {l.name for l in r.layers if l.in_fp16_set} == set(r.fp16_set)
+
+
+def test_tolerance_extremes(digits):
+    model, x, y = digits
+    everything = sensitivity(
+        model, x, y, tolerance=1e9, metric_tolerance=1.0, progress=False, search="bisect"
+    )
+    assert len(everything.fp16_set) == 3
+    nothing = sensitivity(model, x, tolerance=1e-9, progress=False)
+    assert nothing.fp16_set == () and nothing.set_max_rel == 0.0 and nothing.baseline_metric is None
+    assert all(getattr(l, "accumulation", "float32") == "float32" for l in nothing.model.layers)
+
+
+def test_others_original_baseline_is_the_model(digits):
+    """The digits model is built from tf_fp16ops layers at float32: 'original' keeps them so."""
+    model, x, _ = digits
+    r = sensitivity(model, x[:64], tolerance=1.0, others="original", progress=False)
+    base = _out(model, x[:64])
+    for entry in r.layers:
+        # The model with only this layer in float16 and the rest untouched, built independently.
+        out = _out(tf_fp16ops.convert(model, "float16", layers=[entry.name]), x[:64])
+        assert entry.max_rel == pytest.approx(_rel(base, out)[0], rel=1e-12)
+    np.testing.assert_array_equal(
+        _out(r.model, x[:64]),
+        _out(tf_fp16ops.convert(model, "float16", layers=list(r.fp16_set)), x[:64]),
+    )
+
+
+def test_others_original_runs_the_keras_kernels():
+    keras.utils.set_random_seed(5)
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 3)),
+            keras.layers.Conv2D(8, 3, activation="relu"),
+            keras.layers.DepthwiseConv2D(3, depth_multiplier=2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(5),
+        ]
+    )
+    x = np.random.default_rng(8).normal(size=(6, 8, 8, 3)).astype("float32") * 20
+    r = sensitivity(model, x, tolerance=1e-9, others="original", progress=False)
+    base = _out(model, x)
+    for entry in r.layers:
+        out = _out(tf_fp16ops.convert(model, "float16", layers=[entry.name]), x)
+        assert entry.max_rel == pytest.approx(_rel(base, out)[0], rel=1e-12)
+        assert entry.max_rel > 0
+    assert r.fp16_set == () and np.array_equal(_out(r.model, x), base)
+
+
+def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    import tensorflow as tf
+
+    r = digits_result
+    table = r.table()
+    assert table.splitlines()[0].split() == [
+        "rank",
+        "layer",
+        "class",
+        "max_rel",
+        "mean_rel",
+        "metric_change",
+        "fp16",
+        "set",
+    ]
+    assert len(table.splitlines()) == 3 + 2
+    data = json.loads(r.to_json())
+    assert [l["name"] for l in data["layers"]] == [l.name for l in r.layers]
+    assert data["fp16_set"] == list(r.fp16_set) and data["tolerance"] == 2e-3
+    r.write_summaries(str(tmp_path))
+    acc = EventAccumulator(str(tmp_path), size_guidance={"tensors": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["tensors"])
+    for l in r.layers:
+        value = tf.make_ndarray(acc.Tensors(f"{SUMMARY_PREFIX}/max_rel/{l.name}")[0].tensor_proto)
+        assert float(value) == pytest.approx(l.max_rel, rel=1e-6)
+        assert f"{SUMMARY_PREFIX}/metric_change/{l.name}" in tags
+    text = tf.make_ndarray(acc.Tensors(f"{SUMMARY_PREFIX}/table")[0].tensor_proto).item().decode()
+    assert text.startswith("| rank | layer |")
+    blob = (
+        tf.make_ndarray(acc.Tensors(f"{SUMMARY_PREFIX}/result_json")[0].tensor_proto)
+        .item()
+        .decode()
+    )
+    assert json.loads(blob)["fp16_set"] == list(r.fp16_set)
+
+
+def test_progress_bar(digits, capsys):
+    model, x, _ = digits
+    sensitivity(model, x[:16], tolerance=1.0, layers=[model.layers[-1].name], progress=True)
+    out = capsys.readouterr().out
+    assert "model run" in out and "3/3" in out
+
+
+def test_bad_arguments(digits):
+    model, x, y = digits
+    with pytest.raises(ValueError, match="tolerance must be a positive number, got -1"):
+        sensitivity(model, x, tolerance=-1)
+    with pytest.raises(ValueError, match="metric_tolerance must be a number >= 0"):
+        sensitivity(model, x, y, metric_tolerance=-0.5)
+    with pytest.raises(ValueError, match="others must be one of .* got 'half'"):
+        sensitivity(model, x, others="half")
+    with pytest.raises(ValueError, match="search must be one of .* got 'random'"):
+        sensitivity(model, x, search="random")
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
+        sensitivity(model, x, batch_size=0)
+    with pytest.raises(ValueError, match="y has 3 labels for"):
+        sensitivity(model, x, y[:3])
+    with pytest.raises(ValueError, match="at least one sample"):
+        sensitivity(model, x[:0])
+    with pytest.raises(TypeError, match="metric must be a callable"):
+        sensitivity(model, x, y, metric="accuracy")
+    plain = keras.Sequential([keras.Input((3,)), keras.layers.Activation("relu")])
+    with pytest.raises(ValueError, match="has no layer convert can switch"):
+        sensitivity(plain, np.ones((2, 3), "float32"))
+
+
+def test_cli(digits, tmp_path, capsys):
+    model, x, y = digits
+    path = str(tmp_path / "digits.keras")
+    model.save(path)
+    np.save(tmp_path / "x.npy", x[:100])
+    np.save(tmp_path / "y.npy", y[:100])
+    rc = cli_main(
+        [
+            path,
+            "--inputs",
+            str(tmp_path / "x.npy"),
+            "--labels",
+            str(tmp_path / "y.npy"),
+            "--tolerance",
+            "1e9",
+            "--metric-tolerance",
+            "1",
+            "--json",
+            str(tmp_path / "r.json"),
+            "--logdir",
+            str(tmp_path / "tb"),
+            "--save-model",
+            str(tmp_path / "set.keras"),
+            "--no-progress",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "fp16 set: 3 of 3 layers (greedy" in out
+    assert json.loads((tmp_path / "r.json").read_text())["num_samples"] == 100
+    assert os.listdir(tmp_path / "tb")
+    loaded = keras.saving.load_model(str(tmp_path / "set.keras"))
+    assert {l.accumulation for l in loaded.layers if hasattr(l, "accumulation")} == {"float16"}
+
+    assert cli_main([path, "--random-inputs", "0"]) == 2
+    assert "--random-inputs must be >= 1" in capsys.readouterr().err
+    assert cli_main([str(tmp_path / "missing.keras"), "--random-inputs", "2"]) == 2
+    assert "cannot load model" in capsys.readouterr().err
+    assert cli_main([path, "--random-inputs", "4", "--tolerance", "0", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip().endswith("tolerance must be a positive number, got 0.0")
+
+
+@pytest.fixture(scope="module")
+def mobilenet():
+    return keras.applications.MobileNetV2(
+        weights=None, input_shape=(32, 32, 3), classes=10, classifier_activation=None
+    )
+
+
+def test_mobilenetv2_without_labels(mobilenet):
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
+    r = sensitivity(mobilenet, x, tolerance=1e-2, search="bisect", progress=False)
+    assert len(r.layers) == 53 and r.baseline_metric is None
+    assert {l.class_name for l in r.layers} == {"Conv2D", "DepthwiseConv2D", "Dense"}
+    assert 0 < len(r.fp16_set) < 53
+    base = _out(tf_fp16ops.convert(mobilenet, "float32"), x)
+    got = _out(r.model, x)
+    assert _rel(base, got)[0] == pytest.approx(r.set_max_rel, rel=1e-12) and r.set_max_rel <= 1e-2
+    # Spot-check the sweep on the least sensitive layer with a fresh conversion.
+    for entry in r.layers[-1:]:
+        one = tf_fp16ops.convert(
+            tf_fp16ops.convert(mobilenet, "float32"), "float16", layers=[entry.name]
+        )
+        assert entry.max_rel == pytest.approx(_rel(base, _out(one, x))[0], rel=1e-12)

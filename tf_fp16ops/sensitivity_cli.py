@@ -1,0 +1,137 @@
+"""tf-fp16-sensitivity: which layers of a Keras model can take fp16 accumulation.
+
+    tf-fp16-sensitivity model.keras --inputs x.npy [--labels y.npy] [--tolerance 0.01]
+        [--metric-tolerance 0.01] [--others float32|original] [--search greedy|bisect]
+        [--batch-size 32] [--json out.json] [--logdir DIR] [--save-model out.keras]
+        [--random-inputs N] [--no-progress]
+
+Prints the table of `tf_fp16ops.sensitivity` (one row per layer, by rank, then the fp16 set);
+`--json` writes `SensitivityResult.to_json()`, `--logdir` the TensorBoard summaries,
+`--save-model` the converted model for the fp16 set. Exit status 0 on success, 2 on bad
+arguments or inputs (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+# Quiet TensorFlow's C++ start-up lines before anything below imports it.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tf-fp16-sensitivity",
+        description="Rank the conv-like and Dense layers of a Keras model by their sensitivity to "
+        "fp16 accumulation and find the largest set that can take it within a tolerance.",
+    )
+    p.add_argument("model", help="a .keras model file (Sequential or functional)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--inputs", help=".npy file of model inputs, samples on axis 0")
+    src.add_argument(
+        "--random-inputs",
+        type=int,
+        metavar="N",
+        help="N inputs drawn from a standard normal distribution (seed 0) in the "
+        "model's input shape",
+    )
+    p.add_argument(
+        "--labels",
+        help=".npy file of labels (class ids [N] or one-hot [N, K]); enables the "
+        "top-1 accuracy change",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-2,
+        help="largest max relative output error of the fp16 set (default 0.01)",
+    )
+    p.add_argument(
+        "--metric-tolerance",
+        type=float,
+        default=None,
+        help="largest accuracy drop of the fp16 set with --labels (default 0.01)",
+    )
+    p.add_argument(
+        "--others",
+        choices=("float32", "original"),
+        default="float32",
+        help="how the layers not in fp16 run (default float32 accumulation)",
+    )
+    p.add_argument("--search", choices=("greedy", "bisect"), default="greedy")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--json", help="write the result as JSON to this file")
+    p.add_argument(
+        "--logdir", help="write TensorBoard summaries (scalars per layer, a text table) here"
+    )
+    p.add_argument("--save-model", help="save the converted model for the fp16 set (.keras)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    import keras
+    import numpy as np
+
+    import tf_fp16ops  # noqa: F401  (registers the layers so .keras files load)
+    from tf_fp16ops.sensitivity import sensitivity
+
+    def fail(message: str) -> int:
+        print(f"tf-fp16-sensitivity: error: {message}", file=sys.stderr)
+        return 2
+
+    if args.random_inputs is not None and args.random_inputs < 1:
+        return fail(f"--random-inputs must be >= 1, got {args.random_inputs}")
+    if args.save_model and not args.save_model.endswith(".keras"):
+        return fail(f"--save-model must name a .keras file, got {args.save_model!r}")
+    try:
+        model = keras.saving.load_model(args.model)
+    except (OSError, ValueError, TypeError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return fail(f"cannot load model {args.model!r}: {first}")
+    try:
+        if args.inputs:
+            x = np.load(args.inputs)
+        else:
+            shape = tuple(model.inputs[0].shape[1:])
+            if len(model.inputs) != 1 or any(d is None for d in shape):
+                return fail(
+                    "--random-inputs needs a model with one input of fixed shape; use --inputs"
+                )
+            x = (
+                np.random.default_rng(0)
+                .normal(size=(args.random_inputs,) + shape)
+                .astype("float32")
+            )
+        y = np.load(args.labels) if args.labels else None
+    except (OSError, ValueError) as e:
+        return fail(f"cannot read inputs/labels: {e}")
+    try:
+        result = sensitivity(
+            model,
+            x,
+            y,
+            tolerance=args.tolerance,
+            metric_tolerance=args.metric_tolerance,
+            others=args.others,
+            search=args.search,
+            batch_size=args.batch_size,
+            progress=not args.no_progress,
+            logdir=args.logdir,
+        )
+    except (ValueError, TypeError) as e:
+        return fail(str(e).splitlines()[0])
+    print(result.table())
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(result.to_json() + "\n")
+    if args.save_model:
+        result.model.save(args.save_model)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""CPU GFLOP/s of each tf_fp16ops layer type against its Keras original, in one process.
+
+For each layer type the Keras layer and the tf_fp16ops layer with accumulation='float32' and
+'float16' (same weights, float32 model, inference, each wrapped in tf.function) run on the
+same input, interleaved, `--repeats` times each; the figure is 2 * multiply-adds / median time
+(GFLOP/s) and the ratio is ours / Keras. Multiply-adds per call:
+  DepthwiseConv2D   N*P*Q*C*M*KH*KW
+  SeparableConv2D   depthwise + N*P*Q*(C*M)*filters
+  Conv2DTranspose   N*H*W*C*KH*KW*filters (every input element meets the whole kernel)
+  Conv1D            N*L'*K*C*filters
+  Dense             rows*Cin*units
+
+    .venv/bin/python tools/benchmark_layers.py [--repeats 9]
+        [--out benchmarks/results/layers_DATE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import tf_fp16ops  # noqa: E402
+from tf_fp16ops import layers as L  # noqa: E402
+
+# name, keras class, ours, args, input shape, multiply-adds
+CASES = [
+    (
+        "DepthwiseConv2D 3x3 M=1",
+        keras.layers.DepthwiseConv2D,
+        L.DepthwiseConv2D,
+        dict(kernel_size=3, padding="same"),
+        (4, 32, 32, 64),
+        4 * 32 * 32 * 64 * 9,
+    ),
+    (
+        "SeparableConv2D 3x3 64->64",
+        keras.layers.SeparableConv2D,
+        L.SeparableConv2D,
+        dict(filters=64, kernel_size=3, padding="same"),
+        (4, 32, 32, 64),
+        4 * 32 * 32 * 64 * 9 + 4 * 32 * 32 * 64 * 64,
+    ),
+    (
+        "Conv2DTranspose 3x3 s2 64->32",
+        keras.layers.Conv2DTranspose,
+        L.Conv2DTranspose,
+        dict(filters=32, kernel_size=3, strides=2, padding="same"),
+        (4, 16, 16, 64),
+        4 * 16 * 16 * 64 * 9 * 32,
+    ),
+    (
+        "Conv1D k3 causal 64->64",
+        keras.layers.Conv1D,
+        L.Conv1D,
+        dict(filters=64, kernel_size=3, padding="causal"),
+        (8, 256, 64),
+        8 * 256 * 3 * 64 * 64,
+    ),
+    (
+        "Dense 512->512 (256 rows)",
+        keras.layers.Dense,
+        L.Dense,
+        dict(units=512),
+        (256, 512),
+        256 * 512 * 512,
+    ),
+]
+
+
+def _cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--out", default=None, help="write the Markdown table here")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    rows = []
+    progress = keras.utils.Progbar(len(CASES), unit_name="layer type")
+    for i, (name, keras_cls, ours_cls, kw, shape, macs) in enumerate(CASES):
+        x = tf.constant(np.random.default_rng(0).normal(size=shape).astype("float32"))
+        ref = keras_cls(**kw)
+        ref(x)
+        peers = {"keras": ref}
+        for acc in ("float32", "float16"):
+            layer = ours_cls(accumulation=acc, **kw)
+            layer(x)
+            layer.set_weights(ref.get_weights())
+            peers[acc] = layer
+        fns = {k: tf.function(v) for k, v in peers.items()}
+        for f in fns.values():
+            f(x).numpy()
+        times = {k: [] for k in fns}
+        for _ in range(args.repeats):
+            for k, f in fns.items():
+                t = time.perf_counter()
+                f(x).numpy()
+                times[k].append(time.perf_counter() - t)
+        gflops = {k: 2 * macs / float(np.median(v)) / 1e9 for k, v in times.items()}
+        rows.append((name, gflops))
+        progress.update(i + 1)
+    cpu = _cpu_model()
+    header = (
+        f"CPU: {cpu} ({os.cpu_count()} logical CPUs), TensorFlow {tf.__version__}, "
+        f"ops ISA path {tf_fp16ops.ops.cpu_isa()}, median of {args.repeats}, "
+        f"{datetime.date.today().isoformat()}; GFLOP/s = 2 * multiply-adds / median time"
+    )
+    lines = [
+        header,
+        "",
+        "| layer (float32 model, inference) | Keras | ours fp32 acc | ours fp16 acc | "
+        "ratio fp32/Keras | ratio fp16/Keras |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, g in rows:
+        lines.append(
+            f"| {name} | {g['keras']:.2f} | {g['float32']:.2f} | {g['float16']:.2f} | "
+            f"{g['float32'] / g['keras']:.2f}x | {g['float16'] / g['keras']:.2f}x |"
+        )
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(f"# tools/benchmark_layers.py\n\n{text}\n")
+
+
+if __name__ == "__main__":
+    main()
