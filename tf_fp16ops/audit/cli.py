@@ -124,15 +124,13 @@ def _run(path: str, ctx, args, shapes, switch_envs):
 
 def _write_logdir(report, logdir: str, model) -> None:
     """TensorBoard event files for one report; an unwritable `logdir` is an AuditInputError."""
-    import tensorflow as tf
-
     from .errors import AuditInputError
     from .render.tensorboard import write_tensorboard
 
     try:
         write_tensorboard(report, logdir, [(u.label, u.graph_def) for u in model.units])
-    except (OSError, tf.errors.OpError) as e:
-        msg = getattr(e, "message", None) or getattr(e, "strerror", None) or str(e)
+    except OSError as e:
+        msg = e.strerror or str(e)
         raise AuditInputError(f"--logdir {logdir}: cannot write event files: {msg.strip().splitlines()[0]}") from None
 
 

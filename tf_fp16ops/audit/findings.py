@@ -7,7 +7,7 @@ Bump the major number on incompatible changes; the minor number when fields are 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from .context import RuntimeContext
 
@@ -328,6 +328,22 @@ class AuditReport:
         }
 
 
-# Classes `make` may build: plain frozen dataclasses (no __post_init__, no InitVar, no slots).
-_MAKEABLE = {cls: cls.__dataclass_fields__.keys() for cls in (ConvFinding,)}
-assert not any(hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") for cls in _MAKEABLE)
+def _makeable(*classes) -> dict:
+    """Field names of the classes `make` may build: plain frozen dataclasses (no __post_init__,
+    no InitVar, no slots), checked here at import, also under `python -O`.
+
+    Raises:
+      TypeError: a class that `make` would build wrongly.
+    """
+    out = {}
+    for cls in classes:
+        params = getattr(cls, "__dataclass_params__", None)
+        if params is None or not params.frozen or hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") \
+                or {f.name for f in fields(cls)} != cls.__dataclass_fields__.keys():
+            raise TypeError(f"findings.make cannot build {cls.__name__}: it must be a frozen dataclass "
+                            "without __post_init__, InitVar or ClassVar fields and __slots__")
+        out[cls] = cls.__dataclass_fields__.keys()
+    return out
+
+
+_MAKEABLE = _makeable(ConvFinding)

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Op types of this package (see DESIGN.md "Op names and attrs").
-OUR_CONV_OPS = frozenset({"Fp16Conv2D", "Fp16Conv2DBackpropInput", "Fp16Conv2DBackpropFilter"})
-
-
 @dataclass(frozen=True)
 class ConvOpInfo:
     """How to read one convolution op type.
@@ -103,7 +99,7 @@ AMP_CONV_ALLOW: dict[str, tuple[int, ...] | None] = {
 }
 AMP_MIN_COMPUTE_CAPABILITY = (7, 0)
 
-# CPU kernels with T=half whose accumulator was measured with the C1 probe (49 taps of
+# CPU kernels with T=half whose accumulator was measured with the 49-tap probe (49 taps of
 # fp16(0.2)*fp16(0.1); fp32 accumulation gives 0.9794921875, fp16 gives 0.98046875) on
 # TensorFlow 2.21.0, x86_64, in separate processes per switch value:
 # Conv2D gives the fp32 value unless TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1";
