@@ -146,7 +146,9 @@ class ConvFinding:
       audit_class: one of CLASSES.
       amp: auto mixed precision prediction, or None when the rewrite is not requested.
       flops: 2 * MACs of this conv for the known batch size (per example when the batch is
-        unknown, see flops_note); None when shapes are unknown.
+        unknown, see flops_note); None when shapes are unknown. Inside a While body they count
+        one iteration, inside an If/Case branch that branch ("per iteration of While 'w'",
+        "per branch: then_branch of If 'c'" in flops_note).
       input_shape / filter_shape / output_shape: fprop-equivalent shapes when known.
       flags: risk and consistency flags (see README).
       observed: runtime evidence (schema 1.1), None for a static audit.

@@ -148,9 +148,14 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
     """A GraphDef reconstructing each convolution layer of a Keras config (see module doc)."""
     gd = protos.GraphDef()
     notes = StaticNotes()
-    for layer in _iter_layers(config):
+    for position, layer in enumerate(_iter_layers(config)):
         cls = layer.get("class_name")
         cfg = layer.get("config", {})
+        if isinstance(cls, str) and (cls in _CONV_LAYERS or cls == "TFSMLayer") and not isinstance(cfg, dict):
+            # A conv layer whose config cannot be read would silently drop out of the audit.
+            label = layer.get("name") if isinstance(layer.get("name"), str) else f"#{position} (unnamed)"
+            raise MalformedModelError(f"config.json: layer {label!r} ({cls}): its config must be an object, "
+                                      f"got {type(cfg).__name__} {cfg!r:.60}")
         if not isinstance(cfg, dict) or not isinstance(cls, str):
             continue
         name = cfg.get("name", "?")
@@ -188,7 +193,8 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, buil
     if comp not in _DTYPES or var not in _DTYPES:
         notes.messages.append(f"layer {name!r}: policy {p!r} has no TensorFlow dtype; skipped")
         return
-    tv, tc = protos.DataType.Value("DT_" + _DTYPES[var].upper()), protos.DataType.Value("DT_" + _DTYPES[comp].upper())
+    tv = protos.DataType.Value("DT_" + _DTYPES[var].upper())
+    tc = protos.DataType.Value("DT_" + _DTYPES[comp].upper())
     field = _FieldReader(name, cls)
     bc = build_config if build_config is not None else cfg.get("build_config")
     if bc is not None and not isinstance(bc, dict):
