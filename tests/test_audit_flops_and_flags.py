@@ -3,6 +3,7 @@
 Expected FLOPs are 2 * |Y| * R by hand: x [1,8,8,16], w [3,3,16,16], VALID -> y [1,6,6,16],
 R = 3*3*16, so 2 * 576 * 144 = 165888 per execution of the conv.
 """
+
 from __future__ import annotations
 
 from audit_helpers import CPU, add_node
@@ -16,8 +17,15 @@ def _conv_nodes(nodes, x: str, shape=(1, 8, 8, 16), filt=(3, 3, 16, 16), T="DT_H
     w.attr["value"].tensor.dtype = protos.DataType.Value(T)
     for d in filt:
         w.attr["value"].tensor.tensor_shape.dim.add().size = d
-    c = add_node(nodes, "conv", "Conv2D", [x, "w" if x == "x" else "w:output:0"], T=T, strides=[1, 1, 1, 1],
-                 padding=b"VALID")
+    c = add_node(
+        nodes,
+        "conv",
+        "Conv2D",
+        [x, "w" if x == "x" else "w:output:0"],
+        T=T,
+        strides=[1, 1, 1, 1],
+        padding=b"VALID",
+    )
     out = c.attr["_output_shapes"].list.shape.add()
     for d in (shape[0], shape[1] - filt[0] + 1, shape[2] - filt[1] + 1, filt[3]):
         out.dim.add().size = d
@@ -67,7 +75,9 @@ def test_conv_in_while_body_is_labelled_per_iteration(tmp_path):
 
 
 def test_convs_in_both_if_branches_are_labelled_per_branch(tmp_path):
-    gd = _graph("StatelessIf", {"then_branch": "conv_then", "else_branch": "conv_else"}, extra_inputs=["p"])
+    gd = _graph(
+        "StatelessIf", {"then_branch": "conv_then", "else_branch": "conv_else"}, extra_inputs=["p"]
+    )
     add_node(gd.node, "p", "Placeholder", dtype="DT_BOOL")
     r = audit(_write(tmp_path, gd), CPU)
     notes = sorted(f.flops_note for f in r.findings)
@@ -96,8 +106,13 @@ def _flags(tmp_path, cin: int, cout: int) -> list[str]:
 
 
 def test_tensor_core_flag_names_only_the_offending_side(tmp_path):
-    assert _flags(tmp_path, 3, 64) == ["tensor-core-unfriendly(input channels 3 not a multiple of 8)"]
-    assert _flags(tmp_path, 16, 60) == ["tensor-core-unfriendly(output channels 60 not a multiple of 8)"]
+    assert _flags(tmp_path, 3, 64) == [
+        "tensor-core-unfriendly(input channels 3 not a multiple of 8)"
+    ]
+    assert _flags(tmp_path, 16, 60) == [
+        "tensor-core-unfriendly(output channels 60 not a multiple of 8)"
+    ]
     assert _flags(tmp_path, 3, 60) == [
-        "tensor-core-unfriendly(input channels 3 and output channels 60 not multiples of 8)"]
+        "tensor-core-unfriendly(input channels 3 and output channels 60 not multiples of 8)"
+    ]
     assert _flags(tmp_path, 16, 64) == []

@@ -10,6 +10,7 @@ TF_CPP_MIN_LOG_LEVEL=2 unless it is set, points file descriptor 2 at a temporary
 import and the first device query, and writes back every captured line that is not one of those
 start-up lines (`is_startup_noise`). Used by the CLI's `--run` / `--build-keras` and `make demo`.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,11 +29,15 @@ STARTUP_LINES = (
     ("cuda_blas.cc", "Unable to register cuBLAS factory"),
     ("computation_placer.cc", "computation placer already registered"),
 )
-_ABSL_PREINIT = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+_ABSL_PREINIT = (
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+)
 # absl's prefix: severity letter, MMDD, time, thread id, file:line]
 _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ([\w.]+):\d+\] (.*)$")
 # Second line of the CPU feature guard's message.
-_CONTINUATION = re.compile(r"^To enable the following instructions: .*, in other operations, rebuild TensorFlow")
+_CONTINUATION = re.compile(
+    r"^To enable the following instructions: .*, in other operations, rebuild TensorFlow"
+)
 
 
 def is_startup_noise(line: str) -> bool:
@@ -67,7 +72,11 @@ def import_tensorflow():
             os.close(saved)
             tmp.seek(0)
             captured = tmp.read().decode("utf-8", "replace")
-            kept = [line for line in captured.splitlines() if line.strip() and not is_startup_noise(line)]
+            kept = [
+                line
+                for line in captured.splitlines()
+                if line.strip() and not is_startup_noise(line)
+            ]
             if kept:
                 sys.stderr.write("\n".join(kept) + "\n")
                 sys.stderr.flush()

@@ -8,6 +8,7 @@ library's own ops are included when it loads):
 
     .venv/bin/python tools/gen_tf_op_table.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,9 @@ OUTPUTS = {{
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--output", type=Path, default=OUT)
     args = p.parse_args(argv)
     import tensorflow as tf
@@ -45,6 +48,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
     try:
         from tf_fp16ops import _library
+
         _library.load()
     except ImportError as e:
         print(f"gen_tf_op_table: this package's ops not included: {e}", file=sys.stderr)

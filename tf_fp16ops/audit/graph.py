@@ -171,7 +171,8 @@ class AuditGraph:
         in the scope's node order (then the order of the call op's function attrs)."""
         if scope not in self.calls:
             return []
-        edges = sorted(self.calls.out_edges(scope, keys=True, data=True), key=lambda e: e[3]["order"])
+        edges = self.calls.out_edges(scope, keys=True, data=True)
+        edges = sorted(edges, key=lambda e: e[3]["order"])
         return [(k[0], d["op"], k[1], v, d["bindings"]) for _, v, k, d in edges]
 
     def callees(self, scope: str, call_node: str) -> list[tuple[str, str, dict]]:

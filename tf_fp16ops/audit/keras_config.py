@@ -151,11 +151,13 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
     for position, layer in enumerate(_iter_layers(config)):
         cls = layer.get("class_name")
         cfg = layer.get("config", {})
-        if isinstance(cls, str) and (cls in _CONV_LAYERS or cls == "TFSMLayer") and not isinstance(cfg, dict):
+        conv_like = isinstance(cls, str) and (cls in _CONV_LAYERS or cls == "TFSMLayer")
+        if conv_like and not isinstance(cfg, dict):
             # A conv layer whose config cannot be read would silently drop out of the audit.
-            label = layer.get("name") if isinstance(layer.get("name"), str) else f"#{position} (unnamed)"
-            raise MalformedModelError(f"config.json: layer {label!r} ({cls}): its config must be an object, "
-                                      f"got {type(cfg).__name__} {cfg!r:.60}")
+            label = layer.get("name")
+            label = label if isinstance(label, str) else f"#{position} (unnamed)"
+            raise MalformedModelError(f"config.json: layer {label!r} ({cls}): its config must be "
+                                      f"an object, got {type(cfg).__name__} {cfg!r:.60}")
         if not isinstance(cfg, dict) or not isinstance(cls, str):
             continue
         name = cfg.get("name", "?")

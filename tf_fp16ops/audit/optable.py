@@ -5,6 +5,7 @@ auditing process has imported TensorFlow anyway (an audit of a Python object), T
 registry is asked too, so ops of libraries loaded into the process (`tf.load_op_library`) count
 as known.
 """
+
 from __future__ import annotations
 
 import sys

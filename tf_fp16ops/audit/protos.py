@@ -19,17 +19,29 @@ Importing this module imports no TensorFlow. Messages built by TensorFlow (a Gra
 `tf.Graph.as_graph_def()`) are other Python classes with the same fields; `as_graph_def()`
 converts one into this module's `GraphDef` through the wire format.
 """
+
 from __future__ import annotations
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from tensorboard.compat.proto import attr_value_pb2, graph_pb2, meta_graph_pb2, types_pb2, versions_pb2
+from tensorboard.compat.proto import (
+    attr_value_pb2,
+    graph_pb2,
+    meta_graph_pb2,
+    types_pb2,
+    versions_pb2,
+)
 
 GraphDef = graph_pb2.GraphDef
 MetaGraphDef = meta_graph_pb2.MetaGraphDef
 AttrValue = attr_value_pb2.AttrValue
 DataType = types_pb2.DataType
 DT_HALF, DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_INT32 = (
-    types_pb2.DT_HALF, types_pb2.DT_FLOAT, types_pb2.DT_DOUBLE, types_pb2.DT_BFLOAT16, types_pb2.DT_INT32)
+    types_pb2.DT_HALF,
+    types_pb2.DT_FLOAT,
+    types_pb2.DT_DOUBLE,
+    types_pb2.DT_BFLOAT16,
+    types_pb2.DT_INT32,
+)
 
 _PACKAGE = "tf_fp16ops.audit"
 _FILE = "tf_fp16ops/audit/saved_model_messages.proto"
@@ -49,18 +61,24 @@ def _file_proto() -> descriptor_pb2.FileDescriptorProto:
         return m
 
     opt, rep = F.LABEL_OPTIONAL, F.LABEL_REPEATED
-    message("SavedModel", [
-        ("saved_model_schema_version", 1, F.TYPE_INT64, opt, None),
-        ("meta_graphs", 2, F.TYPE_MESSAGE, rep, "." + MetaGraphDef.DESCRIPTOR.full_name),
-    ])
+    message(
+        "SavedModel",
+        [
+            ("saved_model_schema_version", 1, F.TYPE_INT64, opt, None),
+            ("meta_graphs", 2, F.TYPE_MESSAGE, rep, "." + MetaGraphDef.DESCRIPTOR.full_name),
+        ],
+    )
     message("SavedMetadata", [("nodes", 1, F.TYPE_MESSAGE, rep, f".{_PACKAGE}.SavedObject")])
-    saved_object = message("SavedObject", [
-        ("node_id", 2, F.TYPE_INT32, opt, None),
-        ("node_path", 3, F.TYPE_STRING, opt, None),
-        ("identifier", 4, F.TYPE_STRING, opt, None),
-        ("metadata", 5, F.TYPE_STRING, opt, None),
-        ("version", 6, F.TYPE_MESSAGE, opt, "." + versions_pb2.VersionDef.DESCRIPTOR.full_name),
-    ])
+    saved_object = message(
+        "SavedObject",
+        [
+            ("node_id", 2, F.TYPE_INT32, opt, None),
+            ("node_path", 3, F.TYPE_STRING, opt, None),
+            ("identifier", 4, F.TYPE_STRING, opt, None),
+            ("metadata", 5, F.TYPE_STRING, opt, None),
+            ("version", 6, F.TYPE_MESSAGE, opt, "." + versions_pb2.VersionDef.DESCRIPTOR.full_name),
+        ],
+    )
     saved_object.reserved_range.add(start=1, end=2)
     return fp
 
@@ -71,8 +89,10 @@ def _message_classes():
         fd = pool.FindFileByName(_FILE)
     except KeyError:
         fd = pool.Add(_file_proto())
-    return tuple(message_factory.GetMessageClass(fd.message_types_by_name[n])
-                 for n in ("SavedModel", "SavedMetadata"))
+    return tuple(
+        message_factory.GetMessageClass(fd.message_types_by_name[n])
+        for n in ("SavedModel", "SavedMetadata")
+    )
 
 
 SavedModel, SavedMetadata = _message_classes()
@@ -81,8 +101,12 @@ SavedModel, SavedMetadata = _message_classes()
 def is_graph_def(obj) -> bool:
     """Whether `obj` is a GraphDef message: this module's, TensorFlow's or another copy's."""
     desc = getattr(obj, "DESCRIPTOR", None)
-    return desc is not None and getattr(desc, "name", None) == "GraphDef" and hasattr(obj, "node") \
+    return (
+        desc is not None
+        and getattr(desc, "name", None) == "GraphDef"
+        and hasattr(obj, "node")
         and hasattr(obj, "library")
+    )
 
 
 def as_graph_def(gd) -> GraphDef:

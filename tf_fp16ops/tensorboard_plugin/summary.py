@@ -29,9 +29,9 @@ def report_record(report: "AuditReport") -> str:
 def _string_tensor(values: list[str], shape: list[int]):
     from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2, types_pb2
 
+    dims = [tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in shape]
     t = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING,
-                               tensor_shape=tensor_shape_pb2.TensorShapeProto(
-                                   dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in shape]))
+                               tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=dims))
     t.string_val.extend(v.encode("utf-8") for v in values)
     return t
 
@@ -44,7 +44,8 @@ def audit_summary_pb(report: "AuditReport"):
     from tensorboard.compat.proto import summary_pb2
 
     s = summary_pb2.Summary()
-    s.value.add(tag=metadata.FINDINGS_TAG, tensor=_string_tensor(finding_records(report), [len(report.findings)]),
+    findings = _string_tensor(finding_records(report), [len(report.findings)])
+    s.value.add(tag=metadata.FINDINGS_TAG, tensor=findings,
                 metadata=metadata.create_summary_metadata("findings", report.schema_version))
     s.value.add(tag=metadata.REPORT_TAG, tensor=_string_tensor([report_record(report)], []),
                 metadata=metadata.create_summary_metadata("report", report.schema_version))

@@ -8,7 +8,8 @@ docs/design.md "Cases and their public sources"):
     DepthwiseConv2dNative: TF's own depthwise kernel accumulates half in float; its cuDNN path
     follows the switch, so "0" gives fp16 only when cuDNN is chosen.
   * TensorFlow convs with T=half on CPU: Conv2D accumulates in fp32 unless
-    TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1" [tensorflow/core/kernels/conv_ops_impl.h]; Conv2DBackpropInput/Filter, Conv3D and
+    TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1" [tensorflow/core/kernels/conv_ops_impl.h];
+    Conv2DBackpropInput/Filter, Conv3D and
     DepthwiseConv2dNative accumulate in fp16 (measured with the 49-tap probe, TF 2.21.0 CPU, see
     opsets.CPU_HALF_FP16_ACCUMULATE_MEASURED); other ops: not determined statically.
   * T=float: fp32 (TF32 inputs on compute capability >= 8.0 when enabled); T=bfloat16: fp32;

@@ -92,7 +92,8 @@ def _path_facts(ag: AuditGraph, site: CallSite, layers: dict, model_name: str | 
     path = " > ".join(f"{c}->{fn}" for c, fn in zip(call_nodes, function_path))
     full_path = ((root.function,) if root.function else ()) + function_path
     layer = policy.owning_layer(list(call_nodes), layers, model_name)
-    return call_nodes, full_path, sigs, f"{prefix}{path} | ", layer, root, control_flow_note(site.frames)
+    cf_note = control_flow_note(site.frames)
+    return call_nodes, full_path, sigs, f"{prefix}{path} | ", layer, root, cf_note
 
 
 def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[str, KerasLayer],
@@ -157,5 +158,6 @@ def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[st
         device=device_field, target_device=device, T=T, Tacc=Tacc, data=main_input, filter=filt,
         keras_layer=layer.name if layer else None, keras_policy=layer.policy if layer else None,
         accumulation=acc.accumulation, accumulation_reason=acc.reason, audit_class=cls, amp=prediction,
-        flops=sh.flops, flops_note=f"{sh.note}; {cf_note}" if cf_note and sh.flops is not None else sh.note, input_shape=sh.input_shape, filter_shape=sh.filter_shape,
+        flops=sh.flops,
+        flops_note=f"{sh.note}; {cf_note}" if cf_note and sh.flops is not None else sh.note, input_shape=sh.input_shape, filter_shape=sh.filter_shape,
         output_shape=sh.output_shape, flags=tuple(flags), observed=None)

@@ -15,6 +15,7 @@ Written without TensorFlow: the summaries are built by TensorBoard's own `text_p
 by TensorBoard's `RecordWriter`, in the file layout of tf.summary's writer
 (`events.out.tfevents.<time>.<host>`, a first event with file_version "brain.Event:2").
 """
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,11 @@ def annotated_graph_def(report: AuditReport, unit_label: str, graph_def):
             continue
         fn = f.function_path[-1] if f.function_path else ""
         m = marks.setdefault((fn, f.node), {"class": [], "acc": [], "reason": []})
-        for key, val in (("class", f.audit_class), ("acc", f.accumulation), ("reason", f.accumulation_reason)):
+        for key, val in (
+            ("class", f.audit_class),
+            ("acc", f.accumulation),
+            ("reason", f.accumulation_reason),
+        ):
             if val not in m[key]:
                 m[key].append(val)
     gd = type(graph_def)()
@@ -82,7 +87,9 @@ class _EventWriter:
         self._writer.close()
 
 
-def write_tensorboard(report: AuditReport, logdir: str, graph_units: list[tuple[str, object]]) -> list[str]:
+def write_tensorboard(
+    report: AuditReport, logdir: str, graph_units: list[tuple[str, object]]
+) -> list[str]:
     """Writes the event files; returns the run directories written.
 
     Args:
@@ -107,7 +114,9 @@ def write_tensorboard(report: AuditReport, logdir: str, graph_units: list[tuple[
         for cls in CLASSES:
             c = by_class.get(cls)
             w.summary(scalar_pb(f"audit/count/{cls}", float(c.count if c else 0)))
-            w.summary(scalar_pb(f"audit/flop_share/{cls}", float((c.flop_share or 0.0) if c else 0.0)))
+            w.summary(
+                scalar_pb(f"audit/flop_share/{cls}", float((c.flop_share or 0.0) if c else 0.0))
+            )
         if graph_units:
             w.write(graph_def=annotated_graph_def(report, *graph_units[0]).SerializeToString())
         # Structured findings for the "fp16 audit" dashboard (tf_fp16ops.tensorboard_plugin).
