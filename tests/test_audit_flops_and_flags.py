@@ -116,3 +116,18 @@ def test_tensor_core_flag_names_only_the_offending_side(tmp_path):
         "tensor-core-unfriendly(input channels 3 and output channels 60 not multiples of 8)"
     ]
     assert _flags(tmp_path, 16, 64) == []
+
+
+def test_case_listing_one_function_twice_gives_two_call_sites_per_branch(tmp_path):
+    gd = protos.GraphDef()
+    x = add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    for d in (1, 8, 8, 16):
+        x.attr["shape"].shape.dim.add().size = d
+    add_node(gd.node, "i", "Placeholder", dtype="DT_INT32")
+    _function(gd, "conv_b", with_conv=True)
+    n = add_node(gd.node, "case", "Case", ["i", "x"])
+    n.attr["branches"].list.func.add().name = "conv_b"
+    n.attr["branches"].list.func.add().name = "conv_b"
+    r = audit(_write(tmp_path, gd), CPU)
+    assert len(r.findings) == 2
+    assert all("per branch: branches of Case 'case'" in f.flops_note for f in r.findings)

@@ -6,10 +6,10 @@ op per position); NodeDefs are touched again only for the nodes the passes reach
 read producers straight from the scope indexes (`producer()`, `Scope.input_refs()`).
 
 The call graph `AuditGraph.calls` is a networkx MultiDiGraph over scope keys: one edge caller ->
-callee per (call node, callee attr), keyed by (call node, attr), with the op, the raw function
-attr bindings and the edge's position in the caller's node order. networkx finds recursion
-(`strongly_connected_components`) and the scopes that can reach a convolution (`ancestors`), and
-its edges are what `call_sites()` walks.
+callee per function named by a call node's attrs, keyed by (call node, attr, order), with the op,
+the raw function attr bindings and `order`, the edge's position in the caller's node order.
+networkx finds recursion (`strongly_connected_components`) and the scopes that can reach a
+convolution (a reverse `edge_bfs`), and its edges are what `call_sites()` walks.
 
 Call sites are enumerated by `call_sites()`: one per (call path from a root, convolution), with
 function attr placeholders resolved per call path. Recursion is cut at the first repeated scope;
@@ -349,7 +349,7 @@ def build_graph(model: LoadedModel) -> AuditGraph:
                                      f"{callee!r}, which the library does not define")
                         continue
                     called.add(ckey)
-                    calls.add_edge(key, ckey, key=(call, attr), op=nd.op, bindings=raw, order=order)
+                    calls.add_edge(key, ckey, key=(call, attr, order), op=nd.op, bindings=raw, order=order)
                     order += 1
         roots.append(top_key)
         roots.extend(k for k in unit_keys[1:] if k not in called)
