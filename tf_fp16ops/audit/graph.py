@@ -87,6 +87,7 @@ class Scope:
     op_counts: dict  # op type -> (count, first node name)
     owner_layer: str | None = None
     ops: list = field(default_factory=list, repr=False, compare=False)
+    call_set: frozenset = field(default=frozenset(), repr=False, compare=False)  # = set(calls)
     _refs: dict = field(default_factory=dict, repr=False, compare=False)
 
     def op_of(self, name: str) -> str | None:
@@ -178,7 +179,8 @@ class AuditGraph:
     def callees(self, scope: str, call_node: str) -> list[tuple[str, str, dict]]:
         """(callee scope key, attr name, raw bindings) for a call node, in attr order ([] for a node
         that calls nothing)."""
-        if scope not in self.calls:
+        s = self.scopes.get(scope)
+        if s is None or call_node not in s.call_set or scope not in self.calls:
             return []
         out = [(d["order"], callee, key[1], d["bindings"])
                for callee, by_key in self.calls.adj[scope].items()
@@ -312,7 +314,8 @@ def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_
             arg_attrs[i] = aa.attr
         rets = tuple(fdef.ret[o.name] for o in fdef.signature.output_arg if o.name in fdef.ret)
     return Scope(key, unit, function, NodeIndex(nodes, pos), fdef, tuple(convs), tuple(calls), args,
-                 arg_attrs, rets, signatures or {}, arg_shapes or {}, op_counts, owner_layer, ops)
+                 arg_attrs, rets, signatures or {}, arg_shapes or {}, op_counts, owner_layer, ops,
+                 frozenset(calls))
 
 
 def build_graph(model: LoadedModel) -> AuditGraph:
