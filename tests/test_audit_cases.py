@@ -1,4 +1,6 @@
-"""Audit behaviour on the shared real-world cases: seed, C5, C6, C7, C8, C10, and this package's op."""
+"""Audit behaviour on the real-world cases (docs/design.md "Cases and their public sources"): the seed
+question, the precision switches, Keras mixed precision policies, wrapped SavedModels, auto mixed
+precision, unknown ops, and this package's op."""
 from __future__ import annotations
 
 import keras
@@ -55,7 +57,7 @@ def test_half_float_half_round_trip_is_a_noop():
 
 @pytest.mark.parametrize("value,expected", [(None, "fp32"), ("0", "fp16"), ("false", "fp32"), ("", "fp32"),
                                             ("1", "fp32"), (" 0", "fp32")])
-def test_c5_gpu_switch_exact_string(value, expected):
+def test_gpu_switch_exact_string(value, expected):
     env = {} if value is None else {"TF_FP16_CONV_USE_FP32_COMPUTE": value}
     (f,) = audit(conv_graph(), gpu(env)).findings
     assert f.accumulation == expected
@@ -63,7 +65,7 @@ def test_c5_gpu_switch_exact_string(value, expected):
 
 
 @pytest.mark.parametrize("value,expected", [(None, "fp32"), ("1", "fp16"), ("true", "fp32"), ("0", "fp32")])
-def test_c5_cpu_switch_exact_string(value, expected):
+def test_cpu_switch_exact_string(value, expected):
     env = {} if value is None else {"TF_CONV2D_USE_FP16_ACCUMULATE": value}
     (f,) = audit(conv_graph(), cpu(env)).findings
     assert f.accumulation == expected
@@ -72,7 +74,7 @@ def test_c5_cpu_switch_exact_string(value, expected):
     assert g.accumulation == "fp32"
 
 
-def test_c5_auto_mixed_precision_env_is_reported_ignored():
+def test_auto_mixed_precision_env_is_reported_ignored():
     r = audit(conv_graph(T="DT_FLOAT"), gpu({"TF_ENABLE_AUTO_MIXED_PRECISION": "1"}, compute_capability="8.0"))
     sw = {s.name: s for s in r.switches}
     assert "ignored in TF2" in sw["TF_ENABLE_AUTO_MIXED_PRECISION"].effect
@@ -89,7 +91,7 @@ def test_c5_auto_mixed_precision_env_is_reported_ignored():
     ("mixed_float16", "1", ("float", "half"), "fp32", "half"),
     ("mixed_float16", "0", ("float", "half"), "fp16", "half"),
 ])
-def test_c6_rows(policy, switch, weights, acc, T):
+def test_mixed_policy_rows(policy, switch, weights, acc, T):
     inp = keras.Input((8, 8, 3))
     layer = keras.layers.Conv2D(8, 3, dtype=policy, name="c")
     model = keras.Model(inp, layer(inp))
@@ -99,7 +101,7 @@ def test_c6_rows(policy, switch, weights, acc, T):
     assert f.keras_layer == "c" and f.keras_policy == policy
 
 
-def test_c7_policy_mixed_but_wrapped_savedmodel_computes_fp32(tmp_path):
+def test_policy_mixed_but_wrapped_savedmodel_computes_fp32(tmp_path):
     # The wrapped SavedModel was built in fp32: its conv layer has policy float32. It accepts the
     # float16 activations a mixed_float16 model hands it (Keras autocasts a TFSMLayer's inputs to
     # the policy's compute dtype) and casts them back to float32 before its conv.
@@ -133,7 +135,7 @@ def test_c7_policy_mixed_but_wrapped_savedmodel_computes_fp32(tmp_path):
     ("DepthwiseConv2dNative", "7.6.5", False), ("DepthwiseConv2dNative", "8.0", True),
     ("Fp16Conv2D", "9.0", False),
 ])
-def test_c8_amp_allow_list(op, cudnn, expected):
+def test_amp_allow_list(op, cudnn, expected):
     extra = {"Tacc": "DT_FLOAT"} if op == "Fp16Conv2D" else {}
     gd = conv_graph(op=op, T="DT_FLOAT", **extra)
     (f,) = audit(gd, gpu(amp=True, compute_capability="7.0", cudnn_version=cudnn or "8.0")).findings
@@ -141,7 +143,7 @@ def test_c8_amp_allow_list(op, cudnn, expected):
     assert f.amp.label.startswith("prediction")
 
 
-def test_c8_custom_op_added_to_allow_list():
+def test_amp_custom_op_added_to_allow_list():
     gd = conv_graph(op="Fp16Conv2D", T="DT_FLOAT", Tacc="DT_FLOAT")
     ctx = gpu({"TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_ADD": "Fp16Conv2D"}, amp=True,
               compute_capability="8.0")
@@ -151,7 +153,7 @@ def test_c8_custom_op_added_to_allow_list():
     assert g.amp is None
 
 
-def test_c10_unknown_custom_op_is_reported_not_fatal():
+def test_unknown_custom_op_is_reported_not_fatal():
     from tensorflow.core.framework import graph_pb2
 
     gd = graph_pb2.GraphDef()
@@ -165,7 +167,7 @@ def test_c10_unknown_custom_op_is_reported_not_fatal():
     assert {"T=float", "s='text'", "f=0.5", "i=3", "b=True"} <= set(u.attrs)
 
 
-def test_c10_layer_called_twice_shares_one_variable(tmp_path):
+def test_layer_called_twice_shares_one_variable(tmp_path):
     x = keras.Input((8, 8, 1))
     conv = keras.layers.Conv2D(32, 3, use_bias=False, name="shared")
     model = keras.Model(x, [conv(x), conv(x)])

@@ -219,6 +219,11 @@ def _nested(depth) -> str:
     (_model(_conv_layer(padding=[[1, 1], [1, 1]])), "padding must be"),
     (_model(dict(_conv_layer(depth_multiplier=None), class_name="DepthwiseConv2D")), "depth_multiplier must be"),
     (_model(_conv_layer(name={"a": 1})), "config.name must be a string"),
+    # A conv layer whose config is a list was skipped silently (0 call sites, exit status 0).
+    (_model({"class_name": "Conv2D", "name": "stem", "config": [8, [3, 3]]}),
+     "layer 'stem' (Conv2D): its config must be an object, got list"),
+    (_model(_conv_layer(), {"class_name": "DepthwiseConv2D", "config": ["dw"]}),
+     "layer '#1 (unnamed)' (DepthwiseConv2D): its config must be an object"),
     pytest.param(_nested(600), "nested too deeply", id="json-nested-1800-levels"),
 ])
 def test_malformed_keras_config(tmp_path, capsys, config, needle):

@@ -1,8 +1,8 @@
 """Audit of real Keras application models generated here (weights=None, small inputs).
 
 Expected counts come from the architectures: ResNet50 has 53 Conv2D layers; MobileNetV2 has
-35 Conv2D and 17 DepthwiseConv2D layers. Expected classes come from the rules in shared cases
-C5/C6 and the CPU measurement documented in tf_fp16ops/audit/opsets.py.
+35 Conv2D and 17 DepthwiseConv2D layers. Expected classes come from the switch and policy rules
+(docs/design.md "Cases and their public sources") and the CPU measurement documented in tf_fp16ops/audit/opsets.py.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_saved_model_counts_and_classes_cpu(app_models, arch, policy):
     for f in r.findings:
         assert f.T == ("float" if policy == "float32" else "half")
         assert f.filter.variable is not None
-        # C6: under mixed_float16 the variable is float and is cast to half on the way to the conv.
+        # Under mixed_float16 the variable is float and is cast to half on the way to the conv.
         want = {"float32": ("float",), "float16": ("half",), "mixed_float16": ("float", "half")}[policy]
         assert f.filter.dtypes == want
         assert any(fl.startswith("variable-cast") for fl in f.flags) == (policy == "mixed_float16")

@@ -2,7 +2,7 @@
 sites, contradictions, CLI and renderers. CPU only; probes run real TensorFlow kernels.
 
 Expected probe values come from a NumPy float64 reference with IEEE binary16 rounding (below),
-expected accumulations per TF kernel from the measurements in shared case C1 / opsets.py.
+expected accumulations per TF kernel from the 49-tap measurements recorded in opsets.py.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_verdicts():
 
 
 @pytest.mark.parametrize("op,T,Tacc,expected", [
-    ("Conv2D", "half", None, "fp32"),                 # C1: TF CPU Conv2D computes half in fp32 by default
+    ("Conv2D", "half", None, "fp32"),                 # TF CPU Conv2D computes half in fp32 by default
     ("Conv2DBackpropInput", "half", None, "fp16"),    # measured (opsets.CPU_HALF_FP16_ACCUMULATE_MEASURED)
     ("DepthwiseConv2dNative", "half", None, "fp16"),
     ("Fp16Conv2D", "half", "half", "fp16"),           # this package's contract
@@ -69,7 +69,7 @@ def test_verdicts():
 def test_probes_on_this_process(op, T, Tacc, expected):
     r = run_probes(ProbeConfig(op, T, Tacc, "cpu"))
     assert r.observed == expected, r
-    assert [o.probe for o in r.outcomes] == ["rounding", "c1", "overflow"]
+    assert [o.probe for o in r.outcomes] == ["rounding", "taps49", "overflow"]
     assert r.kernel  # the executed kernel was read back from the partitioned graph
     if T == "half":
         assert {o.verdict for o in r.outcomes} == {expected}

@@ -3,7 +3,7 @@
 
 Expected: the architecture has 53 Conv2D layers; under mixed_float16 each runs Conv2D with T=half,
 which TensorFlow's CPU kernel computes in fp32 unless TF_CONV2D_USE_FP16_ACCUMULATE is "1"
-(shared case C1), so every call site is confirmed fp32 on this CPU-only process.
+(the 49-tap probe), so every call site is confirmed fp32 on this CPU-only process.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The seed demo's conclusions (shared/cases, "The seed question")."""
+"""The seed demo's conclusions (docs/design.md "Cases and their public sources": the seed question)."""
 import math
 
 from tf_fp16ops import demo

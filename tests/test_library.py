@@ -26,8 +26,9 @@ def copy_package(tmp_path, with_library=True, built_for=None):
 
 
 def import_in_subprocess(path):
+    """Imports the package and uses an op: the library is loaded (and checked) at first op use."""
     env = dict(os.environ, PYTHONPATH=str(path), TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run([sys.executable, "-c", "import tf_fp16ops"], cwd=path, env=env,
+    return subprocess.run([sys.executable, "-c", "import tf_fp16ops; tf_fp16ops.conv2d"], cwd=path, env=env,
                           capture_output=True, text=True, timeout=300)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tf_fp16ops
-from tf_fp16ops.sensitivity import SUMMARY_PREFIX, sensitivity
+from tf_fp16ops.layer_sensitivity import SUMMARY_PREFIX, sensitivity
 from tf_fp16ops.sensitivity_cli import main as cli_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -4,24 +4,63 @@
 fused multiply-add step; `accumulation="float32"` accumulates in binary32 and rounds once.
 See README "Numerics" for the exact contract and `tf_fp16ops.audit` for the graph audit.
 
-Importing this package loads the compiled op library; it raises ImportError naming the
-TensorFlow version the library was built for, the installed one, and `make build`.
-"""
-from tf_fp16ops.ops import (
-    accumulation_dtype,
-    conv2d,
-    conv2d_backprop_filter,
-    conv2d_backprop_input,
-)
-# Keras layer, model conversion and SavedModel loading. Importing `layers` registers
-# "tf_fp16ops>Conv2D" so `.keras` files load after `import tf_fp16ops`; keras is already imported
-# by tensorflow, so these imports add a few milliseconds.
-from tf_fp16ops import layers
-from tf_fp16ops.comparison import compare
-from tf_fp16ops.conversion import convert, convert_with_report
-from tf_fp16ops.saved_model import load_saved_model
-from tf_fp16ops.sensitivity import sensitivity
+Imports are layered (PEP 562 module `__getattr__`): importing the package or its TensorFlow-free
+subpackages (`tf_fp16ops.audit` for the static audit, `tf_fp16ops.tensorboard_plugin`) neither
+imports TensorFlow nor loads the compiled op library. The ops, the Keras layer (registered as
+"tf_fp16ops>Conv2D") and the conversion helpers are imported on first attribute access
+(`tf_fp16ops.conv2d`, `tf_fp16ops.layers`, ...), which loads `_fp16ops.so` and raises ImportError
+naming the TensorFlow version the library was built for, the installed one, and `make build`.
 
-__all__ = ["accumulation_dtype", "compare", "conv2d", "conv2d_backprop_filter", "conv2d_backprop_input",
-           "convert", "convert_with_report", "layers", "load_saved_model", "sensitivity"]
+When TensorFlow is already imported, `import tf_fp16ops` loads the library and registers the
+Keras layer at once, so SavedModels and .keras files holding them load right after the import
+(`import tensorflow as tf; import tf_fp16ops; tf.saved_model.load(...)`); a missing or
+mismatched library does not fail that import, its ImportError is raised at the first attribute
+access. Otherwise `import tf_fp16ops.layers` (or any attribute) registers them explicitly.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
 __version__ = "0.1.0"
+
+# Public name -> module that defines it (imported on first access).
+_LAZY = {
+    "accumulation_dtype": "tf_fp16ops.ops",
+    "conv2d": "tf_fp16ops.ops",
+    "conv2d_backprop_filter": "tf_fp16ops.ops",
+    "conv2d_backprop_input": "tf_fp16ops.ops",
+    "compare": "tf_fp16ops.comparison",
+    "convert": "tf_fp16ops.conversion",
+    "convert_with_report": "tf_fp16ops.conversion",
+    "load_saved_model": "tf_fp16ops.saved_model",
+    "sensitivity": "tf_fp16ops.layer_sensitivity",
+}
+_SUBMODULES = ("layers",)
+
+__all__ = sorted([*_LAZY, *_SUBMODULES])
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+    elif name in _LAZY:
+        # The ops and the Keras layer are one unit: the layer is registered with the first op use.
+        importlib.import_module(f"{__name__}.layers")
+        module = importlib.import_module(_LAZY[name])
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = module if name in _SUBMODULES else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+if "tensorflow" in sys.modules:
+    try:
+        importlib.import_module(f"{__name__}.layers")  # loads the op library, registers the layer
+    except ImportError:
+        pass  # raised again, with its message, at the first attribute access

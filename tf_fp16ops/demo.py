@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
-import tf_fp16ops
+from tf_fp16ops._quiet import import_tensorflow
+
+tf = import_tensorflow()  # without TensorFlow's start-up lines on stderr
+
+import tf_fp16ops  # noqa: E402 - after TensorFlow: registers the ops and the Keras layer
 
 SEED_X_SHAPE = (16, 32, 32, 16)
 SEED_W_SHAPE = (3, 3, 16, 16)

@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     import numpy as np
 
     import tf_fp16ops  # noqa: F401  (registers the layers so .keras files load)
-    from tf_fp16ops.sensitivity import sensitivity
+    from tf_fp16ops.layer_sensitivity import sensitivity
 
     def fail(message: str) -> int:
         print(f"tf-fp16-sensitivity: error: {message}", file=sys.stderr)

@@ -5,12 +5,12 @@ Builds a synthetic GraphDef of >= 200k nodes with >= 20k convolutions spread ove
   parse: `GraphDef.ParseFromString` of the serialized bytes alone;
   audit: tf_fp16ops.audit load (parse included) + graph build + all passes -> AuditReport.
 Reports the audit/parse time ratio (median of --repeat runs) and the peak RSS growth of each
-process above its baseline after importing TensorFlow.
+process above its baseline after importing the audit (no TensorFlow: the protos are TensorBoard's,
+see tf_fp16ops/audit/protos.py).
 
-Before timing, each child runs gc.collect(): importing TensorFlow leaves the cyclic collector owing
-one full collection (~0.2 s over TensorFlow's ~340k tracked objects, whatever is measured next),
-which would otherwise land inside the first measurement that allocates enough objects. Pass
---no-collect to measure with that debt included.
+Before timing, each child runs gc.collect(), so that a collection owed by the imports does not land
+inside the first measurement that allocates enough objects (it mattered when the audit imported
+TensorFlow: ~0.2 s over its ~340k tracked objects). Pass --no-collect to measure without it.
 
   python tools/audit_scale_bench.py [--functions 200] [--nodes-per-function 1001] [--convs-per-function 100]
 """
@@ -29,10 +29,10 @@ import time
 
 
 def make_graph(nfunc: int, per: int, convs: int, depth: int):
-    from tensorflow.core.framework import graph_pb2, types_pb2
+    from tf_fp16ops.audit import protos
 
-    half = types_pb2.DT_HALF
-    g = graph_pb2.GraphDef()
+    half = protos.DT_HALF
+    g = protos.GraphDef()
     for fi in range(nfunc):
         f = g.library.function.add()
         f.signature.name = f"fn_{fi}"
@@ -93,8 +93,7 @@ def make_graph(nfunc: int, per: int, convs: int, depth: int):
 def _child(mode: str, path: str, collect: bool) -> None:
     import gc
 
-    import tensorflow  # noqa: F401 - baseline includes TensorFlow, as the audit needs its protos
-    from tensorflow.core.framework import graph_pb2
+    from tf_fp16ops.audit import protos
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with open(path, "rb") as f:
@@ -105,7 +104,7 @@ def _child(mode: str, path: str, collect: bool) -> None:
         gc.collect()
     if mode == "parse":
         t = time.perf_counter()
-        graph_pb2.GraphDef().ParseFromString(data)
+        protos.GraphDef().ParseFromString(data)
         dt = time.perf_counter() - t
         extra = {}
     else:

@@ -44,6 +44,12 @@ def analyze(model: LoadedModel, ctx: RuntimeContext, graph: AuditGraph | None = 
     if len(findings) >= graph_module.MAX_CALL_SITES and signature is None:
         notes.append(f"call sites truncated: only the first {graph_module.MAX_CALL_SITES} (call path, convolution) "
                      f"pairs are reported; the call graph may have more paths")
+    loops = sum(1 for f in findings if f.flops is not None and "per iteration of" in f.flops_note)
+    branches = sum(1 for f in findings if f.flops is not None and "per branch:" in f.flops_note)
+    if loops or branches:
+        notes.append(f"FLOPs of {loops} call site(s) in loop bodies are per iteration and of "
+                     f"{branches} in If/Case branches per branch (one branch runs per call); the "
+                     "FLOP total and shares count each once (see each site's flops_note)")
     if ctx.amp:
         notes.append("auto mixed precision requested: the rewrite happens at run time inside grappler; "
                      "the graph still shows T=float, and amp columns are predictions")

@@ -40,7 +40,7 @@ def verify(fn_or_model: Any, *inputs: Any, context: RuntimeContext | None = None
     The static findings (same objects as `audit()`) get `observed`: the executed node (after
     grappler, placement and the oneDNN rewrite), the accumulation observed by probe convolutions of
     the executed (op, T, Tacc, device), and "confirmed"/"contradicted"/"unverified"/"not-found".
-    `report.runtime` holds the probes (rounding, C1, overflow) and, when a GPU is visible, the
+    `report.runtime` holds the probes (rounding, 49 taps, overflow) and, when a GPU is visible, the
     decoded CUDA kernel names of one profiled call.
 
     Args:

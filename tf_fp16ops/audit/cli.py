@@ -14,7 +14,7 @@ classes:
   fp16-storage     T=half tensors, fp32 accumulation (TensorFlow's default for half)
   fake-fp16        T=float conv on values rounded to fp16 on the way in
   bf16 / fp32 / fp64 / unknown
-switches (exact strings, shared cases C5):
+switches (exact strings; sources in docs/design.md):
   TF_FP16_CONV_USE_FP32_COMPUTE   GPU: only "0" selects fp16 compute for T=half
   TF_CONV2D_USE_FP16_ACCUMULATE   CPU Conv2D: only "1" selects fp16 accumulation
   TF_ENABLE_AUTO_MIXED_PRECISION  ignored in TF2 (reported as ignored); use --amp
@@ -31,7 +31,7 @@ runtime evidence (--run; EXECUTES the model in this process):
   seed), collects the graphs TensorFlow really executed (after grappler, placement and the oneDNN
   rewrite), matches them to the static call sites, and runs tiny probe convolutions for every
   executed (op, T, Tacc, device) to observe the accumulation: rounding probe (1 + 63 x 2^-12:
-  fp32 gives 1.015625, fp16 gives 1.0), shared case C1 (49 taps: 0.9794921875 vs 0.98046875)
+  fp32 gives 1.015625, fp16 gives 1.0), the 49-tap probe (0.9794921875 vs 0.98046875)
   and overflow (65504^2 - 65504^2: 0 vs inf/NaN). Each call site is then "confirmed",
   "CONTRADICTED" (with the reason), "unverified" or "not executed".
 """
@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tf-fp16-audit",
         description="Static audit of TensorFlow models: for every convolution call site, the storage dtype T, "
                     "the effective accumulation and why, casts on its inputs, the Keras policy, FLOPs and risk "
-                    "flags. Models are parsed as protos and never executed.",
+                    "flags. Models are parsed as protos and never executed; without --run and --build-keras "
+                    "TensorFlow is not imported (nor needed).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="SavedModel directory, GraphDef .pb/.pbtxt, or .keras archive")
@@ -124,15 +125,13 @@ def _run(path: str, ctx, args, shapes, switch_envs):
 
 def _write_logdir(report, logdir: str, model) -> None:
     """TensorBoard event files for one report; an unwritable `logdir` is an AuditInputError."""
-    import tensorflow as tf
-
     from .errors import AuditInputError
     from .render.tensorboard import write_tensorboard
 
     try:
         write_tensorboard(report, logdir, [(u.label, u.graph_def) for u in model.units])
-    except (OSError, tf.errors.OpError) as e:
-        msg = getattr(e, "message", None) or getattr(e, "strerror", None) or str(e)
+    except OSError as e:
+        msg = e.strerror or str(e)
         raise AuditInputError(f"--logdir {logdir}: cannot write event files: {msg.strip().splitlines()[0]}") from None
 
 
@@ -145,7 +144,16 @@ def main(argv: list[str] | None = None) -> int:
                                                         and not os.path.isdir(args.logdir))):
         print(f"tf-fp16-audit: error: --logdir {args.logdir!r}: not a directory", file=sys.stderr)
         return 2
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.run or args.build_keras:
+        # Only these execute or build the model; the static audit never imports TensorFlow.
+        from .._quiet import import_tensorflow
+
+        try:
+            import_tensorflow()
+        except ImportError as e:
+            flag = "--run" if args.run else "--build-keras"
+            print(f"tf-fp16-audit: error: {flag} needs TensorFlow: {e}", file=sys.stderr)
+            return 2
     from .analyze import analyze
     from .context import RuntimeContext
     from .errors import AuditInputError, MalformedModelError

@@ -7,11 +7,17 @@ is global state.
 """
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-# Environment variables that matter for convolution precision (see shared cases C5, C8).
+# Environment variables that matter for convolution precision (docs/design.md "Cases and their
+# public sources": the switches, and grappler's auto mixed precision).
 RELEVANT_ENV = (
     "TF_FP16_CONV_USE_FP32_COMPUTE",
     "TF_CONV2D_USE_FP16_ACCUMULATE",
@@ -82,11 +88,21 @@ class RuntimeContext:
 
     @staticmethod
     def from_process(environ: Mapping[str, str] | None = None) -> "RuntimeContext":
-        """Reads the current process: env vars, visible GPUs, cuDNN from TF build info, TF32, AMP option."""
-        import tensorflow as tf
+        """Reads the current process: env vars, visible GPUs, cuDNN from TF build info, TF32, AMP option.
 
+        When TensorFlow is already imported here (an audit of a Python object, `--run`), its
+        `tf.config` and build info are read. Otherwise TensorFlow is not imported (a static audit
+        needs none): its version and build info are read from the installed files, a GPU is
+        visible when the TensorFlow build has CUDA and `nvidia-smi` lists one (first of
+        CUDA_VISIBLE_DEVICES), and TF32 / auto mixed precision are as a fresh TensorFlow process
+        has them (TF32 on, AMP off); the context's `origin` says so.
+        """
         environ = os.environ if environ is None else environ
         env = tuple(sorted((k, environ[k]) for k in RELEVANT_ENV if k in environ))
+        if "tensorflow" not in sys.modules:
+            return _from_installed_files(env, environ)
+        import tensorflow as tf
+
         gpus = tf.config.list_physical_devices("GPU")
         cc = None
         if gpus:
@@ -158,3 +174,69 @@ def _parse_version(text: str) -> tuple[int, ...] | None:
     if not text.strip() or not all(p.isdigit() for p in parts):
         return None
     return tuple(int(p) for p in parts)
+
+
+# Distribution names TensorFlow is published under (the version is read from the installed one).
+_TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly")
+
+
+def _installed_tensorflow() -> tuple[str, dict]:
+    """(version, build info dict) of the installed TensorFlow without importing it; ("", {}) when
+    none is installed. The build info is tensorflow/python/platform/build_info.py (a dict literal
+    module; `tf.sysconfig.get_build_info()` returns the same dict)."""
+    version = ""
+    for name in _TF_DISTRIBUTIONS:
+        try:
+            version = importlib.metadata.version(name)
+            break
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    try:
+        spec = importlib.util.find_spec("tensorflow")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return version, {}
+    path = os.path.join(list(spec.submodule_search_locations)[0], "python", "platform", "build_info.py")
+    try:
+        bspec = importlib.util.spec_from_file_location("_tf_fp16ops_tf_build_info", path)
+        module = importlib.util.module_from_spec(bspec)
+        bspec.loader.exec_module(module)
+        return version, dict(getattr(module, "build_info", {}))
+    except (OSError, ImportError, SyntaxError, AttributeError, TypeError):
+        return version, {}
+
+
+def _nvidia_smi_compute_capability(environ: Mapping[str, str]) -> tuple[int, int] | None:
+    """Compute capability of the first GPU CUDA_VISIBLE_DEVICES leaves visible, from
+    `nvidia-smi --query-gpu=compute_cap` (drivers >= 510); None when no GPU is listed."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    first = None
+    if visible is not None:
+        first = visible.split(",")[0].strip()
+        if not first or first.startswith("-"):
+            return None
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    cmd = [exe, "--query-gpu=compute_cap", "--format=csv,noheader"]
+    if first is not None:
+        cmd += ["-i", first]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = r.stdout.strip().splitlines() if r.returncode == 0 else []
+    cc = _parse_version(lines[0]) if lines else None
+    return (cc[0], cc[1]) if cc is not None and len(cc) == 2 else None
+
+
+def _from_installed_files(env: tuple, environ: Mapping[str, str]) -> RuntimeContext:
+    version, build = _installed_tensorflow()
+    cuda = bool(build.get("is_cuda_build"))
+    cc = _nvidia_smi_compute_capability(environ) if cuda else None
+    cudnn = _parse_version(str(build.get("cudnn_version", ""))) if cuda else None
+    how = "TensorFlow not imported" if version else "TensorFlow not installed"
+    return RuntimeContext(device="gpu" if cc else "cpu", env=env, amp=False, compute_capability=cc,
+                          cudnn_version=cudnn, tf32=True, tf_version=version,
+                          origin=f"process ({how})")

@@ -7,7 +7,7 @@ Bump the major number on incompatible changes; the minor number when fields are 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from .context import RuntimeContext
 
@@ -146,7 +146,9 @@ class ConvFinding:
       audit_class: one of CLASSES.
       amp: auto mixed precision prediction, or None when the rewrite is not requested.
       flops: 2 * MACs of this conv for the known batch size (per example when the batch is
-        unknown, see flops_note); None when shapes are unknown.
+        unknown, see flops_note); None when shapes are unknown. Inside a While body they count
+        one iteration, inside an If/Case branch that branch ("per iteration of While 'w'",
+        "per branch: then_branch of If 'c'" in flops_note).
       input_shape / filter_shape / output_shape: fprop-equivalent shapes when known.
       flags: risk and consistency flags (see README).
       observed: runtime evidence (schema 1.1), None for a static audit.
@@ -328,6 +330,22 @@ class AuditReport:
         }
 
 
-# Classes `make` may build: plain frozen dataclasses (no __post_init__, no InitVar, no slots).
-_MAKEABLE = {cls: cls.__dataclass_fields__.keys() for cls in (ConvFinding,)}
-assert not any(hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") for cls in _MAKEABLE)
+def _makeable(*classes) -> dict:
+    """Field names of the classes `make` may build: plain frozen dataclasses (no __post_init__,
+    no InitVar, no slots), checked here at import, also under `python -O`.
+
+    Raises:
+      TypeError: a class that `make` would build wrongly.
+    """
+    out = {}
+    for cls in classes:
+        params = getattr(cls, "__dataclass_params__", None)
+        if params is None or not params.frozen or hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") \
+                or {f.name for f in fields(cls)} != cls.__dataclass_fields__.keys():
+            raise TypeError(f"findings.make cannot build {cls.__name__}: it must be a frozen dataclass "
+                            "without __post_init__, InitVar or ClassVar fields and __slots__")
+        out[cls] = cls.__dataclass_fields__.keys()
+    return out
+
+
+_MAKEABLE = _makeable(ConvFinding)

@@ -1,23 +1,15 @@
-"""The audit graph: a networkx graph over every graph scope of a loaded model.
+"""The audit graph: indexes of every graph scope of a loaded model and its networkx call graph.
 
-Nodes:
-  * ("scope", key) for each scope: a top-level graph or a FunctionDef of its library.
-  * (key, node_name) for each op node the analysis can reach from a convolution: the convolutions,
-    call nodes, and the nodes that feed them through value-preserving chains (Identity-like ops,
-    Cast, ReadVariableOp) up to the first other op; function arguments appear as
-    (key, "_arg:NAME") with op "_Arg".
-Edges (a MultiDiGraph):
-  * data edges producer -> consumer, keyed by the consumer's input index, with `src_output`;
-  * call edges call node -> ("scope", callee) with the callee attr name and its attr bindings.
+Scopes: a top-level graph (one per graph unit: MetaGraph, GraphDef) or a FunctionDef of its
+library. Indexing a scope reads each node's name and op once into plain lists (name -> position,
+op per position); NodeDefs are touched again only for the nodes the passes reach, and the passes
+read producers straight from the scope indexes (`producer()`, `Scope.input_refs()`).
 
-Only the neighbourhoods of convolutions and calls get data edges, and `AuditGraph.g` is built on
-first use: the passes read producers straight from the scope indexes (`producer()`), which give the
-same answers as the graph's data edges. Indexing a scope reads each node's name and op once into
-plain lists (name -> position, op per position); NodeDefs are touched again only for the nodes the
-passes reach. A full data-edge graph of a 200k-node model costs several times the protobuf parse
-(measured, see benchmarks/results/audit_scale.md); `scope_dataflow()` builds the full data-edge
-graph of one scope on demand. The call graph (scope -> scope) is a small networkx DiGraph built
-eagerly (`AuditGraph.calls`); it finds recursion.
+The call graph `AuditGraph.calls` is a networkx MultiDiGraph over scope keys: one edge caller ->
+callee per function named by a call node's attrs, keyed by (call node, attr, order), with the op,
+the raw function attr bindings and `order`, the edge's position in the caller's node order.
+networkx finds recursion (`strongly_connected_components`) and the scopes that can reach a
+convolution (a reverse `edge_bfs`), and its edges are what `call_sites()` walks.
 
 Call sites are enumerated by `call_sites()`: one per (call path from a root, convolution), with
 function attr placeholders resolved per call path. Recursion is cut at the first repeated scope;
@@ -35,9 +27,8 @@ import networkx as nx
 
 from .errors import MalformedModelError
 from .model import LoadedModel
-from .opsets import CALL_ATTRS, CAST_OPS, CONV_OPS, IDENTITY_LIKE, READ_VARIABLE
+from .opsets import CALL_ATTRS, CONV_OPS
 
-_WALK_THROUGH = IDENTITY_LIKE | CAST_OPS | READ_VARIABLE
 MAX_CALL_SITES = 200_000  # ~4 s of analysis; a real model has far fewer (ResNet50: 53)
 
 
@@ -72,12 +63,13 @@ class NodeIndex(Mapping):
         return len(self.pos)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Scope:
     """One graph scope. `function` is None for a top-level graph.
 
     `ops` holds the op type of every node by position (`index.pos`); `op_of()` reads it without
-    touching the NodeDef.
+    touching the NodeDef. Not frozen: `input_refs()` fills a cache (`_refs`) on first use; the
+    other fields are not changed after `build_graph`.
     """
 
     key: str
@@ -95,6 +87,7 @@ class Scope:
     op_counts: dict  # op type -> (count, first node name)
     owner_layer: str | None = None
     ops: list = field(default_factory=list, repr=False, compare=False)
+    call_set: frozenset = field(default=frozenset(), repr=False, compare=False)  # = set(calls)
     _refs: dict = field(default_factory=dict, repr=False, compare=False)
 
     def op_of(self, name: str) -> str | None:
@@ -145,35 +138,19 @@ class CallSite:
 
 
 @dataclass(frozen=True)
-class _Unit:
-    label: str
-    unit_keys: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class AuditGraph:
-    """Scope indexes, the call graph, and (built on first use) the networkx op graph `g`.
+    """Scope indexes and the call graph. Build with `build_graph(model)`.
 
-    Build with `build_graph(model)`. `calls` is the call graph: a networkx DiGraph over scope keys
-    with an edge caller -> callee per called function.
+    `calls` is the call graph (networkx MultiDiGraph over scope keys, see the module doc); it is
+    not changed after `build_graph`. `conv_reach` holds the scopes that hold a convolution or call,
+    directly or transitively, one that does.
     """
 
     scopes: dict[str, Scope]
     roots: tuple[str, ...]
     notes: tuple[str, ...]
-    calls: nx.DiGraph
-    _callees: dict = field(repr=False, compare=False)  # scope key -> call node -> [(callee, attr, raw)]
-    _call_refs: dict = field(repr=False, compare=False)  # scope key -> per call node: [(attr, callee, raw)]
-    _units: tuple = field(repr=False, compare=False)
-    _conv_reach: frozenset = field(repr=False, compare=False)  # scopes that are or call a conv scope
-    _nx: list = field(default_factory=lambda: [None], repr=False, compare=False)
-
-    @property
-    def g(self) -> nx.MultiDiGraph:
-        """The networkx op graph described in the module doc (built once, on first use)."""
-        if self._nx[0] is None:
-            self._nx[0] = _op_graph(self.scopes, self._units, self._call_refs)
-        return self._nx[0]
+    calls: nx.MultiDiGraph
+    conv_reach: frozenset
 
     # ---- node access -------------------------------------------------------------------------
     def nodedef(self, scope: str, name: str):
@@ -190,15 +167,32 @@ class AuditGraph:
         ref = refs[input_index]
         return None if ref is None else ((node_id[0], ref[0]), ref[1])
 
+    def call_edges(self, scope: str) -> list[tuple[str, str, str, str, dict]]:
+        """(call node, op, attr, callee scope key, raw bindings) of every call edge out of `scope`,
+        in the scope's node order (then the order of the call op's function attrs)."""
+        if scope not in self.calls:
+            return []
+        edges = self.calls.out_edges(scope, keys=True, data=True)
+        edges = sorted(edges, key=lambda e: e[3]["order"])
+        return [(k[0], d["op"], k[1], v, d["bindings"]) for _, v, k, d in edges]
+
     def callees(self, scope: str, call_node: str) -> list[tuple[str, str, dict]]:
-        """(callee scope key, attr name, raw bindings) for a call node."""
-        return list(self._callees.get(scope, {}).get(call_node, ()))
+        """(callee scope key, attr name, raw bindings) for a call node, in attr order ([] for a node
+        that calls nothing)."""
+        s = self.scopes.get(scope)
+        if s is None or call_node not in s.call_set or scope not in self.calls:
+            return []
+        out = [(d["order"], callee, key[1], d["bindings"])
+               for callee, by_key in self.calls.adj[scope].items()
+               for key, d in by_key.items() if key[0] == call_node]
+        return [(callee, attr, raw) for _, callee, attr, raw in sorted(out, key=lambda e: e[0])]
 
     # ---- call sites --------------------------------------------------------------------------
     def call_sites(self) -> Iterator[CallSite]:
         """Every (call path, convolution) pair, roots first, depth first."""
         count = 0
-        reach = self._conv_reach
+        reach = self.conv_reach
+        edges_of: dict[str, list] = {}  # per scope: its call edges into `reach`, in node order
         for root in self.roots:
             if root not in reach:
                 continue
@@ -211,35 +205,21 @@ class AuditGraph:
                     if count > MAX_CALL_SITES:
                         return
                     yield CallSite(root, frames, key, conv)
-                if not scope.calls:
+                edges = edges_of.get(key)
+                if edges is None:
+                    # Callees outside `reach` hold no convolution on any path: never walked.
+                    edges = edges_of[key] = [e for e in self.call_edges(key) if e[3] in reach]
+                if not edges:
                     continue
                 outer = frames[-1].bindings if frames else {}
                 on_path = {root} | {f.callee for f in frames}
                 pending = []
-                callees = self._callees.get(key, {})
-                for call in scope.calls:
-                    op = scope.op_of(call)
-                    for callee, attr, raw in callees.get(call, ()):
-                        if callee in on_path:
-                            continue  # recursion: reported in notes by build_graph
-                        if callee not in reach:
-                            continue  # no convolution below: its call paths hold no call site
-                        frame = Frame(key, call, op, attr, callee, resolve_bindings(raw, outer))
-                        pending.append((callee, frames + (frame,)))
+                for call, op, attr, callee, raw in edges:
+                    if callee in on_path:
+                        continue  # recursion: reported in notes by build_graph
+                    frame = Frame(key, call, op, attr, callee, resolve_bindings(raw, outer))
+                    pending.append((callee, frames + (frame,)))
                 stack.extend(reversed(pending))
-
-    def scope_dataflow(self, scope: str) -> nx.MultiDiGraph:
-        """Full data-edge graph of one scope (every node, every data input)."""
-        s = self.scopes[scope]
-        g = nx.MultiDiGraph()
-        for name, nd in s.index.items():
-            g.add_node(name, op=nd.op)
-            for i, inp in enumerate(nd.input):
-                ref = _parse_node_input(s, name, inp)
-                if ref is not None:
-                    src = ref[0] if ref[0] in s.index else "_arg:" + ref[0]
-                    g.add_edge(src, name, key=i, src_output=ref[1])
-        return g
 
 
 def resolve_attr(attr, bindings: dict):
@@ -334,84 +314,18 @@ def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_
             arg_attrs[i] = aa.attr
         rets = tuple(fdef.ret[o.name] for o in fdef.signature.output_arg if o.name in fdef.ret)
     return Scope(key, unit, function, NodeIndex(nodes, pos), fdef, tuple(convs), tuple(calls), args,
-                 arg_attrs, rets, signatures or {}, arg_shapes or {}, op_counts, owner_layer, ops)
-
-
-def _add_op_node(g: nx.MultiDiGraph, scope: Scope, name: str) -> tuple:
-    nid = (scope.key, name)
-    if nid not in g:
-        nd = scope.index.get(name)
-        if nd is None and name in scope.args:
-            g.add_node(nid, kind="op", op="_Arg", scope=scope.key, name=name, arg_index=scope.args[name][0])
-        else:
-            g.add_node(nid, kind="op", op=nd.op if nd is not None else "?", scope=scope.key, name=name)
-    return nid
-
-
-def _walk_back(g: nx.MultiDiGraph, scope: Scope, consumer: str, seen: set) -> None:
-    """Adds data edges from the inputs of `consumer` back through value-preserving ops."""
-    todo = [consumer]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        nd = scope.index.get(name)
-        if nd is None:
-            continue
-        dst = _add_op_node(g, scope, name)
-        for i, inp in enumerate(nd.input):
-            ref = _parse_node_input(scope, name, inp)
-            if ref is None:
-                continue
-            src_name, out_idx = ref
-            if src_name not in scope.index and src_name not in scope.args:
-                g.nodes[dst].setdefault("dangling", []).append(inp)
-                continue
-            src = _add_op_node(g, scope, src_name)
-            g.add_edge(src, dst, key=i, kind="data", src_output=out_idx)
-            src_nd = scope.index.get(src_name)
-            if src_nd is not None and src_nd.op in _WALK_THROUGH:
-                todo.append(src_name)
-
-
-def _op_graph(scopes: dict[str, Scope], units: tuple[_Unit, ...], call_refs: dict) -> nx.MultiDiGraph:
-    """The networkx op graph of the module doc: scope nodes, conv/call neighbourhoods, call edges."""
-    g = nx.MultiDiGraph()
-    for unit in units:
-        for key in unit.unit_keys:
-            s = scopes[key]
-            g.add_node(("scope", key), kind="scope", unit=unit.label, function=s.function)
-        for key in unit.unit_keys:
-            s = scopes[key]
-            seen: set = set()
-            for conv in s.convs:
-                _walk_back(g, s, conv, seen)
-            refs = call_refs.get(key) or [()] * len(s.calls)
-            for call, call_edges in zip(s.calls, refs):
-                _walk_back(g, s, call, seen)
-                for attr, ckey, raw in call_edges:
-                    g.add_edge((s.key, call), ("scope", ckey), kind="call", attr=attr, bindings=raw)
-            for r in s.rets:
-                ref = parse_ret(s, r)
-                if ref and ref[0] in s.index:
-                    _add_op_node(g, s, ref[0])
-                    if s.index[ref[0]].op in _WALK_THROUGH:
-                        _walk_back(g, s, ref[0], seen)
-    return g
+                 arg_attrs, rets, signatures or {}, arg_shapes or {}, op_counts, owner_layer, ops,
+                 frozenset(calls))
 
 
 def build_graph(model: LoadedModel) -> AuditGraph:
-    """Indexes every scope of `model`, resolves call edges and builds the call graph; the networkx
-    op graph (`AuditGraph.g`) is built on first use."""
+    """Indexes every scope of `model`, resolves call edges and builds the call graph."""
     scopes: dict[str, Scope] = {}
     roots: list[str] = []
     notes: list[str] = []
-    units: list[_Unit] = []
-    callees: dict[str, dict] = {}
-    call_refs: dict[str, dict] = {}
-    calls = nx.DiGraph()
+    calls = nx.MultiDiGraph()
     multi = len(model.units) > 1
+    order = 0
     for ui, unit in enumerate(model.units):
         prefix = f"{ui}:" if multi else ""
         gd = unit.graph_def
@@ -425,16 +339,12 @@ def build_graph(model: LoadedModel) -> AuditGraph:
             scopes[key] = _index_scope(key, unit.label, fname, fdef.node_def, fdef, fnames,
                                        owner_layer=unit.owner_layer)
         unit_keys = [top_key] + [prefix + f for f in functions]
+        calls.add_nodes_from(unit_keys)
         called: set[str] = set()
-        cg = nx.DiGraph()
-        cg.add_nodes_from(unit_keys)
         for key in unit_keys:
             s = scopes[key]
-            per_call: dict[str, dict[str, list]] = {}
-            refs_of: list[list] = []  # per entry of s.calls: [(attr, callee key, raw bindings)]
             for call in s.calls:
                 nd = s.index[call]
-                refs_of.append([])
                 for attr, callee, raw in _callee_refs(nd, fnames):
                     ckey = prefix + callee
                     if ckey not in scopes:
@@ -442,40 +352,17 @@ def build_graph(model: LoadedModel) -> AuditGraph:
                                      f"{callee!r}, which the library does not define")
                         continue
                     called.add(ckey)
-                    cg.add_edge(key, ckey)
-                    # networkx's adjacency order: edges grouped by callee, first callee first.
-                    per_call.setdefault(call, {}).setdefault(ckey, []).append((attr, raw))
-                    refs_of[-1].append((attr, ckey, raw))
-            if per_call:
-                callees[key] = {c: tuple((ck, a, r) for ck, lst in d.items() for a, r in lst)
-                                for c, d in per_call.items()}
-                call_refs[key] = refs_of
+                    calls.add_edge(key, ckey, key=(call, attr, order), op=nd.op, bindings=raw, order=order)
+                    order += 1
         roots.append(top_key)
         roots.extend(k for k in unit_keys[1:] if k not in called)
-        units.append(_Unit(unit.label, tuple(unit_keys)))
-        calls.update(cg)
-        if not nx.is_directed_acyclic_graph(cg):
-            # Component order follows the op graph's edge order, as the report always did.
-            notes.extend(_recursion_notes(_op_graph(scopes, (units[-1],), call_refs), unit_keys))
-    return AuditGraph(scopes, tuple(roots), tuple(notes), calls, callees, call_refs, tuple(units),
-                      _conv_reach(scopes, calls))
-
-
-def _conv_reach(scopes: dict[str, Scope], calls: nx.DiGraph) -> frozenset:
-    """Scope keys holding a convolution or calling, directly or transitively, one that does.
-
-    One backward search over the call graph from the scopes with convolutions (linear in its
-    size; cycles are visited once). `call_sites` never walks into a callee outside this set, so
-    call paths that cannot reach a convolution cost nothing, however many there are (n functions
-    each calling the next twice have 2**n of them)."""
+        notes.extend(_recursion_notes(calls.subgraph(unit_keys)))
+    # Scopes that are or call (transitively) a scope with a convolution: one reverse
+    # breadth-first search from all of them (linear in the call graph; cycles visited once).
     reach = {k for k, s in scopes.items() if s.convs}
-    todo = list(reach)
-    while todo:
-        for caller in calls.predecessors(todo.pop()):
-            if caller not in reach:
-                reach.add(caller)
-                todo.append(caller)
-    return frozenset(reach)
+    if reach:
+        reach.update(e[0] for e in nx.edge_bfs(calls, list(reach), orientation="reverse"))
+    return AuditGraph(scopes, tuple(roots), tuple(notes), calls, frozenset(reach))
 
 
 def _callee_refs(nd, fnames: set) -> list[tuple[str, str, dict]]:
@@ -495,13 +382,8 @@ def _callee_refs(nd, fnames: set) -> list[tuple[str, str, dict]]:
     return out
 
 
-def _recursion_notes(g: nx.MultiDiGraph, unit_keys: list[str]) -> list[str]:
-    cg = nx.DiGraph()
-    for key in unit_keys:
-        cg.add_node(key)
-    for u, v, data in g.edges(data=True):
-        if data.get("kind") == "call" and u[0] in cg:
-            cg.add_edge(u[0], v[1])
+def _recursion_notes(cg) -> list[str]:
+    """One note per call cycle (strongly connected component with a cycle) of call graph `cg`."""
     notes = []
     for comp in nx.strongly_connected_components(cg):
         if len(comp) > 1 or any(cg.has_edge(k, k) for k in comp):

@@ -20,6 +20,7 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 
+from . import protos
 from .errors import AuditInputError, MalformedModelError
 from .model import KerasLayer
 
@@ -145,13 +146,18 @@ _CONV_LAYERS = {
 
 def static_graph_from_config(config: dict, base_dir: str = "."):
     """A GraphDef reconstructing each convolution layer of a Keras config (see module doc)."""
-    from tensorflow.core.framework import graph_pb2
-
-    gd = graph_pb2.GraphDef()
+    gd = protos.GraphDef()
     notes = StaticNotes()
-    for layer in _iter_layers(config):
+    for position, layer in enumerate(_iter_layers(config)):
         cls = layer.get("class_name")
         cfg = layer.get("config", {})
+        conv_like = isinstance(cls, str) and (cls in _CONV_LAYERS or cls == "TFSMLayer")
+        if conv_like and not isinstance(cfg, dict):
+            # A conv layer whose config cannot be read would silently drop out of the audit.
+            label = layer.get("name")
+            label = label if isinstance(label, str) else f"#{position} (unnamed)"
+            raise MalformedModelError(f"config.json: layer {label!r} ({cls}): its config must be "
+                                      f"an object, got {type(cfg).__name__} {cfg!r:.60}")
         if not isinstance(cfg, dict) or not isinstance(cls, str):
             continue
         name = cfg.get("name", "?")
@@ -183,15 +189,14 @@ def _our_accumulation(layer: dict) -> str | None:
 
 def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, build_config=None,
                     our_accumulation: str | None = None) -> None:
-    from tensorflow.core.framework import types_pb2
-
     op, nd = _CONV_LAYERS[cls]
     p = policy_name(cfg.get("dtype")) or "float32"
     var, comp = policy_dtypes(p)
     if comp not in _DTYPES or var not in _DTYPES:
         notes.messages.append(f"layer {name!r}: policy {p!r} has no TensorFlow dtype; skipped")
         return
-    tv, tc = getattr(types_pb2, "DT_" + _DTYPES[var].upper()), getattr(types_pb2, "DT_" + _DTYPES[comp].upper())
+    tv = protos.DataType.Value("DT_" + _DTYPES[var].upper())
+    tc = protos.DataType.Value("DT_" + _DTYPES[comp].upper())
     field = _FieldReader(name, cls)
     bc = build_config if build_config is not None else cfg.get("build_config")
     if bc is not None and not isinstance(bc, dict):
@@ -274,21 +279,21 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, buil
     elif op == "Conv2DBackpropInput":
         k = kernel("kernel", ks + (filters, cin) if cin and filters else None)
         add("conv_transpose", op, ["input_sizes", k, "input"], **conv_attrs)
-        add("input_sizes", "Const", dtype=types_pb2.DT_INT32)
+        add("input_sizes", "Const", dtype=protos.DT_INT32)
     elif our_accumulation is not None:
         # tf_fp16ops.layers.Conv2D: Fp16Conv2D with Tacc; accumulation float16 in a float32 layer
         # casts input and kernel to half (tf_fp16ops/layers.py).
         k = kernel("kernel", ks + (cin // groups, filters) if cin and filters else None)
         x = "input"
         t = tc
-        if our_accumulation == "half" and tc != types_pb2.DT_HALF:
-            t = types_pb2.DT_HALF
+        if our_accumulation == "half" and tc != protos.DT_HALF:
+            t = protos.DT_HALF
             add("input/Cast", "Cast", ["input"], SrcT=tc, DstT=t)
             add("kernel/CastHalf", "Cast", [k], SrcT=tc, DstT=t)
             x, k = "input/Cast", "kernel/CastHalf"
         node = add("convolution", "Fp16Conv2D", [x, k], **dict(conv_attrs, T=t),
                    **_out(in_shape, ks, strides, dil, padding, filters, channels_last))
-        node.attr["Tacc"].type = types_pb2.DT_HALF if our_accumulation == "half" else types_pb2.DT_FLOAT
+        node.attr["Tacc"].type = protos.DT_HALF if our_accumulation == "half" else protos.DT_FLOAT
     else:
         k = kernel("kernel", ks + (cin // groups, filters) if cin and filters else None)
         add("convolution", op, ["input", k], **conv_attrs,

@@ -18,6 +18,7 @@ from typing import Any
 from google.protobuf import message as pb_message
 from google.protobuf import text_format
 
+from . import protos
 from .errors import AuditInputError, MalformedModelError
 from .keras_config import layers_from_config, read_keras_archive, static_graph_from_config
 from .model import GraphUnit, KerasLayer, LoadedModel
@@ -89,11 +90,9 @@ def _parse_text(msg, data: bytes, path: str, what: str):
 
 
 def _load_saved_model_dir(path: str) -> LoadedModel:
-    from tensorflow.core.protobuf import saved_model_pb2
-
     pb = os.path.join(path, "saved_model.pb")
     pbtxt = os.path.join(path, "saved_model.pbtxt")
-    sm = saved_model_pb2.SavedModel()
+    sm = protos.SavedModel()
     if _exists(pb):
         _parse_binary(sm, _read(pb), pb, "SavedModel")
     elif _exists(pbtxt):
@@ -120,25 +119,6 @@ def _load_saved_model_dir(path: str) -> LoadedModel:
     return LoadedModel(path, "saved_model", tuple(units), layers, None, notes)
 
 
-# Where the SavedMetadata proto of Keras-2 SavedModels is generated, first found wins: TensorFlow
-# 2.21 ships it as tensorflow/python/keras/protobuf/saved_metadata_pb2.py (there is no
-# tensorflow.core.protobuf.saved_metadata_pb2); tf_keras ships its own copy.
-_SAVED_METADATA_MODULES = ("tensorflow.python.keras.protobuf.saved_metadata_pb2",
-                           "tf_keras.protobuf.saved_metadata_pb2")
-
-
-def _saved_metadata_class():
-    """The SavedMetadata message class, or None when no module above can be imported."""
-    import importlib
-
-    for name in _SAVED_METADATA_MODULES:
-        try:
-            return importlib.import_module(name).SavedMetadata
-        except (ImportError, AttributeError, TypeError):  # TypeError: a clashing proto descriptor
-            continue
-    return None
-
-
 def _keras_metadata(path: str) -> tuple[tuple[KerasLayer, ...], tuple[str, ...]]:
     """Layers and policies from a Keras-2 SavedModel's keras_metadata.pb, when present.
 
@@ -149,12 +129,8 @@ def _keras_metadata(path: str) -> tuple[tuple[KerasLayer, ...], tuple[str, ...]]
         return (), ()
     import json
 
-    cls = _saved_metadata_class()
-    if cls is None:
-        return (), (f"keras_metadata.pb not read (no SavedMetadata proto module: "
-                    f"{', '.join(_SAVED_METADATA_MODULES)}); Keras layer policies unknown",)
     try:
-        sm = _parse_binary(cls(), _read(meta), meta, "Keras metadata")
+        sm = _parse_binary(protos.SavedMetadata(), _read(meta), meta, "Keras metadata")
     except AuditInputError as e:
         return (), (f"keras_metadata.pb not read ({e}); Keras layer policies unknown",)
     layers = []
@@ -169,10 +145,8 @@ def _keras_metadata(path: str) -> tuple[tuple[KerasLayer, ...], tuple[str, ...]]
 
 
 def _load_graph_def_file(path: str) -> LoadedModel:
-    from tensorflow.core.framework import graph_pb2
-
     data = _read(path)
-    gd = graph_pb2.GraphDef()
+    gd = protos.GraphDef()
     if path.endswith(".pbtxt") or path.endswith(".txt"):
         _parse_text(gd, data, path, "GraphDef")
     else:
@@ -231,16 +205,18 @@ def build_keras(path: str) -> LoadedModel:
 
 
 def load_object(obj: Any) -> LoadedModel:
-    """Loads a tf.function, ConcreteFunction, tf.Graph, GraphDef or keras.Model (traced, not run)."""
-    import tensorflow as tf
-    from tensorflow.core.framework import graph_pb2
+    """Loads a tf.function, ConcreteFunction, tf.Graph, GraphDef or keras.Model (traced, not run).
 
+    A GraphDef message (TensorFlow's or `protos.GraphDef`) is read as it is; the other objects
+    are TensorFlow's, so TensorFlow is imported for them."""
     desc = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if protos.is_graph_def(obj):
+        return LoadedModel(desc, "python", (GraphUnit("graph", obj),))
+    import tensorflow as tf
+
     layers: tuple[KerasLayer, ...] = ()
     model_name = None
-    if isinstance(obj, graph_pb2.GraphDef):
-        gd = obj
-    elif isinstance(obj, tf.Graph):
+    if isinstance(obj, tf.Graph):
         gd = obj.as_graph_def(add_shapes=True)
     elif _is_keras_model(obj):
         layers = tuple(_layers_of_model(obj))

@@ -11,7 +11,8 @@ class GraphUnit:
 
     Attributes:
       label: human-readable name, e.g. "graph" or "meta_graph[0] tags=serve".
-      graph_def: a `tensorflow.core.framework.graph_pb2.GraphDef` (not copied).
+      graph_def: a GraphDef message (`protos.GraphDef` read from files; TensorFlow's own for
+        Python graph objects), not copied.
       signatures: maps a top-level node name to the names of the signatures whose outputs it produces.
       arg_shapes: optional shapes for top-level Placeholders by node name (from signature TensorSpecs).
       owner_layer: the Keras layer wrapping this whole graph, when known.

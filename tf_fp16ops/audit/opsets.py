@@ -6,11 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Op types of this package (see DESIGN.md "Op names and attrs").
-OUR_CONV_OPS = frozenset({"Fp16Conv2D", "Fp16Conv2DBackpropInput", "Fp16Conv2DBackpropFilter",
-                          "Fp16DepthwiseConv2D"})
-
-
 @dataclass(frozen=True)
 class ConvOpInfo:
     """How to read one convolution op type.
@@ -58,8 +53,6 @@ def _table() -> dict[str, ConvOpInfo]:
         ConvOpInfo("Fp16Conv2D", "ours", "fprop", 0, 1, None, 2, "ours"),
         ConvOpInfo("Fp16Conv2DBackpropInput", "ours", "dgrad", None, 1, 2, 2, "ours"),
         ConvOpInfo("Fp16Conv2DBackpropFilter", "ours", "wgrad", 0, None, 2, 2, "ours"),
-        # Filter [KH, KW, C, M] as DepthwiseConv2dNative's (shapes), accumulation from Tacc (ours).
-        ConvOpInfo("Fp16DepthwiseConv2D", "depthwise", "fprop", 0, 1, None, 2, "ours"),
     ]
     return {r.name: r for r in rows}
 
@@ -106,7 +99,7 @@ AMP_CONV_ALLOW: dict[str, tuple[int, ...] | None] = {
 }
 AMP_MIN_COMPUTE_CAPABILITY = (7, 0)
 
-# CPU kernels with T=half whose accumulator was measured with the C1 probe (49 taps of
+# CPU kernels with T=half whose accumulator was measured with the 49-tap probe (49 taps of
 # fp16(0.2)*fp16(0.1); fp32 accumulation gives 0.9794921875, fp16 gives 0.98046875) on
 # TensorFlow 2.21.0, x86_64, in separate processes per switch value:
 # Conv2D gives the fp32 value unless TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1";

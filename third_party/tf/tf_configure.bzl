@@ -27,10 +27,9 @@ def _tf_configure_impl(ctx):
     info = json.decode(res.stdout.strip().splitlines()[-1])
     ctx.symlink(info["include"], "include")
     ctx.symlink(info["lib"] + "/" + info["libname"], info["libname"])
-    ctx.file("tf_flags.bzl", "TF_COPTS = %s\nTF_VERSION = \"%s\"\nTF_FRAMEWORK_LIB = \"%s\"\n" % (
+    ctx.file("tf_flags.bzl", "TF_COPTS = %s\nTF_VERSION = \"%s\"\n" % (
         repr(info["flags"]),
         info["version"],
-        info["libname"],
     ))
     ctx.template("BUILD", ctx.attr._build_tpl, {"%{LIBNAME}": info["libname"]})
 

@@ -1,14 +1,16 @@
 """Effective accumulation pass: in which precision a conv sums its products, and why.
 
-Rules (sources in brackets):
-  * This package's ops: the `Tacc` attr [DESIGN.md numerics contract].
+Rules (sources in brackets; the cases behind them with their public issues are listed in
+docs/design.md "Cases and their public sources"):
+  * This package's ops: the `Tacc` attr [docs/design.md "Numerics contract"].
   * TensorFlow convs with T=half on GPU (cuDNN): fp32 unless TF_FP16_CONV_USE_FP32_COMPUTE is
-    exactly "0"; read once per process [shared cases C5; TF stream executor].
+    exactly "0"; read once per process [XLA stream executor, xla/stream_executor/cuda/cuda_dnn.cc].
     DepthwiseConv2dNative: TF's own depthwise kernel accumulates half in float; its cuDNN path
     follows the switch, so "0" gives fp16 only when cuDNN is chosen.
   * TensorFlow convs with T=half on CPU: Conv2D accumulates in fp32 unless
-    TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1" [C1, C5]; Conv2DBackpropInput/Filter, Conv3D and
-    DepthwiseConv2dNative accumulate in fp16 (measured with the C1 probe, TF 2.21.0 CPU, see
+    TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1" [tensorflow/core/kernels/conv_ops_impl.h];
+    Conv2DBackpropInput/Filter, Conv3D and
+    DepthwiseConv2dNative accumulate in fp16 (measured with the 49-tap probe, TF 2.21.0 CPU, see
     opsets.CPU_HALF_FP16_ACCUMULATE_MEASURED); other ops: not determined statically.
   * T=float: fp32 (TF32 inputs on compute capability >= 8.0 when enabled); T=bfloat16: fp32;
     T=double: fp64.
@@ -82,5 +84,5 @@ def effective(info: ConvOpInfo, T: str | None, Tacc: str | None, device: str,
                                     '(only the exact string "1" selects fp16)')
     if info.name in CPU_HALF_FP16_ACCUMULATE_MEASURED:
         return Accumulation("fp16", f"CPU {info.name} T=half accumulates in fp16 whatever the switch "
-                                    "(measured, TF 2.21 CPU, C1 probe)")
+                                    "(measured, TF 2.21 CPU, 49-tap probe)")
     return Accumulation("unknown", f"CPU {info.name} T=half: accumulator not determined statically")

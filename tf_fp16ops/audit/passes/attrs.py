@@ -1,12 +1,10 @@
 """Reading node attrs with function-attr placeholders resolved, and dtype names."""
 from __future__ import annotations
 
-from tensorflow.core.framework import types_pb2
-
-from ..graph import resolve_attr
+from ..protos import DataType
 
 # DataType enum value -> TensorFlow attr spelling ("half", "float", "resource", "half_ref", ...).
-_DTYPE_NAMES = {v: n[3:].lower() for n, v in types_pb2.DataType.items() if v}
+_DTYPE_NAMES = {v: n[3:].lower() for n, v in DataType.items() if v}
 
 
 def dtype_name(enum_value: int) -> str | None:
@@ -55,7 +53,8 @@ class NodeAttrs:
         return a.s.decode("utf-8", "replace") if a is not None and a.s else None
 
     def output_shape(self, op: str, out: int) -> tuple[int, ...] | None:
-        """See `output_shape` (placeholders play no part there)."""
+        """Static shape of output `out` from `_output_shapes`, a Const's value or a Placeholder /
+        variable `shape` attr (placeholders play no part there); None when unknown."""
         a = self.attr_map
         if "_output_shapes" in a:
             shapes = a["_output_shapes"].list.shape
@@ -72,7 +71,8 @@ class NodeAttrs:
         return None
 
     def output_dtype(self, op: str, out: int) -> str | None:
-        """See `output_dtype`."""
+        """Dtype of output `out`: from the node's attrs, else from the op's output arg (its fixed
+        DataType or the type attr that sets it, see `optable`); None when unknown."""
         if op == "Cast":
             return self.type("DstT")
         for key in ("dtype", "T", "out_type"):
@@ -85,52 +85,16 @@ class NodeAttrs:
         a = self.get("_output_types") or self.get("output_types")
         if a is not None and a.HasField("list") and out < len(a.list.type):
             return dtype_name(a.list.type[out])
-        from tensorflow.python.framework import op_def_registry
+        from ..optable import output_arg_type
 
-        od = op_def_registry.get(op)
-        if od is not None and out < len(od.output_arg):
-            arg = od.output_arg[out]
-            if arg.type:
-                return dtype_name(arg.type)
-            if arg.type_attr:
-                return self.type(arg.type_attr)
-        return None
-
-
-def attr(nd, key: str, bindings: dict):
-    if nd is None or key not in nd.attr:
-        return None
-    return resolve_attr(nd.attr[key], bindings)
-
-
-def type_attr(nd, key: str, bindings: dict) -> str | None:
-    a = attr(nd, key, bindings)
-    return dtype_name(a.type) if a is not None and a.type else None
-
-
-def ints_attr(nd, key: str, bindings: dict) -> tuple[int, ...] | None:
-    a = attr(nd, key, bindings)
-    return tuple(a.list.i) if a is not None and a.HasField("list") and len(a.list.i) else None
-
-
-def str_attr(nd, key: str, bindings: dict) -> str | None:
-    a = attr(nd, key, bindings)
-    return a.s.decode("utf-8", "replace") if a is not None and a.s else None
+        how = output_arg_type(op, out)
+        if how is None:
+            return None
+        kind, value = how
+        return value if kind == "type" else self.type(value)
 
 
 def shape_of(attr_value) -> tuple[int, ...] | None:
     if attr_value is None or attr_value.unknown_rank:
         return None
     return tuple([d.size for d in attr_value.dim])  # int64 fields read as Python ints
-
-
-def output_shape(nd, out: int) -> tuple[int, ...] | None:
-    """Static shape of output `out` from `_output_shapes`, Const value, Placeholder/variable shape."""
-    if nd is None:
-        return None
-    return NodeAttrs(nd, {}).output_shape(nd.op, out)
-
-
-def output_dtype(nd, out: int, bindings: dict) -> str | None:
-    """Dtype of output `out` of a node, from its attrs (then the op registry when needed)."""
-    return NodeAttrs(nd, bindings).output_dtype(nd.op, out)

@@ -4,8 +4,8 @@ FLOPs = 2 * |Y| * R, where Y is the fprop output (for dgrad/wgrad: the output gr
 size) and R = product of the filter's spatial sizes times its input-channel dim (per group;
 depthwise: R = spatial product). Unknown batch (-1) counts as 1 and is noted "per example".
 Risk: with fp16 accumulation a reduction longer than 2048 terms can stagnate (2048 + 1 rounds to
-2048 in fp16) or overflow [shared cases C3]; tensor cores want channels that are multiples of 8 and
-groups = 1.
+2048 in fp16) or overflow (docs/design.md "Numerics contract"); tensor cores want channels that are
+multiples of 8 and groups = 1 (NVIDIA, cuDNN developer guide, "Tensor Core operations").
 """
 from __future__ import annotations
 
@@ -62,6 +62,16 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
             return None
     cout = filt[sd] * filt[sd + 1] if info.family == "depthwise" else filt[sd + 1]
     return (in_shape[0],) + tuple(out) + (cout,) if cl else (in_shape[0], cout) + tuple(out)
+
+
+def _channel_problems(cin: int, cout: int) -> list[str]:
+    """The sides of a conv whose channel count is not a multiple of 8 (tensor-core tile width
+    for fp16 in cuDNN's Tensor Core guidance), each named with its count: "input channels 3 not
+    a multiple of 8" (the output side is not mentioned when it is a multiple)."""
+    bad = [f"{side} channels {n}" for side, n in (("input", cin), ("output", cout)) if n % 8]
+    if not bad:
+        return []
+    return [" and ".join(bad) + (" not multiples of 8" if len(bad) > 1 else " not a multiple of 8")]
 
 
 def _non_positive(attrs, key: str) -> str | None:
@@ -123,8 +133,7 @@ def analyse(info: ConvOpInfo, T: str | None, accumulation: str, data_shape, filt
             if info.family == "depthwise":
                 groups = max(groups or 2, 2)
             bad = []
-            if cin % 8 or cout % 8:
-                bad.append(f"channels {cin}->{cout} not multiples of 8")
+            bad.extend(_channel_problems(cin, cout))
             if groups and groups > 1:
                 bad.append(f"groups={groups}")
             if bad:

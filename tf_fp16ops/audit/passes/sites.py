@@ -63,9 +63,27 @@ def _shape_facts(memo: SiteMemo, info, T, acc, data_shape, filt_shape, out_shape
     return sh
 
 
+_LOOPS = frozenset({"While", "StatelessWhile"})
+_BRANCHES = frozenset({"If", "StatelessIf", "Case", "StatelessCase"})
+
+
+def control_flow_note(frames) -> str:
+    """How a call site's FLOPs count when its call path enters a loop body or a branch:
+    "per iteration of While 'w'" (the trip count is a run-time value; a loop's cond function counts
+    the same way), "per branch: then_branch of If 'c'" (one branch runs per call, the report adds
+    every branch's FLOPs). "" when the path holds neither."""
+    parts = []
+    for f in frames:
+        if f.call_op in _LOOPS:
+            parts.append(f"per iteration of {f.call_op} {f.call_node!r}")
+        elif f.call_op in _BRANCHES:
+            parts.append(f"per branch: {f.attr} of {f.call_op} {f.call_node!r}")
+    return "; ".join(parts)
+
+
 def _path_facts(ag: AuditGraph, site: CallSite, layers: dict, model_name: str | None):
     """Facts of a call path: call nodes, function path, signatures of the outermost call, site-id
-    prefix, and the layer named by a call node (or None)."""
+    prefix, the layer named by a call node (or None), and the control-flow note of the path."""
     call_nodes = tuple(f.call_node for f in site.frames)
     function_path = tuple(ag.scopes[f.callee].function or "" for f in site.frames)
     root = ag.scopes[site.root]
@@ -74,7 +92,8 @@ def _path_facts(ag: AuditGraph, site: CallSite, layers: dict, model_name: str | 
     path = " > ".join(f"{c}->{fn}" for c, fn in zip(call_nodes, function_path))
     full_path = ((root.function,) if root.function else ()) + function_path
     layer = policy.owning_layer(list(call_nodes), layers, model_name)
-    return call_nodes, full_path, sigs, f"{prefix}{path} | ", layer, root
+    cf_note = control_flow_note(site.frames)
+    return call_nodes, full_path, sigs, f"{prefix}{path} | ", layer, root, cf_note
 
 
 def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[str, KerasLayer],
@@ -123,7 +142,7 @@ def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[st
     if frames is not site.frames or root_key != site.root:
         pf = _path_facts(ag, site, layers, model_name)
         memo.path = (site.frames, site.root, pf)
-    call_nodes, function_path, sigs, path_id, layer, root = pf
+    call_nodes, function_path, sigs, path_id, layer, root, cf_note = pf
     if layer is None:
         layer = policy.owning_layer([site.node], layers, model_name)
     if scope.owner_layer is not None and scope.owner_layer in layers:
@@ -139,5 +158,6 @@ def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[st
         device=device_field, target_device=device, T=T, Tacc=Tacc, data=main_input, filter=filt,
         keras_layer=layer.name if layer else None, keras_policy=layer.policy if layer else None,
         accumulation=acc.accumulation, accumulation_reason=acc.reason, audit_class=cls, amp=prediction,
-        flops=sh.flops, flops_note=sh.note, input_shape=sh.input_shape, filter_shape=sh.filter_shape,
+        flops=sh.flops,
+        flops_note=f"{sh.note}; {cf_note}" if cf_note and sh.flops is not None else sh.note, input_shape=sh.input_shape, filter_shape=sh.filter_shape,
         output_shape=sh.output_shape, flags=tuple(flags), observed=None)

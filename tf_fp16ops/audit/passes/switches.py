@@ -1,4 +1,7 @@
-"""Switch pass: what each relevant environment switch does in a runtime context [shared cases C5]."""
+"""Switch pass: what each relevant environment switch does in a runtime context.
+
+Sources: see passes/accumulation.py and docs/design.md "Cases and their public sources".
+"""
 from __future__ import annotations
 
 from ..context import RuntimeContext

@@ -1,9 +1,14 @@
-"""Unknown-op pass: op types no registry knows are reported, never fatal [shared cases C10]."""
+"""Unknown-op pass: op types no registry knows are reported, never fatal.
+
+Known ops: TensorFlow's registry as recorded in `optable` (and, when TensorFlow is imported in
+this process, its live registry). See docs/design.md "Cases and their public sources".
+"""
 from __future__ import annotations
 
 from ..findings import UnknownOp
 from ..graph import AuditGraph
 from ..opsets import CONV_OPS
+from ..optable import is_known
 from .attrs import dtype_name
 
 
@@ -24,15 +29,13 @@ def _attr_summary(nd) -> tuple[str, ...]:
 
 
 def unknown_ops(ag: AuditGraph) -> tuple[UnknownOp, ...]:
-    from tensorflow.python.framework import op_def_registry
-
     fnames = {s.function for s in ag.scopes.values() if s.function}
     found: dict[str, list] = {}
     for s in ag.scopes.values():
         for op, (count, example) in s.op_counts.items():
             if op in CONV_OPS or op in fnames:
                 continue
-            if op_def_registry.get(op) is not None:
+            if is_known(op):
                 continue
             entry = found.setdefault(op, [0, [], None])
             entry[0] += count

@@ -50,7 +50,7 @@ def render_markdown(report: AuditReport) -> str:
     if run:
         out += ["", "## Runtime evidence (the model was executed)", ""]
         out += [f"- {_esc(line)}" for line in runtime_lines(report)]
-        out += ["", "| probe configuration | process | kernel | rounding | c1 | overflow | observed |",
+        out += ["", "| probe configuration | process | kernel | rounding | taps49 | overflow | observed |",
                 "|---|---|---|---|---|---|---|"]
         out += ["| " + " | ".join(_esc(c) for c in r) + " |" for r in probe_rows(report)]
     if report.unknown_ops:

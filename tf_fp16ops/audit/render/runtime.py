@@ -21,12 +21,12 @@ def has_runtime(report: AuditReport) -> bool:
 
 
 def probe_rows(report: AuditReport) -> list[tuple[str, ...]]:
-    """(configuration, process, kernel, rounding, c1, overflow, observed) per probe result."""
+    """(configuration, process, kernel, rounding, taps49, overflow, observed) per probe result."""
     rows = []
     rt = report.runtime
     for p in tuple(rt.probes) + tuple(rt.switch_probes):
         vals = {o.probe: f"{o.value} ({o.verdict})" for o in p.outcomes}
-        rows.append((p.config.key(), p.process, p.kernel or "-", vals.get("rounding", "-"), vals.get("c1", "-"),
+        rows.append((p.config.key(), p.process, p.kernel or "-", vals.get("rounding", "-"), vals.get("taps49", "-"),
                      vals.get("overflow", "-"), p.observed + (f": {p.note}" if p.note else "")))
     return rows
 

@@ -9,29 +9,41 @@ Tags: "audit/report" (text), "audit/fp16_share", "audit/fp16_accumulate_share",
 "audit/flop_share/<class>", "audit/count/<class>" (scalars, step 0).
 Conv nodes get string attrs "_audit_class", "_audit_accumulation", "_audit_reason"
 (classes of all call sites of the node, joined with ", " when they differ).
+
+Written without TensorFlow: the summaries are built by TensorBoard's own `text_pb` / `scalar_pb`
+(the values tf.summary.text / tf.summary.scalar write) and written as TFRecords of `Event` protos
+by TensorBoard's `RecordWriter`, in the file layout of tf.summary's writer
+(`events.out.tfevents.<time>.<host>`, a first event with file_version "brain.Event:2").
 """
+
 from __future__ import annotations
 
 import os
+import socket
+import time
 
 from ..findings import CLASSES, AuditReport
 from .markdown import render_markdown
 
 
 def annotated_graph_def(report: AuditReport, unit_label: str, graph_def):
-    """A copy of `graph_def` whose conv nodes carry the audit's classes (the input is not modified)."""
-    from tensorflow.core.framework import graph_pb2
+    """A copy of `graph_def` whose conv nodes carry the audit's classes (the input is not modified).
 
+    The copy has the type of `graph_def` (TensorFlow's GraphDef or `protos.GraphDef`)."""
     marks: dict[tuple[str, str], dict[str, list[str]]] = {}
     for f in report.findings:
         if f.unit != unit_label:
             continue
         fn = f.function_path[-1] if f.function_path else ""
         m = marks.setdefault((fn, f.node), {"class": [], "acc": [], "reason": []})
-        for key, val in (("class", f.audit_class), ("acc", f.accumulation), ("reason", f.accumulation_reason)):
+        for key, val in (
+            ("class", f.audit_class),
+            ("acc", f.accumulation),
+            ("reason", f.accumulation_reason),
+        ):
             if val not in m[key]:
                 m[key].append(val)
-    gd = graph_pb2.GraphDef()
+    gd = type(graph_def)()
     gd.CopyFrom(graph_def)
 
     def mark(fn: str, nodes) -> None:
@@ -48,42 +60,77 @@ def annotated_graph_def(report: AuditReport, unit_label: str, graph_def):
     return gd
 
 
-def write_tensorboard(report: AuditReport, logdir: str, graph_units: list[tuple[str, object]]) -> list[str]:
+class _EventWriter:
+    """One event file in `run_dir`, written synchronously (TensorBoard's RecordWriter framing)."""
+
+    def __init__(self, run_dir: str):
+        from tensorboard.compat.proto import event_pb2
+        from tensorboard.summary.writer.record_writer import RecordWriter
+
+        self._event = event_pb2.Event
+        os.makedirs(run_dir, exist_ok=True)
+        now = time.time()
+        name = f"events.out.tfevents.{int(now):010d}.{socket.gethostname()}.{os.getpid()}.fp16audit"
+        self._file = open(os.path.join(run_dir, name), "wb")
+        self._writer = RecordWriter(self._file)
+        self.write(file_version="brain.Event:2", wall_time=now)
+
+    def write(self, **fields) -> None:
+        fields.setdefault("wall_time", time.time())
+        self._writer.write(self._event(**fields).SerializeToString())
+
+    def summary(self, summary, step: int = 0) -> None:
+        self.write(step=step, summary=summary)
+
+    def close(self) -> None:
+        self._writer.flush()
+        self._writer.close()
+
+
+def write_tensorboard(
+    report: AuditReport, logdir: str, graph_units: list[tuple[str, object]]
+) -> list[str]:
     """Writes the event files; returns the run directories written.
 
     Args:
       graph_units: (unit label, GraphDef) pairs of the audited model, in order.
+    Raises:
+      OSError: `logdir` or a run directory cannot be created or written.
     """
-    import tensorflow as tf
+    from tensorboard.plugins.scalar.summary_v2 import scalar_pb
+    from tensorboard.plugins.text.summary_v2 import text_pb
+
+    from ...tensorboard_plugin.summary import audit_summary_pb
 
     runs = []
     main = os.path.join(logdir, "audit")
-    writer = tf.summary.create_file_writer(main)
-    s = report.summary
-    with writer.as_default():
-        tf.summary.text("audit/report", render_markdown(report), step=0)
-        tf.summary.scalar("audit/fp16_share", s.fp16_share, step=0)
-        tf.summary.scalar("audit/fp16_accumulate_share", s.fp16_accumulate_share, step=0)
+    w = _EventWriter(main)
+    try:
+        s = report.summary
+        w.summary(text_pb("audit/report", render_markdown(report)))
+        w.summary(scalar_pb("audit/fp16_share", s.fp16_share))
+        w.summary(scalar_pb("audit/fp16_accumulate_share", s.fp16_accumulate_share))
         by_class = {c.audit_class: c for c in s.classes}
         for cls in CLASSES:
             c = by_class.get(cls)
-            tf.summary.scalar(f"audit/count/{cls}", c.count if c else 0, step=0)
-            tf.summary.scalar(f"audit/flop_share/{cls}", (c.flop_share or 0.0) if c else 0.0, step=0)
+            w.summary(scalar_pb(f"audit/count/{cls}", float(c.count if c else 0)))
+            w.summary(
+                scalar_pb(f"audit/flop_share/{cls}", float((c.flop_share or 0.0) if c else 0.0))
+            )
         if graph_units:
-            tf.summary.graph(annotated_graph_def(report, *graph_units[0]))
+            w.write(graph_def=annotated_graph_def(report, *graph_units[0]).SerializeToString())
         # Structured findings for the "fp16 audit" dashboard (tf_fp16ops.tensorboard_plugin).
-        from ...tensorboard_plugin.summary import write_audit_summary
-        write_audit_summary(report, step=0)
-    writer.flush()
-    writer.close()
+        w.summary(audit_summary_pb(report))
+    finally:
+        w.close()
     runs.append(main)
     for i, (label, gd) in enumerate(graph_units[1:], 1):
         d = os.path.join(logdir, f"audit_unit{i}")
-        w = tf.summary.create_file_writer(d)
-        with w.as_default():
-            tf.summary.text("audit/unit", f"graph unit: `{label}`", step=0)
-            tf.summary.graph(annotated_graph_def(report, label, gd))
-        w.flush()
-        w.close()
+        w = _EventWriter(d)
+        try:
+            w.summary(text_pb("audit/unit", f"graph unit: `{label}`"))
+            w.write(graph_def=annotated_graph_def(report, label, gd).SerializeToString())
+        finally:
+            w.close()
         runs.append(d)
     return runs

@@ -55,7 +55,7 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         out.extend(f"  {line}" for line in runtime_lines(report))
         out.append("  probes (observed accumulation per op, T, Tacc, device):")
         prow = probe_rows(report)
-        ph = ("configuration", "process", "kernel", "rounding", "c1", "overflow", "observed")
+        ph = ("configuration", "process", "kernel", "rounding", "taps49", "overflow", "observed")
         pw = [max(len(h), *(len(r[c]) for r in prow)) if prow else len(h) for c, h in enumerate(ph)]
         out.append("    " + "  ".join(h.ljust(w) for h, w in zip(ph, pw)).rstrip())
         out.extend("    " + "  ".join(c.ljust(w) for c, w in zip(r, pw)).rstrip() for r in prow)

@@ -13,7 +13,7 @@ Probes (expected values by hand, IEEE binary16; checked against a NumPy referenc
   * "rounding": 1 followed by 63 terms of 2^-12 (times 1). fp32 accumulation: 1 + 63 * 2^-12 =
     1.015380859375, rounded once to half: 1.015625. Sequential fp16 accumulation: every
     1 + 2^-12 rounds back to 1 (half an ulp of 1 is 2^-11), so 1.0.
-  * "c1": 49 terms of fp16(0.2) * fp16(0.1) (shared case C1). fp32: 0.9794921875; fp16
+  * "taps49": 49 terms of fp16(0.2) * fp16(0.1) (a 7x7 window; docs/design.md "Numerics contract"). fp32: 0.9794921875; fp16
     (one rounding per step): 0.98046875.
   * "overflow": [65504, 65504] * [65504, -65504] (the seed's second answer). fp32: 0;
     fp16: the first product overflows (65504^2 > 65504), so inf (or NaN when products are
@@ -42,7 +42,7 @@ _TWO_M12 = 2.0 ** -12
 _H02, _H01 = 0.199951171875, 0.0999755859375  # fp16(0.2), fp16(0.1)
 PROBES: dict[str, tuple[tuple[float, ...], tuple[float, ...], float, float]] = {
     "rounding": ((1.0,) + (_TWO_M12,) * 63, (1.0,) * 64, 1.015625, 1.0),
-    "c1": ((_H02,) * 49, (_H01,) * 49, 0.9794921875, 0.98046875),
+    "taps49": ((_H02,) * 49, (_H01,) * 49, 0.9794921875, 0.98046875),
     "overflow": ((65504.0, 65504.0), (65504.0, -65504.0), 0.0, math.inf),
 }
 

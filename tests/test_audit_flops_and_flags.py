@@ -1,0 +1,133 @@
+"""FLOPs inside control flow and the tensor-core flag, on hand-built graphs.
+
+Expected FLOPs are 2 * |Y| * R by hand: x [1,8,8,16], w [3,3,16,16], VALID -> y [1,6,6,16],
+R = 3*3*16, so 2 * 576 * 144 = 165888 per execution of the conv.
+"""
+
+from __future__ import annotations
+
+from audit_helpers import CPU, add_node
+from tf_fp16ops.audit import audit, protos
+
+CONV_FLOPS = 2 * (6 * 6 * 16) * (3 * 3 * 16)
+
+
+def _conv_nodes(nodes, x: str, shape=(1, 8, 8, 16), filt=(3, 3, 16, 16), T="DT_HALF"):
+    w = add_node(nodes, "w", "Const", dtype=T)
+    w.attr["value"].tensor.dtype = protos.DataType.Value(T)
+    for d in filt:
+        w.attr["value"].tensor.tensor_shape.dim.add().size = d
+    c = add_node(
+        nodes,
+        "conv",
+        "Conv2D",
+        [x, "w" if x == "x" else "w:output:0"],
+        T=T,
+        strides=[1, 1, 1, 1],
+        padding=b"VALID",
+    )
+    out = c.attr["_output_shapes"].list.shape.add()
+    for d in (shape[0], shape[1] - filt[0] + 1, shape[2] - filt[1] + 1, filt[3]):
+        out.dim.add().size = d
+    return c
+
+
+def _function(gd, name: str, with_conv: bool):
+    f = gd.library.function.add()
+    f.signature.name = name
+    a = f.signature.input_arg.add()
+    a.name, a.type = "x", protos.DT_HALF
+    o = f.signature.output_arg.add()
+    o.name, o.type = "y", protos.DT_HALF
+    if with_conv:
+        _conv_nodes(f.node_def, "x")
+        f.ret["y"] = "conv:output:0"
+    else:
+        f.ret["y"] = "x"
+    return f
+
+
+def _graph(call_op: str, attrs: dict[str, str], extra_inputs=()):
+    gd = protos.GraphDef()
+    x = add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    for d in (1, 8, 8, 16):
+        x.attr["shape"].shape.dim.add().size = d
+    for fname in sorted(set(attrs.values())):
+        _function(gd, fname, with_conv=fname.startswith("conv_"))
+    n = add_node(gd.node, "cf", call_op, list(extra_inputs) + ["x"])
+    for attr, fname in attrs.items():
+        n.attr[attr].func.name = fname
+    return gd
+
+
+def _write(tmp_path, gd) -> str:
+    p = tmp_path / "g.pb"
+    p.write_bytes(gd.SerializeToString())
+    return str(p)
+
+
+def test_conv_in_while_body_is_labelled_per_iteration(tmp_path):
+    r = audit(_write(tmp_path, _graph("While", {"cond": "cond_fn", "body": "conv_body"})), CPU)
+    (f,) = r.findings
+    assert f.flops == CONV_FLOPS
+    assert "per iteration of While 'cf'" in f.flops_note, f.flops_note
+    assert any("1 call site(s) in loop bodies are per iteration" in n for n in r.notes), r.notes
+
+
+def test_convs_in_both_if_branches_are_labelled_per_branch(tmp_path):
+    gd = _graph(
+        "StatelessIf", {"then_branch": "conv_then", "else_branch": "conv_else"}, extra_inputs=["p"]
+    )
+    add_node(gd.node, "p", "Placeholder", dtype="DT_BOOL")
+    r = audit(_write(tmp_path, gd), CPU)
+    notes = sorted(f.flops_note for f in r.findings)
+    assert [f.flops for f in r.findings] == [CONV_FLOPS, CONV_FLOPS]
+    assert any("per branch: else_branch of StatelessIf 'cf'" in n for n in notes), notes
+    assert any("per branch: then_branch of StatelessIf 'cf'" in n for n in notes), notes
+    assert r.summary.total_flops == 2 * CONV_FLOPS  # both branches added, and the note says so
+    assert any("2 in If/Case branches per branch" in n for n in r.notes), r.notes
+
+
+def test_conv_outside_control_flow_has_no_loop_or_branch_label(tmp_path):
+    r = audit(_write(tmp_path, _graph("PartitionedCall", {"f": "conv_f"})), CPU)
+    (f,) = r.findings
+    assert f.flops == CONV_FLOPS and f.flops_note == "for the graph's batch size"
+    assert not any("per iteration" in n or "per branch" in n for n in r.notes)
+
+
+def _flags(tmp_path, cin: int, cout: int) -> list[str]:
+    gd = protos.GraphDef()
+    x = add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    for d in (1, 8, 8, cin):
+        x.attr["shape"].shape.dim.add().size = d
+    _conv_nodes(gd.node, "x", shape=(1, 8, 8, cin), filt=(3, 3, cin, cout))
+    (f,) = audit(_write(tmp_path, gd), CPU).findings
+    return [fl for fl in f.flags if fl.startswith("tensor-core")]
+
+
+def test_tensor_core_flag_names_only_the_offending_side(tmp_path):
+    assert _flags(tmp_path, 3, 64) == [
+        "tensor-core-unfriendly(input channels 3 not a multiple of 8)"
+    ]
+    assert _flags(tmp_path, 16, 60) == [
+        "tensor-core-unfriendly(output channels 60 not a multiple of 8)"
+    ]
+    assert _flags(tmp_path, 3, 60) == [
+        "tensor-core-unfriendly(input channels 3 and output channels 60 not multiples of 8)"
+    ]
+    assert _flags(tmp_path, 16, 64) == []
+
+
+def test_case_listing_one_function_twice_gives_two_call_sites_per_branch(tmp_path):
+    gd = protos.GraphDef()
+    x = add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    for d in (1, 8, 8, 16):
+        x.attr["shape"].shape.dim.add().size = d
+    add_node(gd.node, "i", "Placeholder", dtype="DT_INT32")
+    _function(gd, "conv_b", with_conv=True)
+    n = add_node(gd.node, "case", "Case", ["i", "x"])
+    n.attr["branches"].list.func.add().name = "conv_b"
+    n.attr["branches"].list.func.add().name = "conv_b"
+    r = audit(_write(tmp_path, gd), CPU)
+    assert len(r.findings) == 2
+    assert all("per branch: branches of Case 'case'" in f.flops_note for f in r.findings)
