@@ -1,4 +1,4 @@
-"""SavedModels that contain Fp16Conv2D ops (cases C9): save, reload in a fresh process, the
+"""SavedModels that contain Fp16Conv2D ops (docs/design.md "Custom-op SavedModels"): save, reload in a fresh process, the
 "Op type not registered" failure without the library, the loader, loading the library twice
 or through a symlink."""
 from __future__ import annotations

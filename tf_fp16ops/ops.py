@@ -1,6 +1,6 @@
 """Python wrappers for the Fp16Conv2D op family and their gradients.
 
-Numerics contract (README "Numerics"; DESIGN.md):
+Numerics contract (README "Numerics"; docs/design.md "Numerics contract"):
   accumulation="float32": products summed in binary32, rounded once to the input dtype.
   accumulation="float16" (inputs must be float16): one binary16 accumulator per output, starting
     at +0; each step is acc = round_fp16(x*w + acc) with the exact product and one
