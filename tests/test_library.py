@@ -16,12 +16,15 @@ from tf_fp16ops import _library
 PKG = Path(tf_fp16ops.__file__).resolve().parent
 
 
-def copy_package(tmp_path, with_library=True, built_for=None):
+def copy_package(tmp_path, with_library=True, built_for=None, source_tree=False):
     dst = tmp_path / "tf_fp16ops"
     shutil.copytree(PKG, dst, ignore=shutil.ignore_patterns("__pycache__", "*.so", "_build_info.json"))
     if with_library:
         shutil.copy(PKG / "_fp16ops.so", dst / "_fp16ops.so")
     (dst / "_build_info.json").write_text(json.dumps({"tensorflow_version": built_for or tf.__version__}))
+    if source_tree:  # a checkout: Makefile and BUILD beside the package
+        (tmp_path / "Makefile").write_text("")
+        (tmp_path / "BUILD").write_text("")
     return tmp_path
 
 
@@ -33,7 +36,7 @@ def import_in_subprocess(path):
 
 
 def test_import_error_names_versions_and_rebuild_command_when_built_for_another_tf(tmp_path):
-    r = import_in_subprocess(copy_package(tmp_path, built_for="2.99.0"))
+    r = import_in_subprocess(copy_package(tmp_path, built_for="2.99.0", source_tree=True))
     assert r.returncode != 0
     assert "ImportError" in r.stderr
     assert "built for TensorFlow 2.99.0" in r.stderr
@@ -41,8 +44,14 @@ def test_import_error_names_versions_and_rebuild_command_when_built_for_another_
     assert "make build" in r.stderr
 
 
+def test_import_error_outside_a_source_tree_names_the_tensorflow_to_install(tmp_path):
+    r = import_in_subprocess(copy_package(tmp_path, built_for="2.99.0"))
+    assert r.returncode != 0 and "built for TensorFlow 2.99.0" in r.stderr
+    assert "pip install 'tensorflow==2.99.0'" in r.stderr and "make build" not in r.stderr
+
+
 def test_import_error_when_library_is_missing(tmp_path):
-    r = import_in_subprocess(copy_package(tmp_path, with_library=False))
+    r = import_in_subprocess(copy_package(tmp_path, with_library=False, source_tree=True))
     assert r.returncode != 0
     assert "ImportError" in r.stderr and "is missing" in r.stderr and "make build" in r.stderr
 

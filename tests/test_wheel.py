@@ -320,6 +320,8 @@ def test_other_tensorflow_version_is_refused_with_both_versions_named(venv, outs
         f"built for TensorFlow {importlib.metadata.version('tensorflow')}" in message
         and "2.0.0" in message
     )
+    # An installed wheel has no source tree to rebuild in: the remedy is the TensorFlow it needs.
+    assert f"pip install 'tensorflow=={importlib.metadata.version('tensorflow')}'" in message
 
 
 @pytest.mark.parametrize("missing", ["--library", "--build-info"])

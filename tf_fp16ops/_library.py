@@ -18,7 +18,18 @@ from tensorflow.core.framework import op_def_pb2
 LIBRARY_PATH = Path(__file__).resolve().parent / "_fp16ops.so"
 BUILD_INFO_PATH = LIBRARY_PATH.with_name("_build_info.json")
 REBUILD_COMMAND = "make build"
-OP_NAMES = ("Fp16Conv2D", "Fp16Conv2DBackpropInput", "Fp16Conv2DBackpropFilter", "Fp16OpsCpuIsa")
+OP_NAMES = ("Fp16Conv2D", "Fp16Conv2DBackpropInput", "Fp16Conv2DBackpropFilter",
+            "Fp16DepthwiseConv2D", "Fp16OpsCpuIsa")
+
+
+def _remedy(built_for: str) -> str:
+    """What to do about a missing or mismatched library: rebuild in a source tree, else install
+    the TensorFlow the wheel was built for."""
+    tree = LIBRARY_PATH.parent.parent
+    if (tree / "Makefile").exists() and (tree / "BUILD").exists():
+        return f"Rebuild it with `{REBUILD_COMMAND}` in the source tree ({tree})."
+    return (f"Install the TensorFlow it was built for (`pip install 'tensorflow=={built_for}'`, or "
+            f"`pip install 'tf_fp16ops[tf]'`), or build tf_fp16ops from source with `make wheel`.")
 
 
 def _built_for() -> str:
@@ -41,12 +52,10 @@ def load() -> ModuleType:
     installed = tf.__version__
     built_for = _built_for()
     hint = (f"tf_fp16ops: the op library {LIBRARY_PATH} was built for TensorFlow {built_for}; "
-            f"TensorFlow {installed} is installed. Rebuild it with `{REBUILD_COMMAND}` "
-            f"in the source tree ({LIBRARY_PATH.parent.parent}).")
+            f"TensorFlow {installed} is installed. {_remedy(built_for)}")
     if not LIBRARY_PATH.exists():
         raise ImportError(f"tf_fp16ops: the op library {LIBRARY_PATH} is missing (built for TensorFlow "
-                          f"{built_for}; TensorFlow {installed} is installed). Build it with "
-                          f"`{REBUILD_COMMAND}` in the source tree ({LIBRARY_PATH.parent.parent}).")
+                          f"{built_for}; TensorFlow {installed} is installed). {_remedy(built_for)}")
     if built_for != installed:
         raise ImportError(hint)
     try:
