@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cc/kernels/conv_shape.h"
+#include "cc/kernels/cpu/fprop_fp16.h"
 
 namespace tf_fp16ops {
 namespace cpu {
@@ -27,6 +28,7 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
     std::fill(y, y + g.N * g.P * g.Q * g.K, 0.0f);
     return;
   }
+  if (acc == Accumulation::kHalf && Conv2DFpropFp16Spatial(g, x, w, y, parallel_for)) return;
   const int64_t Kg = g.K / g.groups;
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
   const int64_t cost = CostOf({2, g.Q, g.KH, g.KW, g.Cg, g.K});

@@ -1,0 +1,173 @@
+#include "cc/kernels/cpu/fprop_fp16.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tf_fp16ops {
+namespace cpu {
+
+#if defined(__x86_64__)
+namespace {
+
+#define TF_FP16OPS_FP16_TARGET \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512fp16,f16c,fma")))
+
+constexpr int kRows = 8;    // output channels per micro-kernel
+constexpr int kBlocks = 3;  // 32-lane position blocks per micro-kernel (96 positions)
+
+// acc[m][b] over taps (offsets[0..taps)) x channels [0, cg): x from plane(ci) + offset, w from
+// w[tap * w_tap + ci * w_ci + m] by embedded broadcast. The FMA rounds by MXCSR.RC (embedded
+// rounding and embedded broadcast exclude each other), round to nearest even: neither C++ nor
+// TensorFlow changes it (checked bit for bit by tests/test_isa_paths.py).
+template <int M, int NB>
+TF_FP16OPS_FP16_TARGET void Micro(const _Float16* x, int64_t plane, const int64_t* offsets,
+                                  int taps, int64_t cg, const _Float16* w, int64_t w_tap,
+                                  int64_t w_ci, _Float16* out, int64_t out_stride) {
+  __m512h acc[M][NB];
+  for (int m = 0; m < M; ++m)
+    for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ph();
+  for (int tap = 0; tap < taps; ++tap) {
+    const _Float16* xt = x + offsets[tap];
+    const _Float16* wt = w + tap * w_tap;
+    for (int64_t ci = 0; ci < cg; ++ci, xt += plane, wt += w_ci) {
+      __m512h xv[NB];
+      for (int b = 0; b < NB; ++b) xv[b] = _mm512_loadu_ph(xt + 32 * b);
+      for (int m = 0; m < M; ++m) {
+        const __m512h wv = _mm512_set1_ph(wt[m]);
+        for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_fmadd_ph(xv[b], wv, acc[m][b]);
+      }
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ph(out + m * out_stride + 32 * b, acc[m][b]);
+}
+
+using MicroFn = void (*)(const _Float16*, int64_t, const int64_t*, int, int64_t,
+                         const _Float16*, int64_t, int64_t, _Float16*, int64_t);
+
+template <int M>
+constexpr MicroFn kByBlocks[kBlocks] = {&Micro<M, 1>, &Micro<M, 2>, &Micro<M, 3>};
+constexpr const MicroFn* kTable[kRows] = {kByBlocks<1>, kByBlocks<2>, kByBlocks<3>, kByBlocks<4>,
+                                          kByBlocks<5>, kByBlocks<6>, kByBlocks<7>, kByBlocks<8>};
+
+bool Fp16Available() { return std::strcmp(AccumulateIsa(), "avx512fp16") == 0; }
+
+// Vector conversions (exact for binary16 values; RN for others), 16 lanes at a time.
+TF_FP16OPS_FP16_TARGET void ToHalf(const float* src, _Float16* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_mask_storeu_epi16(dst + i, m, h);
+  }
+}
+
+TF_FP16OPS_FP16_TARGET void ToFloat(const _Float16* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
+  }
+}
+
+}  // namespace
+
+bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
+                            const ParallelFor& parallel_for) {
+  if (!Fp16Available() || g.stride_h != 1 || g.stride_w != 1) return false;
+  const int64_t Hp = g.P + (g.KH - 1) * g.dilation_h;  // padded extents (stride 1)
+  const int64_t Wp = g.Q + (g.KW - 1) * g.dilation_w;
+  // The planes must stay of the order of the input (huge explicit padding goes the general way).
+  if (Hp > 2 * g.H + 64 || Wp > 2 * g.W + 64 || g.KH * g.KW > 4096) return false;
+  const int64_t pad_bottom = Hp - g.H - g.pad_top, pad_right = Wp - g.W - g.pad_left;
+  if (pad_bottom < 0 || pad_right < 0) return false;
+  const int64_t positions = g.P * Wp;
+  const int64_t plane = Hp * Wp + 32 + (g.KW - 1) * g.dilation_w;  // + reads past the last row
+  const int64_t out_pitch = (positions + 31) / 32 * 32;
+  const int64_t Kg = g.K / g.groups;
+
+  // Binary16 values are moved as uint16_t outside the FP16-target functions.
+  std::vector<uint16_t> xh(static_cast<size_t>(g.N * g.C * plane), 0);
+  parallel_for(g.N * g.H, 4 * g.W * g.C, [&](int64_t begin, int64_t end) {
+    std::vector<uint16_t> row(static_cast<size_t>(g.W * g.C));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / g.H, h = r % g.H;
+      ToHalf(x + r * g.W * g.C, reinterpret_cast<_Float16*>(row.data()), g.W * g.C);
+      uint16_t* dst = xh.data() + n * g.C * plane + (h + g.pad_top) * Wp + g.pad_left;
+      for (int64_t wi = 0; wi < g.W; ++wi)
+        for (int64_t c = 0; c < g.C; ++c) dst[c * plane + wi] = row[wi * g.C + c];
+    }
+  });
+  // Filter [KH*KW][Cg][K] as binary16.
+  std::vector<uint16_t> wh(static_cast<size_t>(g.KH * g.KW * g.Cg * g.K));
+  ToHalf(w, reinterpret_cast<_Float16*>(wh.data()), g.KH * g.KW * g.Cg * g.K);
+  std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw)
+      offsets[kh * g.KW + kw] = kh * g.dilation_h * Wp + kw * g.dilation_w;
+
+  std::vector<uint16_t> yh(static_cast<size_t>(g.N * g.K * out_pitch));
+  const _Float16* xp = reinterpret_cast<const _Float16*>(xh.data());
+  const _Float16* wp = reinterpret_cast<const _Float16*>(wh.data());
+  _Float16* yp = reinterpret_cast<_Float16*>(yh.data());
+  const int64_t kblocks = (Kg + kRows - 1) / kRows;
+  const int64_t chunk = 32 * kBlocks;
+  const int64_t pchunks = (positions + chunk - 1) / chunk;
+  const int64_t units = g.N * g.groups * pchunks * kblocks;
+  const int64_t cost = 2 * chunk * kRows * g.KH * g.KW * g.Cg;
+  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t kb = u % kblocks;
+      const int64_t pc = (u / kblocks) % pchunks;
+      const int64_t gr = (u / kblocks / pchunks) % g.groups;
+      const int64_t n = u / kblocks / pchunks / g.groups;
+      const int64_t k0 = gr * Kg + kb * kRows;
+      const int m = static_cast<int>(std::min<int64_t>(kRows, Kg - kb * kRows));
+      const int64_t o0 = pc * chunk;
+      const int nb = static_cast<int>((std::min(chunk, positions - o0) + 31) / 32);
+      kTable[m - 1][nb - 1](xp + (n * g.C + gr * g.Cg) * plane + o0, plane, offsets.data(),
+                            static_cast<int>(g.KH * g.KW), g.Cg, wp + k0, g.Cg * g.K, g.K,
+                            yp + (n * g.K + k0) * out_pitch + o0, out_pitch);
+    }
+  });
+  parallel_for(g.N * g.P, 4 * g.Q * g.K, [&](int64_t begin, int64_t end) {
+    std::vector<uint16_t> row(static_cast<size_t>(g.Q * g.K));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / g.P, p = r % g.P;
+      const uint16_t* src = yh.data() + n * g.K * out_pitch + p * Wp;
+      for (int64_t q = 0; q < g.Q; ++q)
+        for (int64_t k = 0; k < g.K; ++k) row[q * g.K + k] = src[k * out_pitch + q];
+      ToFloat(reinterpret_cast<const _Float16*>(row.data()), y + r * g.Q * g.K, g.Q * g.K);
+    }
+  });
+  return true;
+}
+
+int64_t Fp16MicroKernelProbe(int64_t terms, float* sink) {
+  if (!Fp16Available()) return 0;
+  std::vector<_Float16> x(32 * kBlocks, static_cast<_Float16>(1.0f));
+  std::vector<_Float16> w(kRows, static_cast<_Float16>(0.25f));
+  std::vector<_Float16> out(kRows * 32 * kBlocks);
+  const int64_t offset = 0;
+  // plane stride 0 and w_ci 0: the same L1-resident operands at every step.
+  Micro<kRows, kBlocks>(x.data(), 0, &offset, 1, terms, w.data(), 0, 0, out.data(), 32 * kBlocks);
+  *sink = static_cast<float>(out[0]);
+  return terms * kRows * 32 * kBlocks;
+}
+
+#else  // !__x86_64__
+
+bool Conv2DFpropFp16Spatial(const ConvGeometry&, const float*, const float*, float*,
+                            const ParallelFor&) {
+  return false;
+}
+int64_t Fp16MicroKernelProbe(int64_t, float*) { return 0; }
+
+#endif
+
+}  // namespace cpu
+}  // namespace tf_fp16ops
