@@ -29,6 +29,7 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
     return;
   }
   if (acc == Accumulation::kHalf && Conv2DFpropFp16Spatial(g, x, w, y, parallel_for)) return;
+  if (acc == Accumulation::kFloat && Conv2DFpropF32Spatial(g, x, w, y, parallel_for)) return;
   const int64_t Kg = g.K / g.groups;
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
   const int64_t cost = CostOf({2, g.Q, g.KH, g.KW, g.Cg, g.K});
