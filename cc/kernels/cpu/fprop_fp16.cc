@@ -29,21 +29,28 @@ TF_FP16OPS_FP16_TARGET void Micro(const _Float16* x, int64_t plane, const int64_
                                   int taps, int64_t cg, const _Float16* w, int64_t w_tap,
                                   int64_t w_ci, _Float16* out, int64_t out_stride) {
   __m512h acc[M][NB];
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ph();
   for (int tap = 0; tap < taps; ++tap) {
     const _Float16* xt = x + offsets[tap];
     const _Float16* wt = w + tap * w_tap;
     for (int64_t ci = 0; ci < cg; ++ci, xt += plane, wt += w_ci) {
       __m512h xv[NB];
+#pragma GCC unroll 4
       for (int b = 0; b < NB; ++b) xv[b] = _mm512_loadu_ph(xt + 32 * b);
+#pragma GCC unroll 8
       for (int m = 0; m < M; ++m) {
         const __m512h wv = _mm512_set1_ph(wt[m]);
+#pragma GCC unroll 4
         for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_fmadd_ph(xv[b], wv, acc[m][b]);
       }
     }
   }
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) _mm512_storeu_ph(out + m * out_stride + 32 * b, acc[m][b]);
 }
 
@@ -53,21 +60,28 @@ __attribute__((target("avx512f,avx512vl,avx512dq,fma"))) void MicroF32(
     const float* x, int64_t plane, const int64_t* offsets, int taps, int64_t cg, const float* w,
     int64_t w_tap, int64_t w_ci, float* out, int64_t out_stride) {
   __m512 acc[M][NB];
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ps();
   for (int tap = 0; tap < taps; ++tap) {
     const float* xt = x + offsets[tap];
     const float* wt = w + tap * w_tap;
     for (int64_t ci = 0; ci < cg; ++ci, xt += plane, wt += w_ci) {
       __m512 xv[NB];
+#pragma GCC unroll 4
       for (int b = 0; b < NB; ++b) xv[b] = _mm512_loadu_ps(xt + 16 * b);
+#pragma GCC unroll 8
       for (int m = 0; m < M; ++m) {
         const __m512 wv = _mm512_set1_ps(wt[m]);
+#pragma GCC unroll 4
         for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_fmadd_ps(xv[b], wv, acc[m][b]);
       }
     }
   }
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) _mm512_storeu_ps(out + m * out_stride + 16 * b, acc[m][b]);
 }
 
