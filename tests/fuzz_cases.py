@@ -135,7 +135,8 @@ def random_case(rng, index, graph_share=0.1, invalid_share=0.1):
     seed = int(rng.integers(1 << 30))
     invalid = None
     if rng.random() < invalid_share:
-        choices = ["channels", "stride0", "dtype_mix", "rank"] + ([] if op == "fprop" else ["dy_shape"])
+        choices = ["channels", "stride0", "dtype_mix", "rank"]
+        choices += [] if op == "fprop" else ["dy_shape"]
         invalid = str(rng.choice(choices))
         if invalid == "dy_shape":
             ys = list(ys)

@@ -160,7 +160,8 @@ def reference(case, tensors):
         if half:
             return R.conv2d_backprop_input(xs, w, dy, accumulation="half", **kw), None, 0
         ref = R.conv2d_backprop_input(xs, f64(w), f64(dy), accumulation="float64", **kw)
-        absr = R.conv2d_backprop_input(xs, np.abs(f64(w)), np.abs(f64(dy)), accumulation="float64", **kw)
+        absr = R.conv2d_backprop_input(xs, np.abs(f64(w)), np.abs(f64(dy)),
+                                       accumulation="float64", **kw)
         terms = w.shape[0] * w.shape[1] * w.shape[3]
     else:
         x, sizes, dy = tensors
@@ -169,7 +170,8 @@ def reference(case, tensors):
         if half:
             return R.conv2d_backprop_filter(x, ws, dy, accumulation="half", **kw), None, 0
         ref = R.conv2d_backprop_filter(f64(x), ws, f64(dy), accumulation="float64", **kw)
-        absr = R.conv2d_backprop_filter(np.abs(f64(x)), ws, np.abs(f64(dy)), accumulation="float64", **kw)
+        absr = R.conv2d_backprop_filter(np.abs(f64(x)), ws, np.abs(f64(dy)),
+                                        accumulation="float64", **kw)
         terms = dy.shape[0] * dy.shape[1] * dy.shape[2]
     return ref, absr, terms
 

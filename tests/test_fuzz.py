@@ -48,5 +48,6 @@ def test_the_check_detects_a_wrong_result():
     assert W.check(case, tensors, y, list(y.shape), None) == []
     bad = y.copy()
     bad.view(np.uint16)[0, 1, 2, 1] ^= 1
-    assert "1 outputs differ from the reference" in W.check(case, tensors, bad, list(y.shape), None)[0]
+    found = W.check(case, tensors, bad, list(y.shape), None)
+    assert "1 outputs differ from the reference" in found[0]
     assert "TensorFlow's Conv2D shape" in W.check(case, tensors, y, [1, 4, 4, 3], None)[0]

@@ -175,7 +175,8 @@ def test_hostile(results, name):
         assert r["status"] == "error", f"expected an error, got {r}\nreproducer: {F.reproducer(c)}"
         assert r["message"], r
     else:
-        assert r["status"] == "ok", f"expected shape {expect}, got {r}\nreproducer: {F.reproducer(c)}"
+        assert r["status"] == "ok", (f"expected shape {expect}, got {r}\n"
+                                     f"reproducer: {F.reproducer(c)}")
         assert r["shape"] == expect
         if name not in NONEMPTY_SUMS:  # every other result is empty or a sum of no terms
             assert r["nonzero"] == 0, f"an empty sum is +0, got {r['nonzero']} nonzero outputs"

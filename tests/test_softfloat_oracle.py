@@ -42,8 +42,9 @@ def compare(x_bits, w_bits, acc_bits):
     same = (ours == oracle) | (nan(ours) & nan(oracle))
     bad = np.flatnonzero(~same)
     assert bad.size == 0, (
-        f"{bad.size} of {same.size} differ; first: x={x_bits[bad[0]]:#06x} w={w_bits[bad[0]]:#06x} "
-        f"acc={acc_bits[bad[0]]:#06x}: reference {ours[bad[0]]:#06x}, SoftFloat {oracle[bad[0]]:#06x}")
+        f"{bad.size} of {same.size} differ; first: x={x_bits[bad[0]]:#06x} "
+        f"w={w_bits[bad[0]]:#06x} acc={acc_bits[bad[0]]:#06x}: reference {ours[bad[0]]:#06x}, "
+        f"SoftFloat {oracle[bad[0]]:#06x}")
     return same.size
 
 

@@ -29,6 +29,7 @@ def test_half_accumulation_keeps_binary16_subnormals():
     assert subnormal.mean() > 0.5
     for data in ("NHWC", "NCHW"):
         xin = x if data == "NHWC" else np.transpose(x, (0, 3, 1, 2))
-        ours = tf_fp16ops.conv2d(xin, w, 1, "SAME", data_format=data, accumulation="float16").numpy()
+        ours = tf_fp16ops.conv2d(xin, w, 1, "SAME", data_format=data,
+                                 accumulation="float16").numpy()
         ours = ours if data == "NHWC" else np.transpose(ours, (0, 2, 3, 1))
         assert np.array_equal(ours.view(np.uint16), ref.view(np.uint16))

@@ -124,11 +124,19 @@ REGISTER_OP("Fp16Conv2D")
 input: 4-D tensor in data_format order (NHWC or NCHW).
 filter: HWIO [KH, KW, Cg, K]; the input's channel count must be a multiple of Cg (grouped
   convolution with C / Cg groups).
-output: 4-D tensor in data_format order.
+output: 4-D tensor in data_format order. Output sizes follow TensorFlow's Conv2D shape function
+  with the effective filter size E = (KH - 1) * dilation + 1: VALID (H - E) / stride + 1 (an
+  error when H < E), EXPLICIT the same on the padded size, SAME ceil(H / stride). Zero sizes
+  give empty outputs or, for an empty sum, zeros, as tf.nn.conv2d. Sizes are int64 and
+  checked before any arithmetic can overflow; there is no limit on KH x dilation other than
+  padded extents and effective filter sizes up to 2^62 (cc/kernels/conv_shape.h).
 T: storage type of input, filter and output.
-Tacc: accumulation type. float: binary32 accumulation rounded once to T. half (T=half only): one
-  binary16 accumulator per output, acc = round_half(x*w + acc) per step (CUDA __hfma semantics)
-  over (kh, kw, in_channel) ascending on the CPU; tensor-core MMA order on the GPU.
+Tacc: accumulation type. float: binary32 accumulation rounded once to T (on the CPU with
+  TensorFlow's thread settings, FTZ/DAZ: binary32 subnormals are flushed to zero, as in
+  TensorFlow's own float kernels). half (T=half only): one binary16 accumulator per output,
+  acc = round_half(x*w + acc) per step (CUDA __hfma semantics) over (kh, kw, in_channel)
+  ascending on the CPU, binary16 subnormals exact; tensor-core MMA order on the GPU
+  (docs/numerics.md).
 )doc");
 
 REGISTER_OP("Fp16Conv2DBackpropInput")
@@ -163,6 +171,7 @@ REGISTER_OP("Fp16OpsCpuIsa")
     .Output("isa: string")
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
-The instruction-set path the CPU kernels use in this process: "avx512", "avx2" or "scalar"
-(chosen once from the CPU's features; TF_FP16OPS_CPU_ISA=avx2|scalar caps it).
+The instruction-set path the CPU kernels use in this process: "avx512fp16", "avx512", "avx2"
+or "scalar" (chosen once from the CPU's features; TF_FP16OPS_CPU_ISA=avx512|avx2|scalar caps
+it).
 )doc");

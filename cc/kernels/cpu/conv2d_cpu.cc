@@ -130,8 +130,8 @@ void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const
   });
 }
 
-void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy, float* dw,
-                 const ParallelFor& parallel_for) {
+void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
+                 float* dw, const ParallelFor& parallel_for) {
   // Checked first: an empty batch or output leaves every sum empty, and its sizes (the
   // output width can be anything when N = 0) must not size any buffer.
   if (!HasWork(g)) {
