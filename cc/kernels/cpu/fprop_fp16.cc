@@ -111,7 +111,10 @@ bool SpatialGeometry(const ConvGeometry& g, int64_t* Hp, int64_t* Wp) {
   *Wp = g.Q + (g.KW - 1) * g.dilation_w;
   // The planes must stay of the order of the input (huge explicit padding goes the general way).
   if (*Hp > 2 * g.H + 64 || *Wp > 2 * g.W + 64 || g.KH * g.KW > 4096) return false;
-  return *Hp - g.H - g.pad_top >= 0 && *Wp - g.W - g.pad_left >= 0;
+  if (*Hp - g.H - g.pad_top < 0 || *Wp - g.W - g.pad_left < 0) return false;
+  // Scratch (planes of all input channels, output planes) within a few times the tensors.
+  const int64_t scratch = g.N * (g.C * (*Hp * *Wp + 64 + *Wp) + g.K * (g.P * *Wp + 64));
+  return scratch <= 4 * (g.N * g.H * g.W * g.C + g.N * g.P * g.Q * g.K) + (int64_t{1} << 20);
 }
 
 // Vector conversions (exact for binary16 values; RN for others), 16 lanes at a time.
