@@ -180,3 +180,43 @@ def test_hostile(results, name):
         assert r["shape"] == expect
         if name not in NONEMPTY_SUMS:  # every other result is empty or a sum of no terms
             assert r["nonzero"] == 0, f"an empty sum is +0, got {r['nonzero']} nonzero outputs"
+
+
+@pytest.mark.parametrize("x_shape, w_shape, padding", [
+    ((1, 0, 5, 4), (3, 3, 4, 2), "SAME"),     # H = 0: empty output
+    ((2, 0, 0, 4), (3, 3, 4, 2), "SAME"),
+    ((0, 5, 5, 4), (3, 3, 4, 2), "VALID"),    # N = 0
+    ((1, 5, 5, 4), (3, 3, 4, 0), "VALID"),    # K = 0
+    ((1, 5, 5, 4), (3, 3, 4, 0), "SAME"),
+])
+def test_empty_shapes_match_tensorflow(x_shape, w_shape, padding):
+    # Output shapes of all three ops against TensorFlow's own: Conv2D's shape function (its
+    # eager CPU kernels disagree with it for some empty inputs), and the raw backprop ops; an
+    # empty sum is +0 in ours (TensorFlow's Eigen wgrad leaves such outputs uninitialized).
+    import numpy as np
+    import tensorflow as tf
+
+    from tf_fp16ops import _library
+
+    ops = _library.load()
+    attrs = dict(strides=[1, 1, 1, 1], padding=padding, explicit_paddings=[],
+                 data_format="NHWC", dilations=[1, 1, 1, 1])
+    tf_y = tf.function(lambda a, b: tf.nn.conv2d(a, b, 1, padding)).get_concrete_function(
+        tf.TensorSpec(x_shape, tf.float32), tf.TensorSpec(w_shape, tf.float32)).output_shapes
+    x = tf.zeros(x_shape, tf.float16)
+    w = tf.ones(w_shape, tf.float16)
+    for tacc in (tf.float16, tf.float32):
+        y = ops.fp16_conv2d(x, w, Tacc=tacc, **attrs)
+        assert y.shape == tf_y
+        dy = tf.ones(y.shape, tf.float16)
+        dx = ops.fp16_conv2d_backprop_input(x_shape, w, dy, Tacc=tacc, **attrs)
+        dw = ops.fp16_conv2d_backprop_filter(x, w_shape, dy, Tacc=tacc, **attrs)
+        f32 = lambda t: tf.cast(t, tf.float32)  # noqa: E731
+        tf_dx = tf.raw_ops.Conv2DBackpropInput(input_sizes=x_shape, filter=f32(w),
+                                               out_backprop=f32(dy), strides=[1, 1, 1, 1],
+                                               padding=padding)
+        tf_dw = tf.raw_ops.Conv2DBackpropFilter(input=f32(x), filter_sizes=w_shape,
+                                                out_backprop=f32(dy), strides=[1, 1, 1, 1],
+                                                padding=padding)
+        assert dx.shape == tf_dx.shape and dw.shape == tf_dw.shape
+        assert not np.any(dx.numpy()) and not np.any(dw.numpy())
