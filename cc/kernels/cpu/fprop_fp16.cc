@@ -153,8 +153,8 @@ bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* 
       const int64_t n = r / g.H, h = r % g.H;
       ToHalf(x + r * g.W * g.C, reinterpret_cast<_Float16*>(row.data()), g.W * g.C);
       uint16_t* dst = xh.data() + n * g.C * plane + (h + g.pad_top) * Wp + g.pad_left;
-      for (int64_t wi = 0; wi < g.W; ++wi)
-        for (int64_t c = 0; c < g.C; ++c) dst[c * plane + wi] = row[wi * g.C + c];
+      for (int64_t c = 0; c < g.C; ++c)  // contiguous runs in the planes; `row` is in L1
+        for (int64_t wi = 0; wi < g.W; ++wi) dst[c * plane + wi] = row[wi * g.C + c];
     }
   });
   // Filter [KH*KW][Cg][K] as binary16.
@@ -194,8 +194,8 @@ bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* 
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.P, p = r % g.P;
       const uint16_t* src = yh.data() + n * g.K * out_pitch + p * Wp;
-      for (int64_t q = 0; q < g.Q; ++q)
-        for (int64_t k = 0; k < g.K; ++k) row[q * g.K + k] = src[k * out_pitch + q];
+      for (int64_t k = 0; k < g.K; ++k)  // contiguous reads of each output plane
+        for (int64_t q = 0; q < g.Q; ++q) row[q * g.K + k] = src[k * out_pitch + q];
       ToFloat(reinterpret_cast<const _Float16*>(row.data()), y + r * g.Q * g.K, g.Q * g.K);
     }
   });
