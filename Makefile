@@ -17,7 +17,7 @@ BUILDIFIER := build/tools/node_modules/.bin/buildifier
 CLANG_FORMAT ?= clang-format
 RUFF := $(VENV)/bin/ruff
 
-.PHONY: demo test build install venv system-deps configure benchmark build-cuda gpu-check-lib gpu-check clean
+.PHONY: demo test fuzz build install venv system-deps configure benchmark build-cuda gpu-check-lib gpu-check clean
 .PHONY: wheel lint format
 
 demo: install
@@ -105,6 +105,12 @@ format: venv $(BUILDIFIER)
 
 benchmark: install
 	$(PY) tools/benchmark_cpu.py
+
+# Release check: the seeded fuzz and the SoftFloat comparison with many more cases.
+FUZZ_CASES ?= 40000
+fuzz: install
+	FUZZ_CASES=$(FUZZ_CASES) SOFTFLOAT_RANDOM=20000000 $(PY) -m pytest -q \
+	  tests/test_fuzz.py tests/test_softfloat_oracle.py tests/test_hostile_sizes.py
 
 # The op library with its CUDA kernels (CUTLASS headers from the pinned wheel, nvcc on PATH or
 # NVCC / CUDA_PATH); sm_75-sm_90 + PTX, sm_90a for the Hopper kernels. Not installed: a compile check

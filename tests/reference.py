@@ -1,10 +1,12 @@
 """Independent NumPy references for the convolution numerics contract.
 
-Nothing here calls TensorFlow or tf_fp16ops. The binary16 step is computed as
+Nothing here calls TensorFlow or tf_fp16ops. The binary16 step (fma_half) is computed as
 np.float16(float64(x) * float64(w) + float64(acc)): the product of two binary16 numbers is exact
 in binary64, the binary64 sum is exact or its rounding cannot move the result across a
-binary16 rounding boundary, and NumPy converts binary64 to binary16 directly with round to
-nearest even (numpy/_core/src/npymath/halffloat.cpp, npy_doublebits_to_halfbits).
+binary16 rounding boundary (the double-rounding argument of docs/numerics.md), and NumPy
+converts binary64 to binary16 directly with round to nearest even
+(numpy/_core/src/npymath/halffloat.cpp, npy_doublebits_to_halfbits). tests/test_softfloat_oracle.py
+checks fma_half against Berkeley SoftFloat's f16_mulAdd.
 Layouts: activations NHWC, filters HWIO [KH, KW, Cg, K]; NCHW callers transpose first.
 """
 from __future__ import annotations
@@ -60,9 +62,18 @@ def geometry(x_shape, w_shape, strides=(1, 1), dilations=(1, 1), padding="VALID"
     return Geometry(N, H, W, C, KH, KW, Cg, K, P, Q, sh, sw, dh, dw, pt, pb, pl, pr)
 
 
+def fma_half(x, w, acc):
+    """round_binary16(x * w + acc) for binary16 arrays x, w, acc (broadcasting), one rounding to
+    nearest even: the __hfma step of the numerics contract."""
+    x, w, acc = (np.asarray(v, np.float16) for v in (x, w, acc))
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, inf * 0: NaN, as IEEE 754
+        return (x.astype(np.float64) * w.astype(np.float64)
+                + acc.astype(np.float64)).astype(np.float16)
+
+
 def _step(acc, a, b, accumulation):
     if accumulation == "half":
-        return (a.astype(np.float64) * b.astype(np.float64) + acc.astype(np.float64)).astype(np.float16)
+        return fma_half(a, b, acc)
     return acc + a.astype(np.float64) * b.astype(np.float64)  # float64: the exact-sum reference
 
 

@@ -53,51 +53,6 @@ Status CheckWindowAttr(const char* name, const std::vector<int32_t>& v, bool nch
   return Status();
 }
 
-// Checked int64 product for element counts.
-bool MulOverflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
-
-Status CheckElements(const char* what, std::initializer_list<int64_t> dims) {
-  int64_t total = 1;
-  for (int64_t d : dims) {
-    if (MulOverflows(total, d, &total)) {
-      return errors::InvalidArgument(what, " has too many elements: the product of its sizes overflows int64");
-    }
-  }
-  return Status();
-}
-
-Status OutputSize(const char* dim, int64_t in, int64_t k, int64_t stride, int64_t dilation, PaddingKind pad,
-                  int64_t pad_before_explicit, int64_t pad_after_explicit, int64_t* out, int64_t* pad_before) {
-  if (k > (std::numeric_limits<int32_t>::max() / dilation)) {
-    return errors::InvalidArgument("filter ", dim, " ", k, " with dilation ", dilation, " is too large");
-  }
-  const int64_t eff = (k - 1) * dilation + 1;
-  switch (pad) {
-    case PaddingKind::kValid:
-      *pad_before = 0;
-      *out = in >= eff ? (in - eff) / stride + 1 : 0;
-      break;
-    case PaddingKind::kSame: {
-      *out = (in + stride - 1) / stride;
-      const int64_t total = std::max<int64_t>((*out - 1) * stride + eff - in, 0);
-      *pad_before = total / 2;
-      break;
-    }
-    case PaddingKind::kExplicit: {
-      *pad_before = pad_before_explicit;
-      const int64_t padded = in + pad_before_explicit + pad_after_explicit;
-      *out = padded >= eff ? (padded - eff) / stride + 1 : 0;
-      break;
-    }
-  }
-  if (*out <= 0) {
-    return errors::InvalidArgument("output ", dim, " would be ", *out, " (input ", dim, " ", in,
-                                   ", effective filter ", dim, " ", eff, ", stride ", stride,
-                                   "): the output size must be positive");
-  }
-  return Status();
-}
-
 }  // namespace
 
 Status ValidateConvAttrs(const ConvAttrs& a) {
@@ -174,59 +129,31 @@ Dims4 ToNHWC(const ConvAttrs& a, const int64_t d[4]) {
   return a.nchw ? Dims4{d[0], d[2], d[3], d[1]} : Dims4{d[0], d[1], d[2], d[3]};
 }
 
-Status ComputeConvGeometry(const ConvAttrs& a, const int64_t input_dims[4], const int64_t filter_dims[4],
-                           cpu::ConvGeometry* g, bool check_counts) {
-  const Dims4 in = ToNHWC(a, input_dims);
-  for (int i = 0; i < 4; ++i) {
-    if (input_dims[i] < 0 || filter_dims[i] < 0) {
-      return errors::InvalidArgument("sizes must be non-negative, got input [", absl::StrJoin(input_dims, input_dims + 4, ", "),
-                                     "] and filter [", absl::StrJoin(filter_dims, filter_dims + 4, ", "), "]");
-    }
-  }
-  const int64_t KH = filter_dims[0], KW = filter_dims[1], Cg = filter_dims[2], K = filter_dims[3];
-  if (KH < 1 || KW < 1 || Cg < 1) {
-    return errors::InvalidArgument("filter sizes [KH, KW, in_channels, out_channels] must be positive in the "
-                                   "first three dimensions, got [", KH, ", ", KW, ", ", Cg, ", ", K, "]");
-  }
-  if (in.c % Cg != 0) {
-    return errors::InvalidArgument("input channels (", in.c, ") must be a multiple of the filter's in_channels (",
-                                   Cg, "): filter shape [", KH, ", ", KW, ", ", Cg, ", ", K,
-                                   "], input channels ", in.c);
-  }
-  const int64_t groups = in.c / Cg;
-  if (groups == 0) {
-    return errors::InvalidArgument("input has 0 channels; the filter expects ", Cg);
-  }
-  if (K % groups != 0) {
-    return errors::InvalidArgument("filter out_channels (", K, ") must be a multiple of the number of groups (",
-                                   groups, " = input channels ", in.c, " / filter in_channels ", Cg, ")");
-  }
-  if (check_counts) {
-    TF_RETURN_IF_ERROR(CheckElements("input", {in.n, in.h, in.w, in.c}));
-    TF_RETURN_IF_ERROR(CheckElements("filter", {KH, KW, Cg, K}));
-  }
+ConvWindow WindowOf(const ConvAttrs& a) {
   const int hi = SpatialIndex(a.nchw, 0), wi = SpatialIndex(a.nchw, 1);
-  const int64_t eh0 = a.padding == PaddingKind::kExplicit ? a.explicit_paddings[2 * hi] : 0;
-  const int64_t eh1 = a.padding == PaddingKind::kExplicit ? a.explicit_paddings[2 * hi + 1] : 0;
-  const int64_t ew0 = a.padding == PaddingKind::kExplicit ? a.explicit_paddings[2 * wi] : 0;
-  const int64_t ew1 = a.padding == PaddingKind::kExplicit ? a.explicit_paddings[2 * wi + 1] : 0;
-  g->N = in.n;
-  g->H = in.h;
-  g->W = in.w;
-  g->C = in.c;
-  g->KH = KH;
-  g->KW = KW;
-  g->Cg = Cg;
-  g->K = K;
-  g->groups = groups;
-  g->stride_h = a.strides[hi];
-  g->stride_w = a.strides[wi];
-  g->dilation_h = a.dilations[hi];
-  g->dilation_w = a.dilations[wi];
-  g->nchw = a.nchw;
-  TF_RETURN_IF_ERROR(OutputSize("height", in.h, KH, g->stride_h, g->dilation_h, a.padding, eh0, eh1, &g->P, &g->pad_top));
-  TF_RETURN_IF_ERROR(OutputSize("width", in.w, KW, g->stride_w, g->dilation_w, a.padding, ew0, ew1, &g->Q, &g->pad_left));
-  if (check_counts) TF_RETURN_IF_ERROR(CheckElements("output", {in.n, g->P, g->Q, K}));
+  ConvWindow w;
+  w.stride_h = a.strides[hi];
+  w.stride_w = a.strides[wi];
+  w.dilation_h = a.dilations[hi];
+  w.dilation_w = a.dilations[wi];
+  w.padding = a.padding;
+  if (a.padding == PaddingKind::kExplicit) {
+    w.pad_top = a.explicit_paddings[2 * hi];
+    w.pad_bottom = a.explicit_paddings[2 * hi + 1];
+    w.pad_left = a.explicit_paddings[2 * wi];
+    w.pad_right = a.explicit_paddings[2 * wi + 1];
+  }
+  return w;
+}
+
+Status ComputeConvGeometry(const ConvAttrs& a, const int64_t input_dims[4],
+                           const int64_t filter_dims[4], cpu::ConvGeometry* g,
+                           bool check_counts) {
+  const Dims4 d = ToNHWC(a, input_dims);
+  const int64_t in[4] = {d.n, d.h, d.w, d.c};
+  const std::string err =
+      ComputeConvProblem(in, filter_dims, WindowOf(a), a.nchw, check_counts, g);
+  if (!err.empty()) return errors::InvalidArgument(err);
   return Status();
 }
 

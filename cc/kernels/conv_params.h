@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/kernels/conv_shape.h"
 #include "cc/kernels/cpu/conv2d_cpu.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -15,8 +16,6 @@
 #include "tensorflow/core/platform/status.h"
 
 namespace tf_fp16ops {
-
-enum class PaddingKind { kSame, kValid, kExplicit };
 
 struct ConvAttrs {
   tensorflow::DataType T = tensorflow::DT_INVALID;
@@ -41,13 +40,16 @@ struct Dims4 {
 };
 Dims4 ToNHWC(const ConvAttrs& attrs, const int64_t dims[4]);
 
-// Validates input/filter sizes against the attrs and computes the output geometry.
-// input_dims in data_format order, filter_dims HWIO. Returns InvalidArgument naming the bad
-// argument and value; sizes whose element counts overflow int64 or TensorFlow's limits are rejected.
-// check_counts=false skips the element-count checks (shape inference with stand-in sizes).
+// Validates input/filter sizes against the attrs and computes the output geometry (the rules of
+// cc/kernels/conv_shape.h). input_dims in data_format order, filter_dims HWIO. Returns
+// InvalidArgument naming the bad argument and value; sizes whose element counts overflow int64
+// are rejected. check_counts=false skips the element-count checks.
 tensorflow::Status ComputeConvGeometry(const ConvAttrs& attrs, const int64_t input_dims[4],
                                        const int64_t filter_dims[4], cpu::ConvGeometry* geometry,
                                        bool check_counts = true);
+
+// The window attrs in H/W terms.
+ConvWindow WindowOf(const ConvAttrs& attrs);
 
 // Output dims in data_format order.
 void OutputDims(const ConvAttrs& attrs, const cpu::ConvGeometry& g, int64_t out[4]);

@@ -1,4 +1,7 @@
 // Op registrations and shape functions for Fp16Conv2D and its gradients.
+#include <string>
+#include <vector>
+
 #include "cc/kernels/conv_params.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
@@ -53,31 +56,17 @@ Status Fp16Conv2DShape(InferenceContext* c) {
     c->set_output(0, MakeShape4(c, out));
     return Status();
   }
-  // Partially known (e.g. an unknown batch): every output dimension whose inputs are known is
-  // computed by the same geometry code, unknown sizes replaced by stand-ins that cannot fail
-  // (batch 1, one group, spatial extent equal to the dilated filter), so errors only come from
-  // known sizes; element counts of the stand-ins are not checked.
-  const int hi = attrs.nchw ? 2 : 1, wi = attrs.nchw ? 3 : 2, ci = attrs.nchw ? 1 : 3;
-  const int64_t C = in[ci], Cg = f[2];
-  if (C >= 0 && Cg > 0 && C % Cg != 0) {
-    return tensorflow::errors::InvalidArgument("input channels (", C,
-                                               ") must be a multiple of the filter's in_channels (", Cg, ")");
-  }
-  int64_t fs[4] = {f[0] > 0 ? f[0] : 1, f[1] > 0 ? f[1] : 1, 0, 0};
-  const int64_t cs = C >= 0 ? C : (Cg > 0 ? Cg : 1);
-  fs[2] = Cg > 0 ? Cg : cs;
-  fs[3] = f[3] >= 0 ? f[3] : cs / fs[2];
-  int64_t is[4];
-  is[0] = in[0] >= 0 ? in[0] : 1;
-  is[ci] = cs;
-  is[hi] = in[hi] >= 0 ? in[hi] : (fs[0] - 1) * attrs.dilations[hi] + 1;
-  is[wi] = in[wi] >= 0 ? in[wi] : (fs[1] - 1) * attrs.dilations[wi] + 1;
-  cpu::ConvGeometry g;
-  TF_RETURN_IF_ERROR(ComputeConvGeometry(attrs, is, fs, &g, /*check_counts=*/false));
-  DimensionHandle n = c->Dim(input, 0), k = c->Dim(filter, 3);
-  DimensionHandle p = in[hi] >= 0 && f[0] >= 0 ? c->MakeDim(g.P) : c->UnknownDim();
-  DimensionHandle q = in[wi] >= 0 && f[1] >= 0 ? c->MakeDim(g.Q) : c->UnknownDim();
-  c->set_output(0, attrs.nchw ? c->MakeShape({n, k, p, q}) : c->MakeShape({n, p, q, k}));
+  // Partially known (e.g. an unknown batch or channel count): every output dimension whose
+  // inputs are known, with the checks of the known sizes (cc/kernels/conv_shape.h).
+  const Dims4 d = ToNHWC(attrs, in);
+  const int64_t in_nhwc[4] = {d.n, d.h, d.w, d.c};
+  int64_t out[4];
+  const std::string err = PartialOutputDims(in_nhwc, f, WindowOf(attrs), out);
+  if (!err.empty()) return tensorflow::errors::InvalidArgument(err);
+  std::vector<DimensionHandle> dims;
+  for (int64_t v : out) dims.push_back(v >= 0 ? c->MakeDim(v) : c->UnknownDim());
+  c->set_output(0, attrs.nchw ? c->MakeShape({dims[0], dims[3], dims[1], dims[2]})
+                              : c->MakeShape(dims));
   return Status();
 }
 
@@ -135,11 +124,19 @@ REGISTER_OP("Fp16Conv2D")
 input: 4-D tensor in data_format order (NHWC or NCHW).
 filter: HWIO [KH, KW, Cg, K]; the input's channel count must be a multiple of Cg (grouped
   convolution with C / Cg groups).
-output: 4-D tensor in data_format order.
+output: 4-D tensor in data_format order. Output sizes follow TensorFlow's Conv2D shape function
+  with the effective filter size E = (KH - 1) * dilation + 1: VALID (H - E) / stride + 1 (an
+  error when H < E), EXPLICIT the same on the padded size, SAME ceil(H / stride). Zero sizes
+  give empty outputs or, for an empty sum, zeros, as tf.nn.conv2d. Sizes are int64 and
+  checked before any arithmetic can overflow; there is no limit on KH x dilation other than
+  padded extents and effective filter sizes up to 2^62 (cc/kernels/conv_shape.h).
 T: storage type of input, filter and output.
-Tacc: accumulation type. float: binary32 accumulation rounded once to T. half (T=half only): one
-  binary16 accumulator per output, acc = round_half(x*w + acc) per step (CUDA __hfma semantics)
-  over (kh, kw, in_channel) ascending on the CPU; tensor-core MMA order on the GPU.
+Tacc: accumulation type. float: binary32 accumulation rounded once to T (on the CPU with
+  TensorFlow's thread settings, FTZ/DAZ: binary32 subnormals are flushed to zero, as in
+  TensorFlow's own float kernels). half (T=half only): one binary16 accumulator per output,
+  acc = round_half(x*w + acc) per step (CUDA __hfma semantics) over (kh, kw, in_channel)
+  ascending on the CPU, binary16 subnormals exact; tensor-core MMA order on the GPU
+  (docs/numerics.md).
 )doc");
 
 REGISTER_OP("Fp16Conv2DBackpropInput")
@@ -174,6 +171,7 @@ REGISTER_OP("Fp16OpsCpuIsa")
     .Output("isa: string")
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
-The instruction-set path the CPU kernels use in this process: "avx512", "avx2" or "scalar"
-(chosen once from the CPU's features; TF_FP16OPS_CPU_ISA=avx2|scalar caps it).
+The instruction-set path the CPU kernels use in this process: "avx512fp16", "avx512", "avx2"
+or "scalar" (chosen once from the CPU's features; TF_FP16OPS_CPU_ISA=avx512|avx2|scalar caps
+it).
 )doc");

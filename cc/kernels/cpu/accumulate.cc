@@ -114,6 +114,89 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispa
   }
 }
 
+// ---------------------------------------------------------------- AVX512-FP16 (32 / 16 lanes)
+// The kHalf step is one native binary16 FMA: VFMADD231PH computes x * w + acc with a single
+// rounding (Intel AVX512-FP16 Architecture Specification, document 347407), which is the
+// __hfma step itself. Rounding is explicit (embedded round-to-nearest-even) in the 32-lane
+// form; the 16-lane form (tails of at most 16 lanes) uses MXCSR.RC, round to nearest even unless
+// a program changes it (TensorFlow does not). FP16 instructions ignore MXCSR.DAZ and FTZ
+// (same specification), so binary16 subnormals are exact under TensorFlow's thread settings
+// (tested in tests/test_isa_paths.py). Values stay float in memory: binary16 <-> binary32
+// conversions of binary16 values are exact.
+#define TF_FP16OPS_FP16_TARGET \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512fp16,f16c,fma")))
+
+TF_FP16OPS_FP16_TARGET inline __m512h Load32h(const float* p, __mmask32 mask) {
+  const __m256i lo = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256i hi = _mm512_cvtps_ph(
+      _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask >> 16), p + 16),
+      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_castsi512_ph(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+}
+
+TF_FP16OPS_FP16_TARGET inline void Store32h(float* p, __mmask32 mask, __m512h v) {
+  const __m512i bits = _mm512_castph_si512(v);
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>(mask),
+                        _mm512_cvtph_ps(_mm512_castsi512_si256(bits)));
+  _mm512_mask_storeu_ps(p + 16, static_cast<__mmask16>(mask >> 16),
+                        _mm512_cvtph_ps(_mm512_extracti64x4_epi64(bits, 1)));
+}
+
+template <int M>
+TF_FP16OPS_FP16_TARGET void MultiFp16(float* const* acc, int64_t len, const float* const* xs,
+                                      int64_t terms, const float* rows, int64_t row_stride) {
+  int64_t l = 0;
+  for (; len - l > 16; l += 32) {  // 32-lane blocks (the last one masked)
+    const __mmask32 mask = len - l >= 32 ? ~__mmask32{0} : ((__mmask32{1} << (len - l)) - 1u);
+    __m512h a[M];
+    for (int r = 0; r < M; ++r) a[r] = Load32h(acc[r] + l, mask);
+    const float* w = rows + l;
+    for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+      const __m512h wv = Load32h(w, mask);
+      for (int r = 0; r < M; ++r) {
+        const __m512h x = _mm512_set1_ph(static_cast<_Float16>(xs[r][t]));
+        a[r] = _mm512_fmadd_round_ph(x, wv, a[r], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      }
+    }
+    for (int r = 0; r < M; ++r) Store32h(acc[r] + l, mask, a[r]);
+  }
+  if (l >= len) return;
+  // A tail of 1..16 lanes: 16-lane registers.
+  const __mmask16 mask = static_cast<__mmask16>((1u << (len - l)) - 1u);
+  __m256h a[M];
+  for (int r = 0; r < M; ++r) {
+    a[r] = _mm256_castsi256_ph(_mm512_cvtps_ph(_mm512_maskz_loadu_ps(mask, acc[r] + l),
+                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  const float* w = rows + l;
+  for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+    const __m256h wv = _mm256_castsi256_ph(_mm512_cvtps_ph(
+        _mm512_maskz_loadu_ps(mask, w), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (int r = 0; r < M; ++r) {
+      a[r] = _mm256_fmadd_ph(_mm256_set1_ph(static_cast<_Float16>(xs[r][t])), wv, a[r]);
+    }
+  }
+  for (int r = 0; r < M; ++r) {
+    _mm512_mask_storeu_ps(acc[r] + l, mask, _mm512_cvtph_ps(_mm256_castph_si256(a[r])));
+  }
+}
+
+TF_FP16OPS_FP16_TARGET void MultiFp16Dispatch(int m, float* const* acc, int64_t len,
+                                              const float* const* xs, int64_t terms,
+                                              const float* rows, int64_t row_stride) {
+  switch (m) {
+    case 1: return MultiFp16<1>(acc, len, xs, terms, rows, row_stride);
+    case 2: return MultiFp16<2>(acc, len, xs, terms, rows, row_stride);
+    case 3: return MultiFp16<3>(acc, len, xs, terms, rows, row_stride);
+    case 4: return MultiFp16<4>(acc, len, xs, terms, rows, row_stride);
+    case 5: return MultiFp16<5>(acc, len, xs, terms, rows, row_stride);
+    case 6: return MultiFp16<6>(acc, len, xs, terms, rows, row_stride);
+    case 7: return MultiFp16<7>(acc, len, xs, terms, rows, row_stride);
+    default: return MultiFp16<8>(acc, len, xs, terms, rows, row_stride);
+  }
+}
+
 // ---------------------------------------------------------------- AVX2 (8 lanes)
 __attribute__((target("avx2,f16c,fma"))) inline __m256 HalfStep256(__m256 acc, __m256 x, __m256 w) {
   __m256 s = _mm256_fmadd_ps(x, w, acc);
@@ -173,16 +256,21 @@ __attribute__((target("avx2,f16c,fma"))) void Accumulate256(float* acc, int64_t 
 }
 #endif  // __x86_64__
 
-enum class Isa { kScalar, kAvx2, kAvx512 };
+enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Fp16 };
 
-// TF_FP16OPS_CPU_ISA=avx2|scalar caps the instruction set (read once), so that every path can
-// be tested on one machine.
+// TF_FP16OPS_CPU_ISA=avx512|avx2|scalar caps the instruction set (read once), so that every
+// path can be tested on one machine.
 Isa DetectIsa() {
   const char* cap = std::getenv("TF_FP16OPS_CPU_ISA");
   if (cap != nullptr && std::strcmp(cap, "scalar") == 0) return Isa::kScalar;
-  const bool allow_avx512 = cap == nullptr || std::strcmp(cap, "avx512") == 0 || cap[0] == '\0';
+  const bool uncapped = cap == nullptr || cap[0] == '\0' || std::strcmp(cap, "avx512fp16") == 0;
+  const bool allow_avx512 = uncapped || std::strcmp(cap, "avx512") == 0;
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  if (uncapped && __builtin_cpu_supports("avx512fp16") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    return Isa::kAvx512Fp16;
+  }
   if (allow_avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma")) {
@@ -210,6 +298,7 @@ void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const fl
   if (len <= 0 || terms <= 0) return;
 #if defined(__x86_64__)
   switch (ChosenIsa()) {
+    case Isa::kAvx512Fp16:
     case Isa::kAvx512:
       AccumulateRowsMulti(accumulation, 1, &acc, len, &xs, terms, rows, row_stride);
       return;
@@ -231,10 +320,13 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
                          const float* const* xs, int64_t terms, const float* rows, int64_t row_stride) {
   if (len <= 0 || terms <= 0 || m <= 0) return;
 #if defined(__x86_64__)
-  if (ChosenIsa() == Isa::kAvx512) {
+  const Isa isa = ChosenIsa();
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx512Fp16) {
     for (int r0 = 0; r0 < m; r0 += kMaxRows) {
       const int mm = m - r0 < kMaxRows ? m - r0 : kMaxRows;
-      if (accumulation == Accumulation::kHalf) {
+      if (accumulation == Accumulation::kHalf && isa == Isa::kAvx512Fp16) {
+        MultiFp16Dispatch(mm, acc + r0, len, xs + r0, terms, rows, row_stride);
+      } else if (accumulation == Accumulation::kHalf) {
         Multi512Dispatch<true>(mm, acc + r0, len, xs + r0, terms, rows, row_stride);
       } else {
         Multi512Dispatch<false>(mm, acc + r0, len, xs + r0, terms, rows, row_stride);
@@ -252,6 +344,8 @@ void RoundToHalfInPlace(float* values, int64_t n) {
 
 const char* AccumulateIsa() {
   switch (ChosenIsa()) {
+    case Isa::kAvx512Fp16:
+      return "avx512fp16";
     case Isa::kAvx512:
       return "avx512";
     case Isa::kAvx2:

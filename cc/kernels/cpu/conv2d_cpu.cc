@@ -1,16 +1,38 @@
 #include "cc/kernels/cpu/conv2d_cpu.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
+
+#include "cc/kernels/conv_shape.h"
+#include "cc/kernels/cpu/fprop_fp16.h"
 
 namespace tf_fp16ops {
 namespace cpu {
+namespace {
+
+// Product of work sizes for the shard cost estimate, saturating instead of overflowing.
+int64_t CostOf(std::initializer_list<int64_t> factors) {
+  int64_t c = 1;
+  for (int64_t f : factors) {
+    if (__builtin_mul_overflow(c, f, &c)) return std::numeric_limits<int64_t>::max();
+  }
+  return std::max<int64_t>(c, 1);
+}
+
+}  // namespace
 
 void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w, float* y,
                  const ParallelFor& parallel_for) {
+  if (!HasWork(g)) {  // an empty sum per output (or no output): +0
+    std::fill(y, y + g.N * g.P * g.Q * g.K, 0.0f);
+    return;
+  }
+  if (acc == Accumulation::kHalf && Conv2DFpropFp16Spatial(g, x, w, y, parallel_for)) return;
+  if (acc == Accumulation::kFloat && Conv2DFpropF32Spatial(g, x, w, y, parallel_for)) return;
   const int64_t Kg = g.K / g.groups;
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
-  const int64_t cost = std::max<int64_t>(1, 2 * g.Q * g.KH * g.KW * g.Cg * g.K);
+  const int64_t cost = CostOf({2, g.Q, g.KH, g.KW, g.Cg, g.K});
   // With one group and no horizontal dilation, the (kw, ci) terms of a window row are
   // contiguous in x and in the filter, so one call covers a whole kernel row.
   const bool contiguous_row = g.groups == 1 && g.dilation_w == 1;
@@ -56,6 +78,10 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
 
 void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w, float* dx,
                  const ParallelFor& parallel_for) {
+  if (!HasWork(g)) {  // no (p, q) or no term reaches any input element
+    std::fill(dx, dx + g.N * g.H * g.W * g.C, 0.0f);
+    return;
+  }
   const int64_t Kg = g.K / g.groups;
   // Filter transposed per group to [KH, KW, groups, Kg, Cg] so that rows run over input channels.
   std::vector<float> wt(static_cast<size_t>(g.KH * g.KW * g.Cg * g.K));
@@ -68,7 +94,7 @@ void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const
     }
   }
   const int64_t rows = g.N * g.H;
-  const int64_t cost = std::max<int64_t>(1, 2 * g.W * g.KH * g.KW * g.Cg * g.K);
+  const int64_t cost = CostOf({2, g.W, g.KH, g.KW, g.Cg, g.K});
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     float* accs[kMaxRows];
     const float* xs[kMaxRows];
@@ -104,15 +130,25 @@ void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const
   });
 }
 
-void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy, float* dw,
-                 const ParallelFor& parallel_for) {
+void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
+                 float* dw, const ParallelFor& parallel_for) {
+  // Checked first: an empty batch or output leaves every sum empty, and its sizes (the
+  // output width can be anything when N = 0) must not size any buffer.
+  if (!HasWork(g)) {
+    std::fill(dw, dw + g.KH * g.KW * g.Cg * g.K, 0.0f);
+    return;
+  }
   const int64_t Kg = g.K / g.groups;
   const int64_t ci_blocks = (g.Cg + kMaxRows - 1) / kMaxRows;
   // One shard unit: up to kMaxRows filter rows dw[kh, kw, ci, :] that share the dy rows.
   const int64_t units = g.KH * g.KW * ci_blocks;
-  const int64_t cost = std::max<int64_t>(1, 2 * g.N * g.P * g.Q * g.K * kMaxRows);
+  // Terms are gathered kQChunk output columns at a time (q stays ascending across chunks), so
+  // the scratch of a shard is at most kMaxRows * kQChunk floats, whatever Q is.
+  constexpr int64_t kQChunk = 256;
+  const int64_t q_chunk = std::min<int64_t>(g.Q, kQChunk);
+  const int64_t cost = CostOf({2 * kMaxRows, g.N, g.P, g.Q, g.K});
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
-    std::vector<float> gathered(static_cast<size_t>(kMaxRows * g.Q));
+    std::vector<float> gathered(static_cast<size_t>(kMaxRows * q_chunk));
     float* accs[kMaxRows];
     const float* xs[kMaxRows];
     for (int64_t u = begin; u < end; ++u) {
@@ -125,20 +161,24 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
       for (int64_t gr = 0; gr < g.groups; ++gr) {
         for (int i = 0; i < m; ++i) {
           accs[i] = out + i * g.K + gr * Kg;
-          xs[i] = gathered.data() + i * g.Q;
+          xs[i] = gathered.data() + i * q_chunk;
         }
         for (int64_t n = 0; n < g.N; ++n) {
           for (int64_t p = 0; p < g.P; ++p) {
             const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
             const bool row_inside = h >= 0 && h < g.H;
-            for (int64_t q = 0; q < g.Q; ++q) {
-              const int64_t wi = q * g.stride_w - g.pad_left + kw * g.dilation_w;
-              const bool inside = row_inside && wi >= 0 && wi < g.W;
-              const float* src = inside ? x + ((n * g.H + h) * g.W + wi) * g.C + gr * g.Cg + ci0 : nullptr;
-              for (int i = 0; i < m; ++i) gathered[i * g.Q + q] = inside ? src[i] : 0.0f;
+            for (int64_t q0 = 0; q0 < g.Q; q0 += q_chunk) {
+              const int64_t nq = std::min<int64_t>(q_chunk, g.Q - q0);
+              for (int64_t j = 0; j < nq; ++j) {
+                const int64_t wi = (q0 + j) * g.stride_w - g.pad_left + kw * g.dilation_w;
+                const bool inside = row_inside && wi >= 0 && wi < g.W;
+                const float* src =
+                    inside ? x + ((n * g.H + h) * g.W + wi) * g.C + gr * g.Cg + ci0 : nullptr;
+                for (int i = 0; i < m; ++i) gathered[i * q_chunk + j] = inside ? src[i] : 0.0f;
+              }
+              const float* dyrows = dy + ((n * g.P + p) * g.Q + q0) * g.K + gr * Kg;
+              AccumulateRowsMulti(acc, m, accs, Kg, xs, nq, dyrows, g.K);
             }
-            const float* dyrows = dy + (n * g.P + p) * g.Q * g.K + gr * Kg;
-            AccumulateRowsMulti(acc, m, accs, Kg, xs, g.Q, dyrows, g.K);
           }
         }
       }

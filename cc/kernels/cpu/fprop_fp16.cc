@@ -1,0 +1,289 @@
+#include "cc/kernels/cpu/fprop_fp16.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tf_fp16ops {
+namespace cpu {
+
+#if defined(__x86_64__)
+namespace {
+
+#define TF_FP16OPS_FP16_TARGET \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512fp16,f16c,fma")))
+
+constexpr int kRows = 8;    // output channels per micro-kernel
+constexpr int kBlocks = 3;  // 32-lane position blocks per micro-kernel (96 positions)
+
+// acc[m][b] over taps (offsets[0..taps)) x channels [0, cg): x from plane(ci) + offset, w from
+// w[tap * w_tap + ci * w_ci + m] by embedded broadcast. The FMA rounds by MXCSR.RC (embedded
+// rounding and embedded broadcast exclude each other), round to nearest even: neither C++ nor
+// TensorFlow changes it (checked bit for bit by tests/test_isa_paths.py).
+template <int M, int NB>
+TF_FP16OPS_FP16_TARGET void Micro(const _Float16* x, int64_t plane, const int64_t* offsets,
+                                  int taps, int64_t cg, const _Float16* w, int64_t w_tap,
+                                  int64_t w_ci, _Float16* out, int64_t out_stride) {
+  __m512h acc[M][NB];
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ph();
+  for (int tap = 0; tap < taps; ++tap) {
+    const _Float16* xt = x + offsets[tap];
+    const _Float16* wt = w + tap * w_tap;
+    for (int64_t ci = 0; ci < cg; ++ci, xt += plane, wt += w_ci) {
+      __m512h xv[NB];
+#pragma GCC unroll 4
+      for (int b = 0; b < NB; ++b) xv[b] = _mm512_loadu_ph(xt + 32 * b);
+#pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) {
+        const __m512h wv = _mm512_set1_ph(wt[m]);
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_fmadd_ph(xv[b], wv, acc[m][b]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ph(out + m * out_stride + 32 * b, acc[m][b]);
+}
+
+// The same for Tacc=float: binary32 FMAs (16 lanes), w by embedded broadcast {1to16}.
+template <int M, int NB>
+__attribute__((target("avx512f,avx512vl,avx512dq,fma"))) void MicroF32(
+    const float* x, int64_t plane, const int64_t* offsets, int taps, int64_t cg, const float* w,
+    int64_t w_tap, int64_t w_ci, float* out, int64_t out_stride) {
+  __m512 acc[M][NB];
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ps();
+  for (int tap = 0; tap < taps; ++tap) {
+    const float* xt = x + offsets[tap];
+    const float* wt = w + tap * w_tap;
+    for (int64_t ci = 0; ci < cg; ++ci, xt += plane, wt += w_ci) {
+      __m512 xv[NB];
+#pragma GCC unroll 4
+      for (int b = 0; b < NB; ++b) xv[b] = _mm512_loadu_ps(xt + 16 * b);
+#pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) {
+        const __m512 wv = _mm512_set1_ps(wt[m]);
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_fmadd_ps(xv[b], wv, acc[m][b]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(out + m * out_stride + 16 * b, acc[m][b]);
+}
+
+using MicroF32Fn = void (*)(const float*, int64_t, const int64_t*, int, int64_t, const float*,
+                            int64_t, int64_t, float*, int64_t);
+template <int M>
+constexpr MicroF32Fn kF32ByBlocks[kBlocks] = {&MicroF32<M, 1>, &MicroF32<M, 2>, &MicroF32<M, 3>};
+constexpr const MicroF32Fn* kF32Table[kRows] = {
+    kF32ByBlocks<1>, kF32ByBlocks<2>, kF32ByBlocks<3>, kF32ByBlocks<4>,
+    kF32ByBlocks<5>, kF32ByBlocks<6>, kF32ByBlocks<7>, kF32ByBlocks<8>};
+
+using MicroFn = void (*)(const _Float16*, int64_t, const int64_t*, int, int64_t,
+                         const _Float16*, int64_t, int64_t, _Float16*, int64_t);
+
+template <int M>
+constexpr MicroFn kByBlocks[kBlocks] = {&Micro<M, 1>, &Micro<M, 2>, &Micro<M, 3>};
+constexpr const MicroFn* kTable[kRows] = {kByBlocks<1>, kByBlocks<2>, kByBlocks<3>, kByBlocks<4>,
+                                          kByBlocks<5>, kByBlocks<6>, kByBlocks<7>, kByBlocks<8>};
+
+bool Fp16Available() { return std::strcmp(AccumulateIsa(), "avx512fp16") == 0; }
+bool Avx512Available() { return Fp16Available() || std::strcmp(AccumulateIsa(), "avx512") == 0; }
+
+// Padded extents for the spatial kernels, or false when they do not apply.
+bool SpatialGeometry(const ConvGeometry& g, int64_t* Hp, int64_t* Wp) {
+  if (g.stride_h != 1 || g.stride_w != 1) return false;
+  *Hp = g.P + (g.KH - 1) * g.dilation_h;  // padded extents (stride 1)
+  *Wp = g.Q + (g.KW - 1) * g.dilation_w;
+  // The planes must stay of the order of the input (huge explicit padding goes the general way).
+  if (*Hp > 2 * g.H + 64 || *Wp > 2 * g.W + 64 || g.KH * g.KW > 4096) return false;
+  if (*Hp - g.H - g.pad_top < 0 || *Wp - g.W - g.pad_left < 0) return false;
+  // Scratch (planes of all input channels, output planes) within a few times the tensors.
+  const int64_t scratch = g.N * (g.C * (*Hp * *Wp + 64 + *Wp) + g.K * (g.P * *Wp + 64));
+  return scratch <= 4 * (g.N * g.H * g.W * g.C + g.N * g.P * g.Q * g.K) + (int64_t{1} << 20);
+}
+
+// Vector conversions (exact for binary16 values; RN for others), 16 lanes at a time.
+TF_FP16OPS_FP16_TARGET void ToHalf(const float* src, _Float16* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_mask_storeu_epi16(dst + i, m, h);
+  }
+}
+
+TF_FP16OPS_FP16_TARGET void ToFloat(const _Float16* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
+  }
+}
+
+}  // namespace
+
+bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
+                            const ParallelFor& parallel_for) {
+  int64_t Hp = 0, Wp = 0;
+  if (!Fp16Available() || !SpatialGeometry(g, &Hp, &Wp)) return false;
+  const int64_t positions = g.P * Wp;
+  const int64_t plane = Hp * Wp + 32 + (g.KW - 1) * g.dilation_w;  // + reads past the last row
+  const int64_t out_pitch = (positions + 31) / 32 * 32;
+  const int64_t Kg = g.K / g.groups;
+
+  // Binary16 values are moved as uint16_t outside the FP16-target functions.
+  std::vector<uint16_t> xh(static_cast<size_t>(g.N * g.C * plane), 0);
+  parallel_for(g.N * g.H, 4 * g.W * g.C, [&](int64_t begin, int64_t end) {
+    std::vector<uint16_t> row(static_cast<size_t>(g.W * g.C));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / g.H, h = r % g.H;
+      ToHalf(x + r * g.W * g.C, reinterpret_cast<_Float16*>(row.data()), g.W * g.C);
+      uint16_t* dst = xh.data() + n * g.C * plane + (h + g.pad_top) * Wp + g.pad_left;
+      for (int64_t c = 0; c < g.C; ++c)  // contiguous runs in the planes; `row` is in L1
+        for (int64_t wi = 0; wi < g.W; ++wi) dst[c * plane + wi] = row[wi * g.C + c];
+    }
+  });
+  // Filter [KH*KW][Cg][K] as binary16.
+  std::vector<uint16_t> wh(static_cast<size_t>(g.KH * g.KW * g.Cg * g.K));
+  ToHalf(w, reinterpret_cast<_Float16*>(wh.data()), g.KH * g.KW * g.Cg * g.K);
+  std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw)
+      offsets[kh * g.KW + kw] = kh * g.dilation_h * Wp + kw * g.dilation_w;
+
+  std::vector<uint16_t> yh(static_cast<size_t>(g.N * g.K * out_pitch));
+  const _Float16* xp = reinterpret_cast<const _Float16*>(xh.data());
+  const _Float16* wp = reinterpret_cast<const _Float16*>(wh.data());
+  _Float16* yp = reinterpret_cast<_Float16*>(yh.data());
+  const int64_t kblocks = (Kg + kRows - 1) / kRows;
+  const int64_t chunk = 32 * kBlocks;
+  const int64_t pchunks = (positions + chunk - 1) / chunk;
+  const int64_t units = g.N * g.groups * pchunks * kblocks;
+  const int64_t cost = 2 * chunk * kRows * g.KH * g.KW * g.Cg;
+  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t kb = u % kblocks;
+      const int64_t pc = (u / kblocks) % pchunks;
+      const int64_t gr = (u / kblocks / pchunks) % g.groups;
+      const int64_t n = u / kblocks / pchunks / g.groups;
+      const int64_t k0 = gr * Kg + kb * kRows;
+      const int m = static_cast<int>(std::min<int64_t>(kRows, Kg - kb * kRows));
+      const int64_t o0 = pc * chunk;
+      const int nb = static_cast<int>((std::min(chunk, positions - o0) + 31) / 32);
+      kTable[m - 1][nb - 1](xp + (n * g.C + gr * g.Cg) * plane + o0, plane, offsets.data(),
+                            static_cast<int>(g.KH * g.KW), g.Cg, wp + k0, g.Cg * g.K, g.K,
+                            yp + (n * g.K + k0) * out_pitch + o0, out_pitch);
+    }
+  });
+  parallel_for(g.N * g.P, 4 * g.Q * g.K, [&](int64_t begin, int64_t end) {
+    std::vector<uint16_t> row(static_cast<size_t>(g.Q * g.K));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / g.P, p = r % g.P;
+      const uint16_t* src = yh.data() + n * g.K * out_pitch + p * Wp;
+      for (int64_t k = 0; k < g.K; ++k)  // contiguous reads of each output plane
+        for (int64_t q = 0; q < g.Q; ++q) row[q * g.K + k] = src[k * out_pitch + q];
+      ToFloat(reinterpret_cast<const _Float16*>(row.data()), y + r * g.Q * g.K, g.Q * g.K);
+    }
+  });
+  return true;
+}
+
+bool Conv2DFpropF32Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
+                           const ParallelFor& parallel_for) {
+  int64_t Hp = 0, Wp = 0;
+  if (!Avx512Available() || !SpatialGeometry(g, &Hp, &Wp)) return false;
+  constexpr int64_t kLanes = 16;
+  const int64_t positions = g.P * Wp;
+  const int64_t plane = Hp * Wp + kLanes + (g.KW - 1) * g.dilation_w;
+  const int64_t out_pitch = (positions + kLanes - 1) / kLanes * kLanes;
+  const int64_t Kg = g.K / g.groups;
+  std::vector<float> xf(static_cast<size_t>(g.N * g.C * plane), 0.0f);
+  parallel_for(g.N * g.H, 2 * g.W * g.C, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / g.H, h = r % g.H;
+      const float* src = x + r * g.W * g.C;
+      float* dst = xf.data() + n * g.C * plane + (h + g.pad_top) * Wp + g.pad_left;
+      for (int64_t wi = 0; wi < g.W; ++wi)
+        for (int64_t c = 0; c < g.C; ++c) dst[c * plane + wi] = src[wi * g.C + c];
+    }
+  });
+  std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw)
+      offsets[kh * g.KW + kw] = kh * g.dilation_h * Wp + kw * g.dilation_w;
+  std::vector<float> yf(static_cast<size_t>(g.N * g.K * out_pitch));
+  const int64_t kblocks = (Kg + kRows - 1) / kRows;
+  const int64_t chunk = kLanes * kBlocks;
+  const int64_t pchunks = (positions + chunk - 1) / chunk;
+  const int64_t units = g.N * g.groups * pchunks * kblocks;
+  const int64_t cost = 2 * chunk * kRows * g.KH * g.KW * g.Cg;
+  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t kb = u % kblocks;
+      const int64_t pc = (u / kblocks) % pchunks;
+      const int64_t gr = (u / kblocks / pchunks) % g.groups;
+      const int64_t n = u / kblocks / pchunks / g.groups;
+      const int64_t k0 = gr * Kg + kb * kRows;
+      const int m = static_cast<int>(std::min<int64_t>(kRows, Kg - kb * kRows));
+      const int64_t o0 = pc * chunk;
+      const int nb = static_cast<int>((std::min(chunk, positions - o0) + kLanes - 1) / kLanes);
+      kF32Table[m - 1][nb - 1](xf.data() + (n * g.C + gr * g.Cg) * plane + o0, plane,
+                               offsets.data(), static_cast<int>(g.KH * g.KW), g.Cg, w + k0,
+                               g.Cg * g.K, g.K, yf.data() + (n * g.K + k0) * out_pitch + o0,
+                               out_pitch);
+    }
+  });
+  parallel_for(g.N * g.P, 2 * g.Q * g.K, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / g.P, p = r % g.P;
+      const float* src = yf.data() + n * g.K * out_pitch + p * Wp;
+      float* dst = y + r * g.Q * g.K;
+      for (int64_t q = 0; q < g.Q; ++q)
+        for (int64_t k = 0; k < g.K; ++k) dst[q * g.K + k] = src[k * out_pitch + q];
+    }
+  });
+  return true;
+}
+
+int64_t Fp16MicroKernelProbe(int64_t terms, float* sink) {
+  if (!Fp16Available()) return 0;
+  std::vector<_Float16> x(32 * kBlocks, static_cast<_Float16>(1.0f));
+  std::vector<_Float16> w(kRows, static_cast<_Float16>(0.25f));
+  std::vector<_Float16> out(kRows * 32 * kBlocks);
+  const int64_t offset = 0;
+  // plane stride 0 and w_ci 0: the same L1-resident operands at every step.
+  Micro<kRows, kBlocks>(x.data(), 0, &offset, 1, terms, w.data(), 0, 0, out.data(), 32 * kBlocks);
+  *sink = static_cast<float>(out[0]);
+  return terms * kRows * 32 * kBlocks;
+}
+
+#else  // !__x86_64__
+
+bool Conv2DFpropFp16Spatial(const ConvGeometry&, const float*, const float*, float*,
+                            const ParallelFor&) {
+  return false;
+}
+bool Conv2DFpropF32Spatial(const ConvGeometry&, const float*, const float*, float*,
+                           const ParallelFor&) {
+  return false;
+}
+int64_t Fp16MicroKernelProbe(int64_t, float*) { return 0; }
+
+#endif
+
+}  // namespace cpu
+}  // namespace tf_fp16ops
