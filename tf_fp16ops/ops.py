@@ -7,6 +7,12 @@ Numerics contract (README "Numerics"; docs/design.md "Numerics contract"):
     round-to-nearest-even (the semantics of CUDA's __hfma, CUDA Math API "Half Precision
     Intrinsics"), over (kh, kw, in_channel) ascending on the CPU. The forward result of the
     float16 path is bit-exact against a NumPy reference (tests/reference.py).
+
+Sizes: output sizes follow tf.nn.conv2d's shape function; zero-size inputs give empty outputs
+(zeros for an empty sum); there is no limit on filter size x dilation other than padded extents
+and effective filter sizes of at most 2**62. On the CPU, accumulation="float32" with float32
+inputs flushes float32 subnormals to zero under TensorFlow's thread settings (FTZ/DAZ);
+accumulation="float16" keeps float16 subnormals exactly (docs/numerics.md).
 """
 from __future__ import annotations
 
@@ -51,7 +57,8 @@ def accumulation_dtype(accumulation) -> tf.DType:
 
 
 def cpu_isa() -> str:
-    """The instruction-set path of the CPU kernels in this process: 'avx512', 'avx2' or 'scalar'."""
+    """The instruction-set path of the CPU kernels in this process: 'avx512fp16' (native binary16
+    FMA, Tacc=half), 'avx512', 'avx2' or 'scalar'. `TF_FP16OPS_CPU_ISA=avx512|avx2|scalar` caps it."""
     return _ops.fp16_ops_cpu_isa().numpy().decode()
 
 
