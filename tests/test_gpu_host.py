@@ -339,3 +339,62 @@ def test_forced_path_that_cannot_run_says_why(cutlass):
         cutlass.select("fprop", Problem("c3", 1, 8, 8, 3, 8, 3, 3), "half", "half", "sm80", H200)
     with pytest.raises(AbiError, match="compute capability >= 8.0"):
         cutlass.select("fprop", p, "half", "half", "sm80", TURING)
+
+
+# ---------------------------------------------------------------------------------------------
+# The GPU check's own logic (tools/gpu_check/refs.py and check.py), with NumPy and no GPU.
+
+import refs  # noqa: E402
+
+
+@pytest.mark.parametrize("p", SHAPES[:4] + SHAPES[6:8], ids=lambda p: p.name)
+def test_check_references_match_tests_reference(p):
+    """The check's sequential binary16 sum (round-to-odd detour) is bit for bit
+    tests/reference.py's, and its sampled float64 outputs equal the full float64 reference."""
+    B = refs.NumpyBackend()
+    rng = np.random.default_rng(5)
+    x, w, dy = operands(p, rng, "random")
+    for op in OPS:
+        want = reference(op, p, x, w, dy, "half")
+        got = refs.seq_half(B, op, p, x, w, dy)
+        assert same_bits(got, want), op
+        exact = reference(op, p, x, w, dy, "float64").ravel()
+        idx = rng.choice(exact.size, size=min(40, exact.size), replace=False)
+        np.testing.assert_allclose(refs.sampled(B, op, p, x, w, dy, idx), exact[idx],
+                                   rtol=1e-12, atol=1e-12, err_msg=op)
+
+
+def test_round16_rounds_once():
+    """Values whose binary32 rounding would create a false binary16 tie: 2051 - 2^-30 must go to
+    2050, not (via 2051.0, a tie) to 2052; plus random binary64 values against NumPy's direct
+    binary64 -> binary16 conversion."""
+    B = refs.NumpyBackend()
+    d = np.array([2051 - 2.0 ** -30, 2051 + 2.0 ** -30, -(2051 - 2.0 ** -30), 65519.99, 1e-8])
+    np.testing.assert_array_equal(B.round16(d), d.astype(np.float16).astype(np.float64))
+    assert B.round16(np.array([2051 - 2.0 ** -30]))[0] == 2050.0
+    r = np.random.default_rng(0).standard_normal(100000) * 1000
+    np.testing.assert_array_equal(B.round16(r), r.astype(np.float16).astype(np.float64))
+
+
+def test_half_rule_catches_a_transposed_result():
+    """The Tacc=half acceptance rule passes the sequential sum itself and a result in another
+    summation order (pairwise), and fails a result whose outputs are permuted."""
+    B = refs.NumpyBackend()
+    p = Problem("r", 2, 8, 8, 16, 16, 3, 3, pad=(1, 1, 1, 1))
+    rng = np.random.default_rng(9)
+    x, w, dy = operands(p, rng, "random")
+    exact = reference("fprop", p, x, w, dy, "float64")
+    seq = refs.seq_half(B, "fprop", p, x, w, dy)
+    seq_err = np.abs(seq - exact)
+    # Pairwise order: binary16 sums of the two halves of the channels, then added.
+    half_a = refs.seq_half(B, "fprop", Problem("a", 2, 8, 8, 8, 16, 3, 3, pad=(1, 1, 1, 1)),
+                           x[..., :8], w[:, :, :8, :], dy)
+    half_b = refs.seq_half(B, "fprop", Problem("b", 2, 8, 8, 8, 16, 3, 3, pad=(1, 1, 1, 1)),
+                           x[..., 8:], w[:, :, 8:, :], dy)
+    pairwise = (half_a + half_b).astype(np.float16).astype(np.float64)
+    wrong = seq.transpose(0, 2, 1, 3)  # P and Q swapped
+    absmax = float(np.abs(exact).max())
+    for candidate, ok in ((seq, True), (pairwise, True), (wrong, False)):
+        err = np.abs(candidate - exact)
+        assert refs.half_error_ok(err.max(), err.mean(), seq_err.max(), seq_err.mean(),
+                                  absmax) is ok
