@@ -6,6 +6,7 @@ NumPy references of tests/reference.py and hand-computed values. CUTLASS's can_i
 compiled into that library when nvcc is present; the table tests need it."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -398,3 +399,54 @@ def test_half_rule_catches_a_transposed_result():
         err = np.abs(candidate - exact)
         assert refs.half_error_ok(err.max(), err.mean(), seq_err.max(), seq_err.mean(),
                                   absmax) is ok
+
+
+import check  # noqa: E402  (tools/gpu_check/check.py: its parent process needs no torch)
+
+
+def test_check_stops_when_the_driver_is_older_than_the_runtime():
+    facts = {"runtime_version": 13000, "driver_version": 12080, "compute_capability": 90}
+    msg = check.preflight(facts)
+    assert "CUDA 12.8" in msg and "CUDA 13.0" in msg and "Nothing was run" in msg
+    assert check.preflight({**facts, "driver_version": 13010}) is None
+
+
+def test_check_names_the_kernel_a_dying_section_was_running(tmp_path):
+    """A section that faults (abort) or hangs (timeout) still leaves a summary naming the kernel
+    that was running; results written before the crash are kept."""
+    jsonl = str(tmp_path / "results.jsonl")
+    crash = ("import json, os, sys; f = open(sys.argv[1], 'a'); "
+             "w = lambda o: (f.write(json.dumps(o) + '\\n'), f.flush()); "
+             "w({'section': 'crashy', 'event': 'start', 'kernel': 'k1'}); "
+             "w({'section': 'crashy', 'event': 'result', 'kernel': 'k1', 'ok': True}); "
+             "w({'section': 'crashy', 'event': 'start', 'kernel': 'fprop sm90 r50'}); "
+             "os.abort()")
+    hang = ("import json, sys, time; f = open(sys.argv[1], 'a'); "
+            "f.write(json.dumps({'section': 'hangy', 'event': 'start', 'kernel': 'wgrad x'})"
+            " + '\\n'); f.flush(); time.sleep(60)")
+    sections = [check.run_section("crashy", [sys.executable, "-c", crash, jsonl], 30, jsonl),
+                check.run_section("hangy", [sys.executable, "-c", hang, jsonl], 2, jsonl)]
+    assert sections[0]["verdict"] == "ERROR" and "died" in sections[0]["status"]
+    assert sections[0]["running_kernel"] == "fprop sm90 r50" and sections[0]["asserted_ok"] == 1
+    assert sections[1]["verdict"] == "ERROR" and "timed out" in sections[1]["status"]
+    assert sections[1]["running_kernel"] == "wgrad x"
+    summary = check.write_summary(str(tmp_path), {"lib": "x.so"}, sections, None)
+    assert summary["verdict"] == "FAIL"
+    text = (tmp_path / "summary.md").read_text()
+    assert "fprop sm90 r50" in text and "wgrad x" in text
+
+
+def test_check_end_to_end_without_a_gpu_writes_its_summary(lib, tmp_path):
+    """The real parent on the host library (made-up sm_75 device): the facts section cannot run
+    here (no GPU, perhaps no PyTorch) and must come back as ERROR in a written summary."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gpu_check", "check.py"),
+                           "--lib", LIB, "--out", str(out),
+                           "--skip", "exactness,random,cases,bench"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[0].startswith("device facts (library):")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["verdict"] == "FAIL"
+    assert summary["facts"]["compute_capability"] == 75
+    assert [s["verdict"] for s in summary["sections"]] == ["ERROR"]
