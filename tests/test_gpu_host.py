@@ -450,3 +450,15 @@ def test_check_end_to_end_without_a_gpu_writes_its_summary(lib, tmp_path):
     assert summary["verdict"] == "FAIL"
     assert summary["facts"]["compute_capability"] == 75
     assert [s["verdict"] for s in summary["sections"]] == ["ERROR"]
+
+
+def test_failed_tma_descriptor_encode_reaches_the_hook(cutlass):
+    """CUTE builds TMA descriptors through CUTLASS_CUDA_DRIVER_WRAPPER_CALL and only assert()s
+    the result (compiled out by -DNDEBUG); cc/kernels/gpu/tma_encode_check.h reroutes that call.
+    Without a driver the encode fails; the hook must have recorded it (the Hopper launcher turns
+    it into an error naming the call)."""
+    import ctypes
+    name = ctypes.create_string_buffer(64)
+    result = cutlass.lib.tfo_host_tma_encode_probe(name, 64)
+    assert result != 0  # CUresult of the failed encode (no driver on this machine)
+    assert name.value == b"cuTensorMapEncodeTiled"
