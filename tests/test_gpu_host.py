@@ -462,3 +462,16 @@ def test_failed_tma_descriptor_encode_reaches_the_hook(cutlass):
     result = cutlass.lib.tfo_host_tma_encode_probe(name, 64)
     assert result != 0  # CUresult of the failed encode (no driver on this machine)
     assert name.value == b"cuTensorMapEncodeTiled"
+
+
+def test_benchmark_reports_fail_below_its_targets():
+    r50 = problems.BENCH_PROBLEMS[1]       # a ResNet-50 3x3 layer
+    r50_1x1 = problems.BENCH_PROBLEMS[-1]
+    seed = problems.BENCH_PROBLEMS[0]
+    fast = {"ours_half_ms": 1.0, "ours_float_ms": 1.0, "torch_ms": 1.0, "cudnn_half_ms": 1.6}
+    assert check.targets_met(dict(fast), r50)
+    assert not check.targets_met({**fast, "cudnn_half_ms": 1.4}, r50)  # 1.4x < 1.5x
+    assert not check.targets_met({**fast, "torch_ms": 0.85}, r50)      # 0.85x < 0.9x
+    assert not check.targets_met({k: v for k, v in fast.items() if k != "cudnn_half_ms"}, r50)
+    assert check.targets_met({**fast, "cudnn_half_ms": 1.0}, r50_1x1)  # half target: 3x3 only
+    assert check.targets_met({**fast, "torch_ms": 0.1}, seed)          # no target on the seed

@@ -11,6 +11,7 @@
 #include "cc/kernels/gpu/conv2d_gpu.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <limits>
@@ -48,6 +49,7 @@ constexpr size_t kAlign = 256;        // workspace sub-buffer alignment (bytes)
 constexpr int64_t kTile = 128;        // CUTLASS threadblock tile (M and N), split-K sizing
 constexpr int64_t kTargetCtas = 264;  // ~2 waves on a 132-SM H100/H200
 constexpr size_t kMaxSplitKBytes = size_t(256) << 20;
+constexpr int kMaxDevices = 64;        // per-device caches
 
 Status MakeStatus(StatusCode code, const char* fmt, ...) {
   Status s;
@@ -555,8 +557,16 @@ Status QueryDevice(DeviceInfo* info) {
                       int(e), cudaGetErrorString(e));
   }
   info->compute_capability = 10 * major + minor;
-  info->sm90a_code = info->compute_capability == 90 &&
-                     internal::Sm90CodePresent<Pass::kFprop, DataType::kHalf>();
+  // Whether the sm_90a image loads is fixed per device: probed once (cudaFuncGetAttributes).
+  static std::atomic<int> sm90a[kMaxDevices];  // 0 unknown, 1 absent, 2 present
+  if (info->compute_capability == 90) {
+    int known = dev < kMaxDevices ? sm90a[dev].load() : 0;
+    if (known == 0) {
+      known = internal::Sm90CodePresent<Pass::kFprop, DataType::kHalf>() ? 2 : 1;
+      if (dev < kMaxDevices) sm90a[dev].store(known);
+    }
+    info->sm90a_code = known == 2;
+  }
   return Ok();
 #endif
 }
