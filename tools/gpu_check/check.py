@@ -135,6 +135,9 @@ def preflight(facts: dict) -> Optional[str]:
     if "query_error" in facts:
         return f"cannot query the CUDA device: {facts['query_error']}"
     rt, drv = facts["runtime_version"], facts["driver_version"]
+    if drv <= 0:
+        return (f"no CUDA driver found (cudaDriverGetVersion() = {drv}); the library needs one "
+                f"for CUDA {rt // 1000}.{rt % 1000 // 10} or newer. Nothing was run.")
     if drv < rt:
         return (f"the GPU driver supports CUDA {drv // 1000}.{drv % 1000 // 10} "
                 f"(cudaDriverGetVersion() = {drv}), older than the CUDA {rt // 1000}."

@@ -492,8 +492,7 @@ BuildInfo ThisBuild() {
 }
 
 Status CheckDevice(const DeviceInfo& d, const BuildInfo& b) {
-  const char* pin = "Run the op on the CPU instead (e.g. under tf.device('/CPU:0')), which "
-                    "gives the same numerics contract.";
+  const char* pin = "Pinning the op to the CPU works (e.g. under tf.device('/CPU:0')).";
   if (d.driver_version < b.runtime_version) {
     if (d.driver_version <= 0) {
       return MakeStatus(StatusCode::kFailedPrecondition,
@@ -506,7 +505,7 @@ Status CheckDevice(const DeviceInfo& d, const BuildInfo& b) {
                       "the GPU driver supports CUDA %d.%d (cudaDriverGetVersion() = %d), but the "
                       "tf_fp16ops GPU kernels are built with the CUDA %d.%d runtime (linked "
                       "statically), which needs a driver for CUDA %d.%d or newer (R580 or later "
-                      "for 13.0). Update the driver, or: %s",
+                      "for 13.0). Update the driver; or: %s",
                       d.driver_version / 1000, d.driver_version % 1000 / 10, d.driver_version,
                       b.runtime_version / 1000, b.runtime_version % 1000 / 10,
                       b.runtime_version / 1000, b.runtime_version % 1000 / 10, pin);
