@@ -475,3 +475,12 @@ def test_benchmark_reports_fail_below_its_targets():
     assert not check.targets_met({k: v for k, v in fast.items() if k != "cudnn_half_ms"}, r50)
     assert check.targets_met({**fast, "cudnn_half_ms": 1.0}, r50_1x1)  # half target: 3x3 only
     assert check.targets_met({**fast, "torch_ms": 0.1}, seed)          # no target on the seed
+
+
+def test_exactness_problems_keep_partial_sums_exact():
+    """The check's integer data (values in [-b, b], b = max(1, min(3, isqrt(2048 / longest))))
+    keeps sum|x*w| <= 2048 for every output of every pass, so every accumulator is exact."""
+    for p in problems.EXACT_PROBLEMS:
+        longest = max(p.reduction_length(op) for op in OPS)
+        b = max(1, min(3, int(math.sqrt(2048.0 / longest))))
+        assert longest * b * b <= 2048, p.name

@@ -336,6 +336,10 @@ def section_exactness(lib: Library, rec: Recorder) -> None:
                                        device="cuda").double()
         x, w, dy = draw(xs), draw(ws), draw(ys)
         refs_ = full_reference(p, x, w, dy)
+        worst = max(float(r.max()) for r in full_reference(p, x.abs(), w.abs(), dy.abs()))
+        if worst > 2048:  # then partial sums need not be exact in binary16: a broken test
+            rec.result(f"integer data of {p.name}", False, max_abs_sum=worst)
+            continue
         for op_i, op in enumerate(OPS):
             ref = refs_[op_i]
             for t, tacc in PAIRS:
