@@ -314,7 +314,8 @@ def section_facts(lib: Library, rec: Recorder) -> None:
     torch, _ = _torch()
     props = torch.cuda.get_device_properties(0)
     facts = {"gpu": torch.cuda.get_device_name(0), "capability": f"{props.major}.{props.minor}",
-             "memory_gib": round(props.total_memory / 2 ** 30, 1), "sms": props.multi_processor_count,
+             "memory_gib": round(props.total_memory / 2 ** 30, 1),
+             "sms": props.multi_processor_count,
              "torch": torch.__version__, "torch_cuda": torch.version.cuda,
              "cudnn": torch.backends.cudnn.version(), "python": sys.version.split()[0]}
     print("device facts (PyTorch):", json.dumps(facts), flush=True)
@@ -700,7 +701,10 @@ def section_bench(lib: Library, rec: Recorder) -> None:
                 row[f"ours_{tacc}_ms"] = time_ms(run)
                 rel = sample_relerr(B, op, p, x, w, dy, out, gen, 64 if op == "wgrad" else 2048)
                 row[f"ours_{tacc}_sampled_relerr"] = rel
+                _, want, asserted = expected_paths(lib, p, op, "half")
+                row[f"ours_{tacc}_expected_path"] = want
                 ok &= rel <= BENCH_RELERR[tacc] and row[f"ours_{tacc}_path"] != "fallback"
+                ok &= row[f"ours_{tacc}_path"] == want or not asserted
             if op == "fprop":
                 fn = lambda: F.conv2d(xt, wt, stride=p.stride, padding=pad, dilation=p.dil)  # noqa
             else:

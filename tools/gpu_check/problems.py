@@ -28,7 +28,8 @@ EXACT_PROBLEMS = [
     Problem("resnet_like_64", 4, 14, 14, 64, 64, 3, 3, pad=(1, 1, 1, 1)),
     Problem("explicit_asym_pad", 2, 9, 8, 8, 16, 3, 2, pad=(2, 1, 0, 3)),
     Problem("channels4", 2, 6, 6, 4, 12, 3, 3, pad=(1, 1, 1, 1)),
-    Problem("stride_1x2_dil_2x1", 2, 9, 12, 8, 8, 3, 3, stride=(1, 2), dil=(2, 1), pad=(1, 2, 0, 1)),
+    Problem("stride_1x2_dil_2x1", 2, 9, 12, 8, 8, 3, 3, stride=(1, 2), dil=(2, 1),
+            pad=(1, 2, 0, 1)),
     Problem("wgrad_long_reduction", 2, 32, 32, 8, 8, 3, 3, pad=(1, 1, 1, 1)),  # 2048 terms
 ]
 

@@ -656,8 +656,8 @@ Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const 
   if (!st.ok()) return st;
   if (workspace_bytes < need) {
     return MakeStatus(StatusCode::kInvalidArgument,
-                      "workspace_bytes = %zu is smaller than the %zu bytes %s needs", workspace_bytes,
-                      need, ConvPathName(impl->path));
+                      "workspace_bytes = %zu is smaller than the %zu bytes %s needs",
+                      workspace_bytes, need, ConvPathName(impl->path));
   }
   if (need > 0 && workspace == nullptr) {
     return MakeStatus(StatusCode::kInvalidArgument, "workspace is null but %zu bytes are needed",

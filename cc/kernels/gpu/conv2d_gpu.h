@@ -14,9 +14,9 @@
 //   Tacc=float  accumulate in binary32 (FFMA, or HMMA/HGMMA with fp32 accumulators; never TF32)
 //               and round once to T.
 //   Tacc=half   tensor-core paths: MMA with fp16 accumulators, rounding in the hardware's order.
-//               Direct path: one fp16 accumulator per output starting at +0, acc = __hfma(x, w, acc)
-//               over (kh, kw, cin) for fprop, (kh, kw, k) for dgrad, (n, p, q) for wgrad: the CPU
-//               contract (cc/kernels/cpu/conv2d_cpu.h), bit for bit.
+//               Direct path: one fp16 accumulator per output starting at +0,
+//               acc = __hfma(x, w, acc) over (kh, kw, cin) for fprop, (kh, kw, k) for dgrad,
+//               (n, p, q) for wgrad: the CPU contract (cc/kernels/cpu/conv2d_cpu.h), bit for bit.
 // Supported (T, Tacc): (half, half), (half, float), (float, float).
 //
 // Compatibility: built with the CUDA 13.0 toolkit, runtime linked statically, so the driver must
