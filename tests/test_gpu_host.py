@@ -484,3 +484,39 @@ def test_exactness_problems_keep_partial_sums_exact():
         longest = max(p.reduction_length(op) for op in OPS)
         b = max(1, min(3, int(math.sqrt(2048.0 / longest))))
         assert longest * b * b <= 2048, p.name
+
+
+@pytest.mark.parametrize("p", SHAPES[:4] + SHAPES[6:8], ids=lambda p: p.name)
+def test_check_references_on_the_torch_backend(p):
+    """Where PyTorch is installed (CPU is enough): the check's PyTorch backend gives the NumPy
+    backend's values bit for bit (the GPU run uses it with device="cuda")."""
+    torch = pytest.importorskip("torch")
+    B, T = refs.NumpyBackend(), refs.TorchBackend(device="cpu")
+    rng = np.random.default_rng(6)
+    x, w, dy = operands(p, rng, "random")
+    tx, tw, tdy = (torch.from_numpy(a.copy()) for a in (x, w, dy))
+    for op in OPS:
+        want = refs.seq_half(B, op, p, x, w, dy)
+        got = refs.seq_half(T, op, p, tx, tw, tdy).numpy()
+        assert same_bits(got, want), op
+        n = {"fprop": p.N * p.P * p.Q * p.K, "dgrad": p.N * p.H * p.W * p.C,
+             "wgrad": p.KH * p.KW * (p.C // p.groups) * p.K}[op]
+        idx = rng.choice(n, size=min(30, n), replace=False)
+        assert refs.sampled(T, op, p, tx, tw, tdy, torch.from_numpy(idx)) == \
+            pytest.approx(refs.sampled(B, op, p, x, w, dy, idx), rel=1e-12, abs=1e-12)
+
+
+def test_check_cpu_dry_run(lib, tmp_path):
+    """Where PyTorch is installed: check.py --cpu-dry-run runs the check's own PyTorch code on
+    the host library and CPU tensors (direct kernels only) and every asserted result passes."""
+    pytest.importorskip("torch")
+    out = tmp_path / "dry"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gpu_check", "check.py"),
+                           "--cpu-dry-run", "--lib", LIB, "--out", str(out), "--skip",
+                           "exactness,bench", "--timeout-scale", "4"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [s["section"] for s in summary["sections"]] == ["facts", "random", "cases"]
+    assert all(s["verdict"] == "PASS" and not s["failed"] for s in summary["sections"])
+    assert summary["sections"][1]["asserted_ok"] >= 18
