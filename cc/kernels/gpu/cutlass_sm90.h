@@ -34,7 +34,10 @@ template <DataType D>
 using Elem = std::conditional_t<D == DataType::kHalf, cutlass::half_t, float>;
 
 // One Hopper conv kernel. Element is half (the wgmma path is for T=half only; T=float would run as
-// TF32, which the numerics contract excludes). Accumulator type = Acc.
+// TF32, which the numerics contract excludes). Accumulator type = Acc. Schedules: the warp-
+// specialized TMA mainloop with the TMA store epilogue (the pair CUTLASS's own library generator
+// instantiates for sm90 convolutions, cutlass_library/generator.py); the Auto epilogue would
+// store from registers (NoSmemWarpSpecialized).
 template <cutlass::conv::Operator Op, typename Acc, typename TileShape, typename ClusterShape>
 struct Sm90Conv {
   // Output layout tag: activations NHWC; the wgrad output is the KRSC filter (TensorKCSR tag:
@@ -49,13 +52,13 @@ struct Sm90Conv {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, Acc, float,
       void, LayoutOut, kAlign,  // no source tensor: D = alpha * acc
-      E, LayoutOut, kAlign, cutlass::epilogue::collective::EpilogueScheduleAuto>::CollectiveOp;
+      E, LayoutOut, kAlign, cutlass::epilogue::TmaWarpSpecialized>::CollectiveOp;
   using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Op, E, Layout, kAlign, E, Layout, kAlign,
       Acc, TileShape, ClusterShape,
       cutlass::conv::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::conv::collective::KernelScheduleAuto>::CollectiveOp;
+      cutlass::conv::KernelImplicitTmaWarpSpecializedSm90>::CollectiveOp;
   using ProblemShape =
       cutlass::conv::ConvProblemShape<Op, Mainloop::DispatchPolicy::NumSpatialDimensions>;
   using Kernel = cutlass::conv::kernel::ConvUniversal<ProblemShape, Mainloop, Epilogue>;
