@@ -17,15 +17,15 @@ BUILDIFIER := build/tools/node_modules/.bin/buildifier
 CLANG_FORMAT ?= clang-format
 RUFF := $(VENV)/bin/ruff
 
-.PHONY: demo test fuzz build install venv system-deps configure benchmark build-cuda gpu-check-lib gpu-check clean
-.PHONY: wheel lint format
+.PHONY: demo test fuzz build install venv system-deps configure benchmark build-cuda gpu-check-lib gpu-check \
+	gpu-bundle gpu-host-lib clean wheel lint format
 
 demo: install
 	$(PY) -m tf_fp16ops.demo
 
 # The suite (tests/test_wheel.py installs the wheel just built into a fresh virtualenv), then
 # the style check.
-test: install wheel
+test: install wheel gpu-host-lib
 	TF_FP16OPS_WHEEL="$$(ls dist/tf_fp16ops-*.whl)" $(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory lint
 
@@ -113,19 +113,62 @@ fuzz: install
 	  tests/test_fuzz.py tests/test_softfloat_oracle.py tests/test_hostile_sizes.py
 
 # The op library with its CUDA kernels (CUTLASS headers from the pinned wheel, nvcc on PATH or
-# NVCC / CUDA_PATH); sm_75-sm_90 + PTX, sm_90a for the Hopper kernels. Not installed: a compile check
-# here; copy bazel-bin/_fp16ops.so into tf_fp16ops/ on a GPU machine.
+# NVCC / CUDA_PATH); sm_75-sm_90 SASS + compute_90 PTX, sm_90a for the Hopper kernels
+# (TF_FP16OPS_CUDA_ARCHS overrides the SASS list). Not installed: a compile check here; copy
+# bazel-bin/_fp16ops.so into tf_fp16ops/ on a GPU machine.
 build-cuda: configure
-	$(BAZEL) build --config=cuda //:_fp16ops.so
+	$(BAZEL) build --config=cuda //:_fp16ops.so //cc/kernels/gpu:libtf_fp16ops_gpu.so
 	$(PY) tools/check_cuda_build.py bazel-bin/_fp16ops.so
 
-# Standalone C-ABI library of the same kernels and the GPU check (PyTorch + cuDNN, no TensorFlow).
-gpu-check-lib: venv
-	tools/gpu_check/build.sh
+# The C-ABI library of the same kernels, from the same Bazel objects as the op library's
+# --config=cuda build (cc/kernels/gpu/BUILD), for the GPU check (PyTorch + cuDNN, no TensorFlow).
+gpu-check-lib: configure
+	$(BAZEL) build --config=cuda //cc/kernels/gpu:libtf_fp16ops_gpu.so
 
-# On the GPU machine (no venv there): builds the library if missing, then runs the check.
+# One folder for a bare GPU machine (no TensorFlow, no pip): the prebuilt check library and the
+# check script; README "GPU kernels (CUDA, CUTLASS)" gives the command that runs it.
+GPU_BUNDLE ?= build/gpu_bundle
+gpu-bundle: gpu-check-lib
+	tools/gpu_check/make_bundle.sh bazel-bin/cc/kernels/gpu/libtf_fp16ops_gpu.so $(GPU_BUNDLE)
+
+# On the GPU machine, from a checkout with the bundle built: runs it.
 gpu-check:
-	tools/gpu_check/run_on_gpu.sh $(or $(OUT),build/gpu_check/results)
+	$(GPU_BUNDLE)/run.sh $(or $(OUT),$(GPU_BUNDLE)/results)
+
+# The GPU sources compiled as host C++ (TF_FP16OPS_HOST_BUILD: kernel bodies run as loops on the
+# CPU) into a ctypes library for tests/test_gpu_host.py. CUTLASS's can_implement is compiled in
+# with nvcc when nvcc is found (host code only, no kernel instantiated); without nvcc the table
+# tests skip and say so.
+NVCC_BIN ?= $(or $(NVCC),$(shell command -v nvcc 2>/dev/null))
+GPU_HOST := build/gpu_host
+GPU_SRC := cc/kernels/gpu
+GPU_HOST_SRCS := direct_conv.cu.cc layout_transform.cu.cc conv2d_gpu.cu.cc c_api.cc host_stubs.cc
+GPU_HOST_HDRS := $(wildcard $(GPU_SRC)/*.h) cc/kernels/conv_problem.h
+GPU_HOST_OBJS := $(patsubst %,$(GPU_HOST)/%.o,$(GPU_HOST_SRCS))
+GPU_HOST_CXXFLAGS := -std=c++17 -O2 -fPIC -Wall -Wextra -Werror -DTF_FP16OPS_HOST_BUILD -I.
+ifneq ($(NVCC_BIN),)
+GPU_HOST_CXXFLAGS += -DTF_FP16OPS_HOST_CUTLASS
+GPU_HOST_OBJS += $(GPU_HOST)/cutlass_can_implement.o
+# The toolkit root as nvcc reports it (nvcc on PATH may be a wrapper script elsewhere).
+CUDA_LIB64 := $(shell $(NVCC_BIN) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^\#\$$ TOP=//p' | tr -d '"')/lib64
+GPU_HOST_LIBS := -L$(CUDA_LIB64) -lcudart_static -ldl -lpthread -lrt
+endif
+CUTLASS_SRC = $(shell $(PY) -c "import os, cutlass_library; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source'))")
+
+gpu-host-lib: $(GPU_HOST)/libtf_fp16ops_gpu_host.so
+
+$(GPU_HOST)/%.o: $(GPU_SRC)/% $(GPU_HOST_HDRS)
+	@mkdir -p $(GPU_HOST)
+	$(CXX) $(GPU_HOST_CXXFLAGS) -x c++ -c $< -o $@
+
+$(GPU_HOST)/cutlass_can_implement.o: $(GPU_SRC)/cutlass_can_implement.cu.cc $(GPU_HOST_HDRS) | venv
+	@mkdir -p $(GPU_HOST)
+	$(NVCC_BIN) -x cu -std=c++17 --expt-relaxed-constexpr -O2 -DNDEBUG -Xcompiler -fPIC -I. \
+	  -I$(CUTLASS_SRC)/include -I$(CUTLASS_SRC)/tools/util/include \
+	  -gencode arch=compute_90a,code=sm_90a -c $< -o $@
+
+$(GPU_HOST)/libtf_fp16ops_gpu_host.so: $(GPU_HOST_OBJS)
+	$(CXX) -shared -Wl,--no-undefined -o $@ $^ $(GPU_HOST_LIBS)
 
 clean:
 	-$(BAZEL) clean

@@ -1,11 +1,11 @@
-// CPU OpKernels for Fp16Conv2D, Fp16Conv2DBackpropInput and Fp16Conv2DBackpropFilter.
-//
-// Each kernel validates its inputs into a cpu::ConvGeometry (cc/kernels/conv_params.h), brings
-// the operands into float NHWC buffers (binary16 -> binary32 is exact), runs the functor of
-// cc/kernels/cpu/conv2d_cpu.h on TensorFlow's CPU worker threads, and stores the result in T
+// CPU kernels of Fp16Conv2D, Fp16Conv2DBackpropInput and Fp16Conv2DBackpropFilter: the one
+// OpKernel template of cc/kernels/conv_kernel.h with the CPU launch functors below. They bring the
+// operands into float NHWC buffers (binary16 -> binary32 is exact), run the functor of
+// cc/kernels/cpu/conv2d_cpu.h on TensorFlow's CPU worker threads, and store the result in T
 // (binary32 -> binary16 rounds to nearest even; with Tacc=half the values are already binary16).
 #include <cstring>
 
+#include "cc/kernels/conv_kernel.h"
 #include "cc/kernels/conv_params.h"
 #include "cc/kernels/cpu/conv2d_cpu.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -85,112 +85,89 @@ Status ResultBuffer(OpKernelContext* ctx, Tensor* out, bool nchw, int64_t elems,
   return Status();
 }
 
-template <typename T>
-class Fp16Conv2DOp : public OpKernel {
- public:
-  explicit Fp16Conv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) { OP_REQUIRES_OK(ctx, ReadConvAttrs(ctx, &attrs_)); }
+}  // namespace
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& input = ctx->input(0);
-    const Tensor& filter = ctx->input(1);
-    cpu::ConvGeometry g;
-    TensorShape out_shape;
-    OP_REQUIRES_OK(ctx, FpropGeometry(attrs_, input, filter, &g, &out_shape));
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
-    if (output->NumElements() == 0) return;
+// The CPU launch functors: float NHWC copies of the operands, the functor of
+// cc/kernels/cpu/conv2d_cpu.h on TensorFlow's CPU worker threads, the result stored in T.
+template <typename T>
+struct ConvLaunch<CpuDevice, T, Pass::kFprop> {
+  static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
+                    const Tensor& input, const Tensor& filter, Tensor* output) {
     Tensor xt, wt, yt;
     const float *x, *w;
     float* y;
-    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, input, attrs_.nchw, &xt, &x));
-    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, filter, false, &wt, &w));
-    OP_REQUIRES_OK(ctx, ResultBuffer<T>(ctx, output, attrs_.nchw, output->NumElements(), &yt, &y));
-    cpu::Conv2DFprop(g, AccOf(attrs_), x, w, y, MakeParallelFor(ctx));
-    if (y != reinterpret_cast<float*>(output->flat<T>().data())) FromFloat<T>(y, g.N, g.P, g.Q, g.K, attrs_.nchw, output);
+    TF_RETURN_IF_ERROR(ToFloat<T>(ctx, input, attrs.nchw, &xt, &x));
+    TF_RETURN_IF_ERROR(ToFloat<T>(ctx, filter, false, &wt, &w));
+    TF_RETURN_IF_ERROR(ResultBuffer<T>(ctx, output, attrs.nchw, output->NumElements(), &yt, &y));
+    cpu::Conv2DFprop(g, AccOf(attrs), x, w, y, MakeParallelFor(ctx));
+    if (y != reinterpret_cast<float*>(output->flat<T>().data())) {
+      FromFloat<T>(y, g.N, g.P, g.Q, g.K, attrs.nchw, output);
+    }
+    return Status();
   }
-
- private:
-  ConvAttrs attrs_;
 };
 
 template <typename T>
-class Fp16Conv2DBackpropInputOp : public OpKernel {
- public:
-  explicit Fp16Conv2DBackpropInputOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadConvAttrs(ctx, &attrs_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& sizes = ctx->input(0);
-    const Tensor& filter = ctx->input(1);
-    const Tensor& dy = ctx->input(2);
-    cpu::ConvGeometry g;
-    TensorShape out_shape;
-    OP_REQUIRES_OK(ctx, DgradGeometry(attrs_, sizes, filter, dy, &g, &out_shape));
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
-    if (output->NumElements() == 0) return;
+struct ConvLaunch<CpuDevice, T, Pass::kDgrad> {
+  static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
+                    const Tensor& filter, const Tensor& dy, Tensor* output) {
     Tensor dyt, wt, dxt;
     const float *dyf, *w;
     float* dx;
-    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, dy, attrs_.nchw, &dyt, &dyf));
-    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, filter, false, &wt, &w));
-    OP_REQUIRES_OK(ctx, ResultBuffer<T>(ctx, output, attrs_.nchw, output->NumElements(), &dxt, &dx));
+    TF_RETURN_IF_ERROR(ToFloat<T>(ctx, dy, attrs.nchw, &dyt, &dyf));
+    TF_RETURN_IF_ERROR(ToFloat<T>(ctx, filter, false, &wt, &w));
+    TF_RETURN_IF_ERROR(ResultBuffer<T>(ctx, output, attrs.nchw, output->NumElements(), &dxt, &dx));
     if (dy.NumElements() == 0 || filter.NumElements() == 0) {
       std::memset(dx, 0, sizeof(float) * output->NumElements());
     } else {
-      cpu::Conv2DDgrad(g, AccOf(attrs_), dyf, w, dx, MakeParallelFor(ctx));
+      cpu::Conv2DDgrad(g, AccOf(attrs), dyf, w, dx, MakeParallelFor(ctx));
     }
-    if (dx != reinterpret_cast<float*>(output->flat<T>().data())) FromFloat<T>(dx, g.N, g.H, g.W, g.C, attrs_.nchw, output);
+    if (dx != reinterpret_cast<float*>(output->flat<T>().data())) {
+      FromFloat<T>(dx, g.N, g.H, g.W, g.C, attrs.nchw, output);
+    }
+    return Status();
   }
-
- private:
-  ConvAttrs attrs_;
 };
 
 template <typename T>
-class Fp16Conv2DBackpropFilterOp : public OpKernel {
- public:
-  explicit Fp16Conv2DBackpropFilterOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ReadConvAttrs(ctx, &attrs_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& input = ctx->input(0);
-    const Tensor& sizes = ctx->input(1);
-    const Tensor& dy = ctx->input(2);
-    cpu::ConvGeometry g;
-    TensorShape out_shape;
-    OP_REQUIRES_OK(ctx, WgradGeometry(attrs_, input, sizes, dy, &g, &out_shape));
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
-    if (output->NumElements() == 0) return;
+struct ConvLaunch<CpuDevice, T, Pass::kWgrad> {
+  static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
+                    const Tensor& input, const Tensor& dy, Tensor* output) {
     Tensor xt, dyt, dwt;
     const float *x, *dyf;
     float* dw;
-    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, input, attrs_.nchw, &xt, &x));
-    OP_REQUIRES_OK(ctx, ToFloat<T>(ctx, dy, attrs_.nchw, &dyt, &dyf));
-    OP_REQUIRES_OK(ctx, ResultBuffer<T>(ctx, output, false, output->NumElements(), &dwt, &dw));
-    cpu::Conv2DWgrad(g, AccOf(attrs_), x, dyf, dw, MakeParallelFor(ctx));
-    if (dw != reinterpret_cast<float*>(output->flat<T>().data())) FromFloat<T>(dw, g.KH, g.KW, g.Cg, g.K, false, output);
+    TF_RETURN_IF_ERROR(ToFloat<T>(ctx, input, attrs.nchw, &xt, &x));
+    TF_RETURN_IF_ERROR(ToFloat<T>(ctx, dy, attrs.nchw, &dyt, &dyf));
+    TF_RETURN_IF_ERROR(ResultBuffer<T>(ctx, output, false, output->NumElements(), &dwt, &dw));
+    cpu::Conv2DWgrad(g, AccOf(attrs), x, dyf, dw, MakeParallelFor(ctx));
+    if (dw != reinterpret_cast<float*>(output->flat<T>().data())) {
+      FromFloat<T>(dw, g.KH, g.KW, g.Cg, g.K, false, output);
+    }
+    return Status();
   }
-
- private:
-  ConvAttrs attrs_;
 };
 
-#define REGISTER_CPU(T)                                                                                      \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),         \
-                          Fp16Conv2DOp<T>);                                                                  \
-  REGISTER_KERNEL_BUILDER(                                                                                   \
-      Name("Fp16Conv2DBackpropInput").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T").HostMemory("input_sizes"), \
-      Fp16Conv2DBackpropInputOp<T>);                                                                         \
-  REGISTER_KERNEL_BUILDER(                                                                                   \
-      Name("Fp16Conv2DBackpropFilter").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T").HostMemory("filter_sizes"), \
-      Fp16Conv2DBackpropFilterOp<T>);
+namespace {
+
+#define REGISTER_CPU(T)                                                                        \
+  REGISTER_KERNEL_BUILDER(                                                                     \
+      Name("Fp16Conv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),               \
+      (Fp16ConvOp<CpuDevice, T, Pass::kFprop>));                                               \
+  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                                      \
+                              .Device(tensorflow::DEVICE_CPU)                                  \
+                              .TypeConstraint<T>("T")                                          \
+                              .HostMemory("input_sizes"),                                      \
+                          (Fp16ConvOp<CpuDevice, T, Pass::kDgrad>));                           \
+  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                                     \
+                              .Device(tensorflow::DEVICE_CPU)                                  \
+                              .TypeConstraint<T>("T")                                          \
+                              .HostMemory("filter_sizes"),                                     \
+                          (Fp16ConvOp<CpuDevice, T, Pass::kWgrad>));
 
 REGISTER_CPU(Eigen::half);
 REGISTER_CPU(float);
+
+#undef REGISTER_CPU
 
 }  // namespace
 }  // namespace tf_fp16ops

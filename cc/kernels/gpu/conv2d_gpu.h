@@ -1,98 +1,126 @@
 // GPU launchers for Fp16Conv2D and its gradients (fprop, dgrad, wgrad).
 //
-// No TensorFlow headers here: the same sources build the TensorFlow op library and a standalone C-ABI
-// library (tools/gpu_check) that is checked against PyTorch/cuDNN on a GPU machine without TensorFlow.
+// No TensorFlow or CUDA headers here: the same sources build the op library's GPU kernels, the
+// standalone C-ABI library libtf_fp16ops_gpu.so (c_api.cc, driven by tools/gpu_check on a GPU
+// machine without TensorFlow) and, compiled by the host compiler, libtf_fp16ops_gpu_host.so
+// (tests/test_gpu_host.py runs the direct kernels, layout transforms and dispatch on a CPU).
 //
-// Layouts (TensorFlow's):
-//   activations  NHWC, or NCHW when Conv2DProblem::nchw        x [N,H,W,C], y/dy [N,P,Q,K]
-//   filter       HWIO [KH, KW, C/groups, K]
-// CUTLASS wants NHWC activations and KRSC filters; launchers transpose into the caller's workspace.
+// Problem: tf_fp16ops::ConvProblem (cc/kernels/conv_problem.h), int64 sizes. Layouts
+// (TensorFlow's): activations NHWC, or NCHW when `nchw`: x [N,H,W,C], y/dy [N,P,Q,K]; filter
+// HWIO [KH, KW, Cg, K]. CUTLASS wants NHWC activations and KRSC filters; implementations that
+// need them transpose into the caller's workspace.
 //
-// Numerics (see DESIGN.md "Numerics contract"):
-//   Tacc=float  accumulate in fp32 (true fp32: FFMA or HMMA with fp32 accumulators, never TF32) and
-//               round once to T.
-//   Tacc=half   tensor-core paths: MMA with fp16 accumulators, rounding in hardware order per MMA step.
-//               Fallback path: one fp16 accumulator per output starting at +0, `acc = __hfma(x, w, acc)`
-//               over (kh, kw, cin) for fprop, (kh, kw, k) for dgrad, (n, p, q) for wgrad: the CPU contract.
-// Supported element/accumulator pairs: (half, half), (half, float), (float, float).
+// Numerics (README "Numerics"):
+//   Tacc=float  accumulate in binary32 (FFMA, or HMMA/HGMMA with fp32 accumulators; never TF32)
+//               and round once to T.
+//   Tacc=half   tensor-core paths: MMA with fp16 accumulators, rounding in the hardware's order.
+//               Direct path: one fp16 accumulator per output starting at +0,
+//               acc = __hfma(x, w, acc) over (kh, kw, cin) for fprop, (kh, kw, k) for dgrad,
+//               (n, p, q) for wgrad: the CPU contract (cc/kernels/cpu/conv2d_cpu.h), bit for bit.
+// Supported (T, Tacc): (half, half), (half, float), (float, float).
+//
+// Compatibility: built with the CUDA 13.0 toolkit, runtime linked statically, so the driver must
+// support CUDA 13.0 (R580 or newer; cudaDriverGetVersion() >= 13000). SASS for sm_75, sm_80,
+// sm_86, sm_89, sm_90 and PTX for compute_90 (JIT-compiled on newer GPUs) for the portable
+// kernels; sm_90a SASS for the Hopper (wgmma/TMA) kernels, used on compute capability 9.0 only.
+// Every launch checks the device first (CheckDevice) and fails with kFailedPrecondition or
+// kUnimplemented before any kernel runs when the build cannot serve it.
 #ifndef TF_FP16OPS_CC_KERNELS_GPU_CONV2D_GPU_H_
 #define TF_FP16OPS_CC_KERNELS_GPU_CONV2D_GPU_H_
 
 #include <cstddef>
 #include <cstdint>
 
-// cudaStream_t exactly as CUDA's driver_types.h declares it, so that host code compiled without the
-// CUDA headers (the TensorFlow OpKernel glue) can include this file; repeating an identical typedef
-// is valid C++ when the CUDA headers are included too.
+#include "cc/kernels/conv_problem.h"
+
+// cudaStream_t exactly as CUDA's driver_types.h declares it, so that code compiled without the
+// CUDA headers (the TensorFlow OpKernel glue, the host build) can include this file; repeating an
+// identical typedef is valid C++ when the CUDA headers are included too.
 struct CUstream_st;
 typedef struct CUstream_st* cudaStream_t;
 
 namespace tf_fp16ops {
 namespace gpu {
 
-// Sizes of one 2-D convolution, all in elements. P, Q are the output spatial sizes; the bottom/right
-// padding is implied: pad_bottom = (P-1)*stride_h + (KH-1)*dil_h + 1 - H - pad_top (may be negative
-// for VALID windows that leave input rows unused).
-struct Conv2DProblem {
-  int64_t N = 0, H = 0, W = 0, C = 0;  // input batch, height, width, channels (all groups)
-  int64_t KH = 0, KW = 0;              // filter height, width
-  int64_t K = 0;                       // output channels (all groups)
-  int64_t groups = 1;                  // C % groups == 0 and K % groups == 0
-  int64_t P = 0, Q = 0;                // output height, width
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t dil_h = 1, dil_w = 1;
-  int64_t pad_top = 0, pad_left = 0;
-  bool nchw = false;                   // activations NCHW instead of NHWC
-};
-
 enum class DataType : int { kHalf = 0, kFloat = 1 };
 
-enum class StatusCode : int { kOk = 0, kInvalidArgument = 1, kInternal = 2 };
+// Codes as TensorFlow's error namespace spells them (the OpKernel maps them one to one).
+enum class StatusCode : int {
+  kOk = 0,
+  kInvalidArgument = 1,
+  kInternal = 2,
+  kFailedPrecondition = 3,
+  kUnimplemented = 4,
+};
 
 // Plain-old-data status (no std::string, so it crosses compiler/ABI boundaries unchanged).
 struct Status {
   StatusCode code = StatusCode::kOk;
-  char message[384] = {0};
+  char message[512] = {0};
   bool ok() const { return code == StatusCode::kOk; }
 };
 
-// Which implementation ran (or is requested). kAuto picks the fastest applicable one.
+// The implementations, in the order the dispatch tries them (kAuto: the first that can run).
 enum class ConvPath : int {
   kAuto = 0,
-  kSm90 = 1,       // CUTLASS 3.x implicit GEMM, wgmma + TMA (sm_90a)
-  kSm80 = 2,       // CUTLASS 2.x implicit GEMM, mma.sync 16x8x16 (sm_80 and newer)
-  kSimt = 3,       // CUTLASS 2.x SIMT implicit GEMM, fp32 FFMA (T=float)
-  kFallback = 4,   // direct convolution, one thread per output, sequential accumulation
+  kSm90 = 1,      // CUTLASS 3.x implicit GEMM, wgmma + TMA im2col (sm_90a; T=half)
+  kSm80 = 2,      // CUTLASS 2.x implicit GEMM, mma.sync 16x8x16 (CC >= 8.0; T=half)
+  kSimt = 3,      // CUTLASS 2.x SIMT implicit GEMM, fp32 FFMA (CC >= 8.0; T=float)
+  kFallback = 4,  // direct convolution (any problem; see direct_conv.h)
 };
+constexpr int kNumPaths = 5;
 
 const char* ConvPathName(ConvPath path);
+const char* PassName(Pass pass);
 
-// Returns an error status when the sizes are inconsistent (non-positive sizes, groups not dividing C
-// and K, P/Q not matching the padding, unsupported type pair). Launchers call it first.
-Status ValidateProblem(const Conv2DProblem& p, DataType T, DataType Tacc);
+// What the launchers ask of the device, and what this build provides. Queried from the CUDA
+// runtime by QueryDevice() (device builds); the host tests pass made-up values.
+struct DeviceInfo {
+  int driver_version = 0;    // cudaDriverGetVersion(): 1000 * major + 10 * minor (0: no driver)
+  int compute_capability = 0;  // 10 * major + minor of the current device
+  bool sm90a_code = false;   // the sm_90a kernel images are present and loadable
+};
+struct BuildInfo {
+  int runtime_version = 0;     // CUDART_VERSION the library was built with (13000 for 13.0)
+  const int* sass_archs = nullptr;  // SASS targets of the portable kernels (e.g. 75, 80, 86, ...)
+  int num_sass_archs = 0;
+  int ptx_arch = 0;            // compute_XY PTX embedded for JIT on newer GPUs (0: none)
+};
+BuildInfo ThisBuild();
+// Queries the current device (device builds; the host build reports a made-up sm_90 device).
+Status QueryDevice(DeviceInfo* info);
+// kFailedPrecondition when the driver is older than the runtime (or absent); kUnimplemented when
+// no SASS or PTX of the build runs on the device's compute capability. The message names what
+// was found, what is needed and that pinning the op to the CPU works.
+Status CheckDevice(const DeviceInfo& device, const BuildInfo& build);
 
-// Workspace needed by the Launch* call with the same arguments (bytes, possibly 0). The launchers
-// fail with kInvalidArgument if given less.
-size_t FpropWorkspaceBytes(const Conv2DProblem& p, DataType T, DataType Tacc);
-size_t DgradWorkspaceBytes(const Conv2DProblem& p, DataType T, DataType Tacc);
-size_t WgradWorkspaceBytes(const Conv2DProblem& p, DataType T, DataType Tacc);
+// kInvalidArgument when the sizes are inconsistent (negative sizes, groups not dividing C and K,
+// P/Q not reachable from the padding, unsupported type pair). The launchers call it first.
+Status ValidateProblem(const ConvProblem& p, DataType T, DataType Tacc);
 
-// y = conv(x, w). x: input, w: HWIO filter, y: output. Enqueued on `stream`; device pointers.
-// `requested` forces a path (kInvalidArgument if it cannot run this problem); `used` receives the
-// path that ran (may be null).
-Status LaunchFprop(cudaStream_t stream, const Conv2DProblem& p, DataType T, DataType Tacc,
-                   const void* x, const void* w, void* y, void* workspace, size_t workspace_bytes,
-                   ConvPath requested = ConvPath::kAuto, ConvPath* used = nullptr);
+// The implementation that Launch would run for (pass, p, T, Tacc, requested) on `device`, and the
+// workspace it needs (bytes; computed by the code that carves it). kInvalidArgument when
+// `requested` cannot run the problem (the message says why), or the problem is invalid.
+Status Select(Pass pass, const ConvProblem& p, DataType T, DataType Tacc, ConvPath requested,
+              const DeviceInfo& device, ConvPath* path, size_t* workspace_bytes);
 
-// dx = conv_backprop_input(w, dy). w: HWIO filter, dy: output gradient, dx: input gradient.
-Status LaunchDgrad(cudaStream_t stream, const Conv2DProblem& p, DataType T, DataType Tacc,
-                   const void* w, const void* dy, void* dx, void* workspace, size_t workspace_bytes,
-                   ConvPath requested = ConvPath::kAuto, ConvPath* used = nullptr);
+// Runs one pass. Operands (device pointers) in C-ABI order:
+//   fprop: a = x, b = w (HWIO), out = y        dgrad: a = w (HWIO), b = dy, out = dx
+//   wgrad: a = x, b = dy, out = dw (HWIO)
+// Enqueued on `stream`. Checks the device (CheckDevice), validates, selects as Select does, and
+// fails with kInvalidArgument if workspace_bytes is smaller than Select's. `used` (may be null)
+// receives the implementation that ran.
+Status Launch(Pass pass, cudaStream_t stream, const ConvProblem& p, DataType T, DataType Tacc,
+              const void* a, const void* b, void* out, void* workspace, size_t workspace_bytes,
+              ConvPath requested = ConvPath::kAuto, ConvPath* used = nullptr);
+// The same on a given device description (the host tests fake it; Launch passes QueryDevice's).
+Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const ConvProblem& p,
+                DataType T, DataType Tacc, const void* a, const void* b, void* out,
+                void* workspace, size_t workspace_bytes, ConvPath requested, ConvPath* used);
 
-// dw = conv_backprop_filter(x, dy). x: input, dy: output gradient, dw: HWIO filter gradient.
-Status LaunchWgrad(cudaStream_t stream, const Conv2DProblem& p, DataType T, DataType Tacc,
-                   const void* x, const void* dy, void* dw, void* workspace, size_t workspace_bytes,
-                   ConvPath requested = ConvPath::kAuto, ConvPath* used = nullptr);
+// Workspace of Launch on the current device (0 on any error; Launch then reports the error).
+size_t WorkspaceBytes(Pass pass, const ConvProblem& p, DataType T, DataType Tacc,
+                      ConvPath requested = ConvPath::kAuto);
 
 }  // namespace gpu
 }  // namespace tf_fp16ops

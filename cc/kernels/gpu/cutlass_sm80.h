@@ -97,10 +97,13 @@ struct KernelFor<Op, float, Acc, Out, Stride> {
               1>>>::Kernel;
 };
 
-inline cutlass::conv::Conv2dProblemSize ToCutlass(const IgProblem& p, int split_k = 1) {
-  return cutlass::conv::Conv2dProblemSize(p.N, p.H, p.W, p.C, p.K, p.R, p.S, p.P, p.Q, p.pad_h,
-                                          p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
-                                          cutlass::conv::Mode::kCrossCorrelation, split_k, 1);
+// The caller (the implementation table, conv2d_gpu.cu.cc) has checked that every extent fits
+// int32 and groups == 1.
+inline cutlass::conv::Conv2dProblemSize ToCutlass(const ConvProblem& p, int split_k = 1) {
+  return cutlass::conv::Conv2dProblemSize(
+      int(p.N), int(p.H), int(p.W), int(p.C), int(p.K), int(p.KH), int(p.KW), int(p.P),
+      int(p.Q), int(p.pad_top), int(p.pad_left), int(p.stride_h), int(p.stride_w),
+      int(p.dilation_h), int(p.dilation_w), cutlass::conv::Mode::kCrossCorrelation, split_k, 1);
 }
 
 inline const char* CutlassStatusText(cutlass::Status s) { return cutlassGetStatusString(s); }
@@ -131,18 +134,31 @@ typename Device<Kernel>::Arguments MakeArguments(const cutlass::conv::Conv2dProb
                                  {Compute(1), Compute(0)}, mode);
 }
 
-// Runs one kernel on (a, b) -> d with no split-K.
+// CUTLASS's own check (host code: problem extents, alignment, iterator limits, grid size).
 template <typename Kernel>
-IgResult RunSimple(const IgProblem& p, const void* a, const void* b, void* d, cudaStream_t s) {
+IgResult CanImplementKernel(const ConvProblem& p, int splits, cutlass::conv::SplitKMode mode) {
+  const auto args = MakeArguments<Kernel>(ToCutlass(p, splits), nullptr, nullptr, nullptr, mode);
+  const cutlass::Status st = Device<Kernel>::can_implement(args);
+  if (st != cutlass::Status::kSuccess) return IgNotApplicable(CutlassStatusText(st));
+  return IgOk();
+}
+
+// Runs one kernel on (a, b) -> d. `split_k_buffer` is CUTLASS's workspace (parallel split-K
+// partials), `split_k_bytes` its size.
+template <typename Kernel>
+IgResult RunKernel(const ConvProblem& p, int splits, cutlass::conv::SplitKMode mode,
+                   const void* a, const void* b, void* d, void* split_k_buffer,
+                   size_t split_k_bytes, cudaStream_t s) {
   using Dev = Device<Kernel>;
-  const auto ps = ToCutlass(p);
-  auto args = MakeArguments<Kernel>(ps, a, b, d, cutlass::conv::SplitKMode::kSerial);
-  if (Dev::can_implement(args) != cutlass::Status::kSuccess) {
-    return IgNotApplicable("CUTLASS 2.x can_implement rejected the problem");
+  auto args = MakeArguments<Kernel>(ToCutlass(p, splits), a, b, d, mode);
+  cutlass::Status st = Dev::can_implement(args);
+  if (st != cutlass::Status::kSuccess) return IgError(CutlassStatusText(st));
+  if (Dev::get_workspace_size(args) > split_k_bytes) {
+    return IgError("CUTLASS wants a larger workspace than the implementation table sized");
   }
-  if (Dev::get_workspace_size(args) != 0) return IgNotApplicable("kernel wants a workspace");
   Dev op;
-  cutlass::Status st = op.initialize(args, nullptr, s);
+  // initialize() zeroes the split-K buffer it is given.
+  st = op.initialize(args, split_k_bytes > 0 ? split_k_buffer : nullptr, s);
   if (st != cutlass::Status::kSuccess) return IgError(CutlassStatusText(st));
   st = op.run(s);
   if (st != cutlass::Status::kSuccess) return IgError(CutlassStatusText(st));
@@ -151,66 +167,66 @@ IgResult RunSimple(const IgProblem& p, const void* a, const void* b, void* d, cu
   return IgOk();
 }
 
+template <DataType T, DataType Tacc, StrideSupport Stride>
+using DgradKernel = typename KernelFor<Operator::kDgrad, Elem<T>, Elem<Tacc>, Elem<T>,
+                                       Stride>::Kernel;
 template <DataType T, DataType Tacc>
-IgResult Fprop(const IgProblem& p, const void* x, const void* w, void* y, cudaStream_t s) {
-  using K = typename KernelFor<Operator::kFprop, Elem<T>, Elem<Tacc>, Elem<T>,
-                               StrideSupport::kUnity>::Kernel;  // fprop iterators take any stride
-  return RunSimple<K>(p, x, w, y, s);
-}
-
-template <DataType T, DataType Tacc>
-IgResult Dgrad(const IgProblem& p, const void* dy, const void* w, void* dx, cudaStream_t s) {
-  if constexpr (T == DataType::kHalf) {
-    if (p.stride_h == 1 && p.stride_w == 1) {
-      using K = typename KernelFor<Operator::kDgrad, Elem<T>, Elem<Tacc>, Elem<T>,
-                                   StrideSupport::kUnity>::Kernel;
-      const IgResult r = RunSimple<K>(p, dy, w, dx, s);
-      if (r.code != IgCode::kNotApplicable) return r;
-    }
-  }
-  using K = typename KernelFor<Operator::kDgrad, Elem<T>, Elem<Tacc>, Elem<T>,
-                               StrideSupport::kStrided>::Kernel;
-  return RunSimple<K>(p, dy, w, dx, s);
-}
-
+using FpropKernel = typename KernelFor<Operator::kFprop, Elem<T>, Elem<Tacc>, Elem<T>,
+                                       StrideSupport::kUnity>::Kernel;  // any stride
 template <DataType T, DataType Tacc>
 using WgradKernel = typename KernelFor<Operator::kWgrad, Elem<T>, Elem<Tacc>, Elem<Tacc>,
                                        StrideSupport::kStrided>::Kernel;
 
+// dgrad: the unit-stride kernel when it applies (T=half, unit strides; faster), else the strided
+// one. Returns 1 (unity), 2 (strided) or 0 (neither; *why says CUTLASS's reason).
 template <DataType T, DataType Tacc>
-size_t WgradPartialBytes(const IgProblem& p, int requested_splits) {
-  using Dev = Device<WgradKernel<T, Tacc>>;
-  const auto ps = ToCutlass(p, std::max(1, requested_splits));
-  auto args = MakeArguments<WgradKernel<T, Tacc>>(ps, nullptr, nullptr, nullptr,
-                                                 cutlass::conv::SplitKMode::kParallel);
-  // Parallel split-K: one KRSC tensor of Tacc per slice.
-  return std::max(Dev::get_workspace_size(args),
-                  sizeof(Elem<Tacc>) * static_cast<size_t>(p.K) * p.R * p.S * p.C);
+int DgradChoice(const ConvProblem& p, IgResult* why) {
+  using cutlass::conv::SplitKMode;
+  if (T == DataType::kHalf && p.stride_h == 1 && p.stride_w == 1) {
+    *why = CanImplementKernel<DgradKernel<T, Tacc, StrideSupport::kUnity>>(p, 1,
+                                                                           SplitKMode::kSerial);
+    if (why->code == IgCode::kOk) return 1;
+  }
+  *why = CanImplementKernel<DgradKernel<T, Tacc, StrideSupport::kStrided>>(p, 1,
+                                                                           SplitKMode::kSerial);
+  return why->code == IgCode::kOk ? 2 : 0;
 }
 
-template <DataType T, DataType Tacc>
-IgResult Wgrad(const IgProblem& p, const void* dy, const void* x, void* partial,
-               size_t partial_bytes, int requested_splits, int* splits, cudaStream_t s) {
-  using Kernel = WgradKernel<T, Tacc>;
-  using Dev = Device<Kernel>;
-  const auto ps = ToCutlass(p, std::max(1, requested_splits));
-  auto args = MakeArguments<Kernel>(ps, dy, x, partial, cutlass::conv::SplitKMode::kParallel);
-  if (Dev::can_implement(args) != cutlass::Status::kSuccess) {
-    return IgNotApplicable("CUTLASS 2.x can_implement rejected the problem");
+template <Pass P, DataType T, DataType Tacc>
+IgResult CanImplement(const ConvProblem& p, int splits) {
+  if constexpr (P == Pass::kFprop) {
+    return CanImplementKernel<FpropKernel<T, Tacc>>(p, 1, cutlass::conv::SplitKMode::kSerial);
+  } else if constexpr (P == Pass::kDgrad) {
+    IgResult why = IgOk();
+    DgradChoice<T, Tacc>(p, &why);
+    return why;
+  } else {
+    return CanImplementKernel<WgradKernel<T, Tacc>>(p, splits,
+                                                    cutlass::conv::SplitKMode::kParallel);
   }
-  const size_t one = sizeof(Elem<Tacc>) * static_cast<size_t>(p.K) * p.R * p.S * p.C;
-  const size_t need = std::max(Dev::get_workspace_size(args), one);
-  if (partial_bytes < need) return IgError("wgrad partial buffer too small");
-  *splits = static_cast<int>(need / one);
-  Dev op;
-  // initialize() zeroes the split-K buffer it is given; hand it the partial tensor itself.
-  cutlass::Status st = op.initialize(args, partial, s);
-  if (st != cutlass::Status::kSuccess) return IgError(CutlassStatusText(st));
-  st = op.run(s);
-  if (st != cutlass::Status::kSuccess) return IgError(CutlassStatusText(st));
-  const cudaError_t e = cudaPeekAtLastError();
-  if (e != cudaSuccess) return IgError(cudaGetErrorString(e));
-  return IgOk();
+}
+
+// wgrad: d is the partial buffer (splits KRSC tensors of Tacc), also CUTLASS's workspace.
+template <Pass P, DataType T, DataType Tacc>
+IgResult Run(const ConvProblem& p, const void* a, const void* b, void* d, int splits,
+             size_t d_bytes, cudaStream_t s) {
+  using cutlass::conv::SplitKMode;
+  if constexpr (P == Pass::kFprop) {
+    return RunKernel<FpropKernel<T, Tacc>>(p, 1, SplitKMode::kSerial, a, b, d, nullptr, 0, s);
+  } else if constexpr (P == Pass::kDgrad) {
+    IgResult why = IgOk();
+    const int choice = DgradChoice<T, Tacc>(p, &why);
+    if (choice == 0) return IgError(why.what);
+    if (choice == 1) {
+      return RunKernel<DgradKernel<T, Tacc, StrideSupport::kUnity>>(p, 1, SplitKMode::kSerial, a,
+                                                                    b, d, nullptr, 0, s);
+    }
+    return RunKernel<DgradKernel<T, Tacc, StrideSupport::kStrided>>(p, 1, SplitKMode::kSerial, a,
+                                                                    b, d, nullptr, 0, s);
+  } else {
+    return RunKernel<WgradKernel<T, Tacc>>(p, splits, SplitKMode::kParallel, a, b, d, d, d_bytes,
+                                           s);
+  }
 }
 
 }  // namespace sm80
@@ -218,30 +234,22 @@ IgResult Wgrad(const IgProblem& p, const void* dy, const void* x, void* partial,
 }  // namespace gpu
 }  // namespace tf_fp16ops
 
-// Explicit instantiation helpers for the .cu.cc files.
-#define TF_FP16OPS_SM80_FPROP(T, TACC)                                                       \
+// Explicit specializations for the .cu.cc files: can_implement and run of one pass.
+#define TF_FP16OPS_SM80(P, T, TACC)                                                          \
   template <>                                                                                \
-  IgResult Sm80Fprop<T, TACC>(const IgProblem& p, const void* x, const void* w, void* y,     \
-                              cudaStream_t s) {                                              \
-    return sm80::Fprop<T, TACC>(p, x, w, y, s);                                              \
-  }
-#define TF_FP16OPS_SM80_DGRAD(T, TACC)                                                       \
-  template <>                                                                                \
-  IgResult Sm80Dgrad<T, TACC>(const IgProblem& p, const void* dy, const void* w, void* dx,   \
-                              cudaStream_t s) {                                              \
-    return sm80::Dgrad<T, TACC>(p, dy, w, dx, s);                                            \
-  }
-#define TF_FP16OPS_SM80_WGRAD(T, TACC)                                                       \
-  template <>                                                                                \
-  size_t Sm80WgradPartialBytes<T, TACC>(const IgProblem& p, int requested_splits) {          \
-    return sm80::WgradPartialBytes<T, TACC>(p, requested_splits);                            \
+  IgResult Sm80CanImplement<P, T, TACC>(const ConvProblem& p, int splits) {                  \
+    return sm80::CanImplement<P, T, TACC>(p, splits);                                        \
   }                                                                                          \
   template <>                                                                                \
-  IgResult Sm80Wgrad<T, TACC>(const IgProblem& p, const void* dy, const void* x,             \
-                              void* partial, size_t partial_bytes, int requested_splits,     \
-                              int* splits, cudaStream_t s) {                                 \
-    return sm80::Wgrad<T, TACC>(p, dy, x, partial, partial_bytes, requested_splits, splits,  \
-                                s);                                                          \
+  IgResult Sm80Run<P, T, TACC>(const ConvProblem& p, const void* a, const void* b, void* d,  \
+                               int splits, size_t d_bytes, cudaStream_t s) {                 \
+    return sm80::Run<P, T, TACC>(p, a, b, d, splits, d_bytes, s);                            \
+  }
+// can_implement alone (the host build's table; no kernel is instantiated).
+#define TF_FP16OPS_SM80_CAN_IMPLEMENT(P, T, TACC)                                            \
+  template <>                                                                                \
+  IgResult Sm80CanImplement<P, T, TACC>(const ConvProblem& p, int splits) {                  \
+    return sm80::CanImplement<P, T, TACC>(p, splits);                                        \
   }
 
 #endif  // TF_FP16OPS_CC_KERNELS_GPU_CUTLASS_SM80_H_

@@ -4,7 +4,11 @@
 #ifndef TF_FP16OPS_CC_KERNELS_GPU_CUTLASS_SM90_H_
 #define TF_FP16OPS_CC_KERNELS_GPU_CUTLASS_SM90_H_
 
+#include <string_view>
 #include <type_traits>
+
+// First: reroutes CUTLASS's TMA descriptor encodes before any CUTE header uses them.
+#include "cc/kernels/gpu/tma_encode_check.h"
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -30,7 +34,10 @@ template <DataType D>
 using Elem = std::conditional_t<D == DataType::kHalf, cutlass::half_t, float>;
 
 // One Hopper conv kernel. Element is half (the wgmma path is for T=half only; T=float would run as
-// TF32, which the numerics contract excludes). Accumulator type = Acc.
+// TF32, which the numerics contract excludes). Accumulator type = Acc. Schedules: the warp-
+// specialized TMA mainloop with the TMA store epilogue (the pair CUTLASS's own library generator
+// instantiates for sm90 convolutions, cutlass_library/generator.py); the Auto epilogue would
+// store from registers (NoSmemWarpSpecialized).
 template <cutlass::conv::Operator Op, typename Acc, typename TileShape, typename ClusterShape>
 struct Sm90Conv {
   // Output layout tag: activations NHWC; the wgrad output is the KRSC filter (TensorKCSR tag:
@@ -45,38 +52,39 @@ struct Sm90Conv {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, Acc, float,
       void, LayoutOut, kAlign,  // no source tensor: D = alpha * acc
-      E, LayoutOut, kAlign, cutlass::epilogue::collective::EpilogueScheduleAuto>::CollectiveOp;
+      E, LayoutOut, kAlign, cutlass::epilogue::TmaWarpSpecialized>::CollectiveOp;
   using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Op, E, Layout, kAlign, E, Layout, kAlign,
       Acc, TileShape, ClusterShape,
       cutlass::conv::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::conv::collective::KernelScheduleAuto>::CollectiveOp;
+      cutlass::conv::KernelImplicitTmaWarpSpecializedSm90>::CollectiveOp;
   using ProblemShape =
       cutlass::conv::ConvProblemShape<Op, Mainloop::DispatchPolicy::NumSpatialDimensions>;
   using Kernel = cutlass::conv::kernel::ConvUniversal<ProblemShape, Mainloop, Epilogue>;
   using Device = cutlass::conv::device::ConvUniversalAdapter<Kernel>;
 };
 
+// Our restrictions, then CUTLASS's ConvUniversalAdapter::can_implement (host code).
 template <typename Conv>
-IgResult Run(const IgProblem& p, const void* a, const void* b, void* d, cudaStream_t s) {
+IgResult CanImplementConv(const ConvProblem& p, typename Conv::Device::Arguments* out_args,
+                          const void* a, const void* b, void* d) {
   using Device = typename Conv::Device;
   using Kernel = typename Conv::Kernel;
   using ProblemShape = typename Conv::ProblemShape;
-  // The kernel body exists only in an sm_90a image; without one, report "not applicable".
-  cudaFuncAttributes attr;
-  if (cudaFuncGetAttributes(&attr, cutlass::device_kernel<Kernel>) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return IgNotApplicable("no sm_90a code for this kernel in the library");
-  }
-  const int pad_bottom = (p.P - 1) * p.stride_h + (p.R - 1) * p.dil_h + 1 - p.H - p.pad_h;
-  const int pad_right = (p.Q - 1) * p.stride_w + (p.S - 1) * p.dil_w + 1 - p.W - p.pad_w;
+  const int pad_bottom =
+      int((p.P - 1) * p.stride_h + (p.KH - 1) * p.dilation_h + 1 - p.H - p.pad_top);
+  const int pad_right =
+      int((p.Q - 1) * p.stride_w + (p.KW - 1) * p.dilation_w + 1 - p.W - p.pad_left);
   if (pad_bottom < 0 || pad_right < 0) {
     return IgNotApplicable("TMA im2col needs non-negative implied bottom/right padding");
   }
-  ProblemShape shape(cutlass::conv::Mode::kCrossCorrelation, {p.N, p.H, p.W, p.C},
-                     {p.K, p.R, p.S, p.C}, {p.pad_h, p.pad_w}, {pad_bottom, pad_right},
-                     {p.stride_h, p.stride_w}, {p.dil_h, p.dil_w}, 1);
+  ProblemShape shape(cutlass::conv::Mode::kCrossCorrelation,
+                     {int(p.N), int(p.H), int(p.W), int(p.C)},
+                     {int(p.K), int(p.KH), int(p.KW), int(p.C)},
+                     {int(p.pad_top), int(p.pad_left)}, {pad_bottom, pad_right},
+                     {int(p.stride_h), int(p.stride_w)}, {int(p.dilation_h), int(p.dilation_w)},
+                     1);
   typename Kernel::StrideD stride_d{};
   if constexpr (Conv::kOp == cutlass::conv::Operator::kWgrad) {
     stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, shape.shape_C,
@@ -98,8 +106,40 @@ IgResult Run(const IgProblem& p, const void* a, const void* b, void* d, cudaStre
     return IgNotApplicable("CUTLASS 3.x can_implement rejected the problem");
   }
   if (Device::get_workspace_size(args) != 0) return IgNotApplicable("kernel wants a workspace");
+  if (out_args != nullptr) *out_args = args;
+  return IgOk();
+}
+
+// The kernel body exists only in an sm_90a image; false when the library has none for this
+// device (cudaFuncGetAttributes fails), so that the table never picks it.
+template <typename Conv>
+bool CodePresent() {
+  cudaFuncAttributes attr;
+  if (cudaFuncGetAttributes(&attr, cutlass::device_kernel<typename Conv::Kernel>) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+template <typename Conv>
+IgResult Run(const ConvProblem& p, const void* a, const void* b, void* d, cudaStream_t s) {
+  using Device = typename Conv::Device;
+  typename Device::Arguments args;
+  const IgResult can = CanImplementConv<Conv>(p, &args, a, b, d);
+  if (can.code != IgCode::kOk) return IgError(can.what);
   Device op;
+  tma_check::Clear();
   cutlass::Status st = op.initialize(args, nullptr, s);
+  if (tma_check::LastFailure().result != 0) {
+    return IgError(tma_check::LastFailure().function == nullptr
+                       ? "TMA descriptor encode failed"
+                       : (std::string_view(tma_check::LastFailure().function) ==
+                                  "cuTensorMapEncodeIm2col"
+                              ? "TMA descriptor encode failed (cuTensorMapEncodeIm2col)"
+                              : "TMA descriptor encode failed (cuTensorMapEncodeTiled)"));
+  }
   if (st != cutlass::Status::kSuccess) return IgError(cutlassGetStatusString(st));
   st = op.run(s);
   if (st != cutlass::Status::kSuccess) return IgError(cutlassGetStatusString(st));
@@ -128,5 +168,23 @@ using WgradConv = Sm90Conv<cutlass::conv::Operator::kWgrad, Elem<Tacc>,
 }  // namespace internal
 }  // namespace gpu
 }  // namespace tf_fp16ops
+
+// Explicit specializations for the cutlass_sm90_*.cu.cc files (Tacc = half or float).
+#define TF_FP16OPS_SM90_CAN_IMPLEMENT(P, TACC, CONV)                                        \
+  template <>                                                                               \
+  IgResult Sm90CanImplement<P, TACC>(const ConvProblem& p) {                                \
+    return sm90::CanImplementConv<CONV>(p, nullptr, nullptr, nullptr, nullptr);             \
+  }
+#define TF_FP16OPS_SM90(P, TACC, CONV)                                                      \
+  TF_FP16OPS_SM90_CAN_IMPLEMENT(P, TACC, CONV)                                              \
+  template <>                                                                               \
+  bool Sm90CodePresent<P, TACC>() {                                                         \
+    return sm90::CodePresent<CONV>();                                                       \
+  }                                                                                         \
+  template <>                                                                               \
+  IgResult Sm90Run<P, TACC>(const ConvProblem& p, const void* a, const void* b, void* d,    \
+                            cudaStream_t s) {                                               \
+    return sm90::Run<CONV>(p, a, b, d, s);                                                  \
+  }
 
 #endif  // TF_FP16OPS_CC_KERNELS_GPU_CUTLASS_SM90_H_

@@ -1,22 +1,13 @@
-// Explicit instantiations of the CUTLASS 3.x (sm_90a) fprop kernels for T=half, Tacc in {half, float}.
-// Compile for sm_90a only: the kernel bodies need wgmma/TMA (__CUDA_ARCH_FEAT_SM90_ALL).
+// The CUTLASS 3.x (sm_90a) fprop kernels for T=half, Tacc in {half, float}: can_implement, the
+// code-present probe and run. Compiled for sm_90a only: the kernel bodies need wgmma/TMA.
 #include "cc/kernels/gpu/cutlass_sm90.h"
 
 namespace tf_fp16ops {
 namespace gpu {
 namespace internal {
 
-template <>
-IgResult Sm90Fprop<DataType::kHalf, DataType::kHalf>(const IgProblem& p, const void* x, const void* w, void* y,
-                                                   cudaStream_t s) {
-  return sm90::Run<sm90::FpropConv<DataType::kHalf>>(p, x, w, y, s);
-}
-
-template <>
-IgResult Sm90Fprop<DataType::kHalf, DataType::kFloat>(const IgProblem& p, const void* x, const void* w, void* y,
-                                                    cudaStream_t s) {
-  return sm90::Run<sm90::FpropConv<DataType::kFloat>>(p, x, w, y, s);
-}
+TF_FP16OPS_SM90(Pass::kFprop, DataType::kHalf, sm90::FpropConv<DataType::kHalf>)
+TF_FP16OPS_SM90(Pass::kFprop, DataType::kFloat, sm90::FpropConv<DataType::kFloat>)
 
 }  // namespace internal
 }  // namespace gpu

@@ -1,28 +1,13 @@
-// Explicit instantiations of the CUTLASS 3.x (sm_90a) wgrad kernels for T=half, Tacc in {half, float}.
-// Compile for sm_90a only: the kernel bodies need wgmma/TMA (__CUDA_ARCH_FEAT_SM90_ALL).
+// The CUTLASS 3.x (sm_90a) wgrad kernels for T=half, Tacc in {half, float}: can_implement, the
+// code-present probe and run. Compiled for sm_90a only: the kernel bodies need wgmma/TMA.
 #include "cc/kernels/gpu/cutlass_sm90.h"
 
 namespace tf_fp16ops {
 namespace gpu {
 namespace internal {
 
-template <>
-IgResult Sm90Wgrad<DataType::kHalf, DataType::kHalf>(const IgProblem& p, const void* dy, const void* x, void* dw,
-                                                   cudaStream_t s) {
-  if (p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1) {
-    return IgNotApplicable("Hopper wgrad path is used for unit strides and dilations only");
-  }
-  return sm90::Run<sm90::WgradConv<DataType::kHalf>>(p, dy, x, dw, s);
-}
-
-template <>
-IgResult Sm90Wgrad<DataType::kHalf, DataType::kFloat>(const IgProblem& p, const void* dy, const void* x, void* dw,
-                                                    cudaStream_t s) {
-  if (p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1) {
-    return IgNotApplicable("Hopper wgrad path is used for unit strides and dilations only");
-  }
-  return sm90::Run<sm90::WgradConv<DataType::kFloat>>(p, dy, x, dw, s);
-}
+TF_FP16OPS_SM90(Pass::kWgrad, DataType::kHalf, sm90::WgradConv<DataType::kHalf>)
+TF_FP16OPS_SM90(Pass::kWgrad, DataType::kFloat, sm90::WgradConv<DataType::kFloat>)
 
 }  // namespace internal
 }  // namespace gpu
