@@ -53,6 +53,8 @@ def _table() -> dict[str, ConvOpInfo]:
         ConvOpInfo("Fp16Conv2D", "ours", "fprop", 0, 1, None, 2, "ours"),
         ConvOpInfo("Fp16Conv2DBackpropInput", "ours", "dgrad", None, 1, 2, 2, "ours"),
         ConvOpInfo("Fp16Conv2DBackpropFilter", "ours", "wgrad", 0, None, 2, 2, "ours"),
+        # Filter [KH, KW, C, M] as DepthwiseConv2dNative's (shapes), accumulation from Tacc (ours).
+        ConvOpInfo("Fp16DepthwiseConv2D", "depthwise", "fprop", 0, 1, None, 2, "ours"),
     ]
     return {r.name: r for r in rows}
 
