@@ -22,10 +22,12 @@ _DTYPES = {1: "float", 2: "double", 14: "bfloat16", 19: "half"}
 
 def canonical_op(op: str) -> str:
     """Maps oneDNN-renamed kernels to the TensorFlow op they implement: "_MklNativeConv2D" -> "Conv2D",
-    "_MklNativeFusedConv2D" -> "_FusedConv2D"; other names unchanged."""
+    "_MklNativeFusedConv2D" -> "_FusedConv2D"; oneDNN's Pad fusions ("_MklNativePadWithConv2D",
+    "_MklNativePadWithFusedConv2D", tensorflow/core/common_runtime/mkl_layout_pass.cc) map to the
+    conv they wrap; other names unchanged."""
     for prefix in ("_MklNative", "_Mkl"):
         if op.startswith(prefix):
-            rest = op[len(prefix):]
+            rest = op[len(prefix):].removeprefix("PadWith")
             return rest if rest in CONV_OPS else "_" + rest if "_" + rest in CONV_OPS else op
     return op
 
