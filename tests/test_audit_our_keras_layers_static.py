@@ -4,6 +4,7 @@ The expected ops, T and Tacc of each layer are read from the graph TensorFlow tr
 layer's `call` (tf.function), not from the audit's reconstruction; the expected class follows
 from Tacc (half: fp16-accumulate, float: fp32 for a float32 layer).
 """
+
 import keras
 import pytest
 import tensorflow as tf
@@ -15,8 +16,12 @@ from tf_fp16ops.audit.opsets import CONV_OPS
 L = tf_fp16ops.layers
 IN_2D, IN_1D = (8, 8, 4), (10, 4)
 LAYERS_2D = {
-    "DepthwiseConv2D": lambda acc, n: L.DepthwiseConv2D(3, depth_multiplier=2, accumulation=acc, name=n),
-    "SeparableConv2D": lambda acc, n: L.SeparableConv2D(6, 3, padding="same", accumulation=acc, name=n),
+    "DepthwiseConv2D": lambda acc, n: L.DepthwiseConv2D(
+        3, depth_multiplier=2, accumulation=acc, name=n
+    ),
+    "SeparableConv2D": lambda acc, n: L.SeparableConv2D(
+        6, 3, padding="same", accumulation=acc, name=n
+    ),
     "Conv2DTranspose": lambda acc, n: L.Conv2DTranspose(3, 3, strides=2, accumulation=acc, name=n),
 }
 LAYERS_1D = {
@@ -65,7 +70,7 @@ def test_every_registered_layer_is_reported_with_the_ops_it_runs(audited):
         d = f.to_dict()
         found.setdefault(d["node"].split("/")[0], []).append(d)
     assert set(found) == set(expected)
-    for name, (cls, acc, traced) in expected.items():
+    for name, (_cls, acc, traced) in expected.items():
         # The reconstruction emits the conv ops the layer's call really runs, same T and Tacc.
         assert traced, (name, "no conv op traced")
         got = sorted((d["op"], d["T"], d["Tacc"]) for d in found[name])

@@ -302,7 +302,8 @@ def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audit
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
     _, findings = audited
-    with urllib.request.urlopen(f"{tensorboard_url}/data/plugin/fp16_audit/sensitivity?run=fp32", timeout=10) as r:
+    url = f"{tensorboard_url}/data/plugin/fp16_audit/sensitivity?run=fp32"
+    with urllib.request.urlopen(url, timeout=10) as r:
         result = json.loads(r.read().decode())["result"]
     wait = WebDriverWait(browser, UI_WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
     browser.get("about:blank")  # a fresh page load, not a hash change of the previous test's page
@@ -312,15 +313,21 @@ def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audit
     browser.switch_to.frame(frame)
     wait.until(lambda d: len(_rows(d)) == len(findings["fp16/audit"]))
     # fp16/audit has no sensitivity run beside it: no chart, no sensitivity column.
-    assert Select(browser.find_element(By.ID, "sens-run")).first_selected_option.get_attribute("value") == ""
+    def sens_run(d):
+        option = Select(d.find_element(By.ID, "sens-run")).first_selected_option
+        return option.get_attribute("value")
+
+    assert sens_run(browser) == ""
     assert not browser.find_element(By.ID, "sensitivity").is_displayed()
-    assert not browser.find_element(By.CSS_SELECTOR, '#findings th[data-key="sensitivity"]').is_displayed()
+    column = browser.find_element(By.CSS_SELECTOR, '#findings th[data-key="sensitivity"]')
+    assert not column.is_displayed()
 
     # fp32/audit: the sensitivity run "fp32" is picked, one bar per converted layer, by rank.
     Select(browser.find_element(By.ID, "run")).select_by_value("fp32/audit")
-    wait.until(lambda d: Select(d.find_element(By.ID, "sens-run")).first_selected_option.get_attribute("value") == "fp32")
-    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#sens-chart rect.sens-bar")) == len(LAYERS))
-    bars = browser.find_elements(By.CSS_SELECTOR, "#sens-chart rect.sens-bar")
+    wait.until(lambda d: sens_run(d) == "fp32")
+    bar_css = "#sens-chart rect.sens-bar"
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, bar_css)) == len(LAYERS))
+    bars = browser.find_elements(By.CSS_SELECTOR, bar_css)
     names = [b.get_attribute("data-layer") for b in bars]
     assert sorted(names) == sorted(LAYERS)  # every conv layer of the model, once
     assert [int(b.get_attribute("data-rank")) for b in bars] == list(range(1, len(LAYERS) + 1))
@@ -345,7 +352,8 @@ def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audit
     for tr in browser.find_elements(By.CSS_SELECTOR, "#findings tbody tr"):
         tds = tr.find_elements(By.TAG_NAME, "td")
         layer = by_name[_layer_of(tds[2].text)]
-        assert tds[-1].text.startswith(f"max_rel {_js_exp(layer['max_rel'])} · rank {layer['rank']}"), tds[-1].text
+        want = f"max_rel {_js_exp(layer['max_rel'])} · rank {layer['rank']}"
+        assert tds[-1].text.startswith(want), tds[-1].text
 
     browser.switch_to.default_content()
     shot = tmp_path / "fp16_audit_sensitivity.png"

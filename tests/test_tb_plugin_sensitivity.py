@@ -5,6 +5,7 @@ the README shows), served through TensorBoard's WSGI application.
 Model built here: Input 8x8x1 -> Conv2D "c1" 3x3x4 -> Conv2D "c2" 3x3x4 -> Flatten -> Dense "fc"
 3: three layers convert can switch, with the classes Conv2D, Conv2D, Dense.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,16 @@ TOLERANCE = 7e-4  # between the layers' errors of this model: the set is neither
 
 def _model():
     keras.utils.set_random_seed(0)
-    return keras.Sequential([
-        keras.Input((8, 8, 1)),
-        keras.layers.Conv2D(4, 3, activation="relu", name="c1"),
-        keras.layers.Conv2D(4, 3, activation="relu", name="c2"),
-        keras.layers.Flatten(),
-        keras.layers.Dense(3, name="fc"),
-    ], name="tiny")
+    return keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            keras.layers.Conv2D(4, 3, activation="relu", name="c1"),
+            keras.layers.Conv2D(4, 3, activation="relu", name="c2"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(3, name="fc"),
+        ],
+        name="tiny",
+    )
 
 
 def _client(logdir) -> wtest.Client:
@@ -63,11 +67,32 @@ def run(tmp_path_factory):
     x = rng.standard_normal((12, 8, 8, 1)).astype(np.float32)
     y = rng.integers(0, 3, 12)
     model = _model()
-    result = tf_fp16ops.sensitivity(model, x, y, tolerance=TOLERANCE, metric_tolerance=1.0,
-                                    progress=False, logdir=str(tmp / "logs"))
+    result = tf_fp16ops.sensitivity(
+        model,
+        x,
+        y,
+        tolerance=TOLERANCE,
+        metric_tolerance=1.0,
+        progress=False,
+        logdir=str(tmp / "logs"),
+    )
     result.model.save(tmp / "fp16_set.keras")
-    assert main([str(tmp / "fp16_set.keras"), "--device", "cpu", "--logdir", str(tmp / "logs"),
-                 "--format", "json", "--output", str(tmp / "audit.json")]) == 0
+    assert (
+        main(
+            [
+                str(tmp / "fp16_set.keras"),
+                "--device",
+                "cpu",
+                "--logdir",
+                str(tmp / "logs"),
+                "--format",
+                "json",
+                "--output",
+                str(tmp / "audit.json"),
+            ]
+        )
+        == 0
+    )
     return tmp / "logs", model, x, y, result
 
 
@@ -90,37 +115,46 @@ def test_sensitivity_layers_match_the_model_built(client, run):
     res = _json(client, f"{PREFIX}/sensitivity?run=.")["result"]
     layers = res["layers"]
     # One entry per convertible layer built, with its Keras class.
-    assert {l["name"]: l["class_name"] for l in layers} == BUILT
+    assert {e["name"]: e["class_name"] for e in layers} == BUILT
     # Ranks are a permutation of 1..L, rank 1 the largest max_rel.
-    assert sorted(l["rank"] for l in layers) == list(range(1, len(BUILT) + 1))
-    by_rank = sorted(layers, key=lambda l: l["rank"])
-    assert [l["max_rel"] for l in by_rank] == sorted((l["max_rel"] for l in layers), reverse=True)
+    assert sorted(e["rank"] for e in layers) == list(range(1, len(BUILT) + 1))
+    by_rank = sorted(layers, key=lambda e: e["rank"])
+    assert [e["max_rel"] for e in by_rank] == sorted((e["max_rel"] for e in layers), reverse=True)
     # The set found: within the tolerance together (set_max_rel) and, for this model, each
     # member alone (greedy adds the least sensitive first; errors need not add, so this is a
     # fact of this model, not of the search).
-    members = {l["name"] for l in layers if l["in_fp16_set"]}
+    members = {e["name"] for e in layers if e["in_fp16_set"]}
     assert members == set(res["fp16_set"])
     assert 0 < len(members) < len(BUILT)  # TOLERANCE is chosen so (see its comment)
     assert res["set_max_rel"] <= TOLERANCE
-    assert all(l["max_rel"] <= TOLERANCE for l in layers if l["in_fp16_set"])
-    for l in layers:
-        assert l["metric_change"] == pytest.approx(l["metric"] - res["baseline_metric"])
+    assert all(e["max_rel"] <= TOLERANCE for e in layers if e["in_fp16_set"])
+    for e in layers:
+        assert e["metric_change"] == pytest.approx(e["metric"] - res["baseline_metric"])
     # max_rel of the most sensitive layer, recomputed with NumPy from two converted models
     # (that layer alone at float16 vs every layer at float32), as max|a - b| / max|a|.
     top = by_rank[0]["name"]
     base = np.asarray(tf_fp16ops.convert(model, accumulation="float32")(x), np.float64)
-    half = tf_fp16ops.convert(tf_fp16ops.convert(model, accumulation="float32"),
-                              accumulation="float16", layers=[top])
+    half = tf_fp16ops.convert(
+        tf_fp16ops.convert(model, accumulation="float32"), accumulation="float16", layers=[top]
+    )
     out = np.asarray(half(x), np.float64)
-    assert by_rank[0]["max_rel"] == pytest.approx(np.abs(out - base).max() / np.abs(base).max(),
-                                                  rel=1e-6)
+    assert by_rank[0]["max_rel"] == pytest.approx(
+        np.abs(out - base).max() / np.abs(base).max(), rel=1e-6
+    )
 
 
 def test_sensitivity_runs_route_and_the_audit_run_beside_it(client, run):
     _, _, _, _, result = run
     runs = _json(client, f"{PREFIX}/sensitivity_runs")["runs"]
-    assert runs == [{"run": ".", "step": 0, "layers": 3, "set_size": len(result.fp16_set),
-                     "tolerance": TOLERANCE}]
+    assert runs == [
+        {
+            "run": ".",
+            "step": 0,
+            "layers": 3,
+            "set_size": len(result.fp16_set),
+            "tolerance": TOLERANCE,
+        }
+    ]
     # The audit run of the fp16-set model: its call sites carry the sensitivity's layer names
     # (the dashboard matches them by name), fp16-accumulate exactly for the set's layers.
     assert [r["run"] for r in _json(client, f"{PREFIX}/runs")["runs"]] == ["audit"]

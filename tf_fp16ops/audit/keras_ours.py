@@ -18,16 +18,21 @@ float32) and T = the compute dtype under 'float32'; Tacc = T's accumulation choi
 Shapes come from the layer's build_config when it has one (FLOPs then follow); the reconstructed
 graph is labelled as such in every report, like the rest of `keras_config`.
 """
+
 from __future__ import annotations
 
 import math
 
 # Registered name -> (kind, spatial rank of the Keras layer).
 OUR_LAYERS = {
-    "DepthwiseConv2D": ("depthwise", 2), "SeparableConv2D": ("separable", 2),
-    "Conv2DTranspose": ("transpose", 2), "Conv1D": ("conv", 1),
-    "DepthwiseConv1D": ("depthwise", 1), "SeparableConv1D": ("separable", 1),
-    "Conv1DTranspose": ("transpose", 1), "Dense": ("dense", 1),
+    "DepthwiseConv2D": ("depthwise", 2),
+    "SeparableConv2D": ("separable", 2),
+    "Conv2DTranspose": ("transpose", 2),
+    "Conv1D": ("conv", 1),
+    "DepthwiseConv1D": ("depthwise", 1),
+    "SeparableConv1D": ("separable", 1),
+    "Conv1DTranspose": ("transpose", 1),
+    "Dense": ("dense", 1),
 }
 
 
@@ -67,7 +72,9 @@ def add_our_layer(gd, name: str, cls: str, cfg: dict, notes, build_config, acc: 
         raise field.error("build_config", bc, "an object")
     raw_shape = (bc or {}).get("input_shape")
     if kind == "dense":
-        if raw_shape is not None and (not isinstance(raw_shape, (list, tuple)) or len(raw_shape) < 2):
+        if raw_shape is not None and (
+            not isinstance(raw_shape, (list, tuple)) or len(raw_shape) < 2
+        ):
             raise field.error("build_config.input_shape", raw_shape, "a list of at least 2 dims")
         shape = field.shape(raw_shape, len(raw_shape)) if raw_shape is not None else None
     else:
@@ -139,8 +146,14 @@ def add_our_layer(gd, name: str, cls: str, cfg: dict, notes, build_config, acc: 
         return kname + "/Cast"
 
     tacc = types_pb2.DT_HALF if acc == "half" else types_pb2.DT_FLOAT
-    conv = dict(T=t, Tacc=tacc, strides=(1,) + strides + (1,), padding=op_padding,
-                data_format="NHWC", dilations=(1,) + dil + (1,))
+    conv = dict(
+        T=t,
+        Tacc=tacc,
+        strides=(1,) + strides + (1,),
+        padding=op_padding,
+        data_format="NHWC",
+        dilations=(1,) + dil + (1,),
+    )
     out = lambda s, k, st, d, pad, c: kc._out(s, k, st, d, pad, c, True)  # noqa: E731
     add("input", "Placeholder", dtype=tc, **({"shape": in_shape} if in_shape else {}))
     x = cast("input", "input/Cast")
@@ -149,14 +162,23 @@ def add_our_layer(gd, name: str, cls: str, cfg: dict, notes, build_config, acc: 
         mid = cin * dm if cin else None
         kname = "kernel" if kind == "depthwise" else "depthwise_kernel"
         k = kernel(kname, ks + (cin, dm) if cin else None)
-        add("depthwise", "Fp16DepthwiseConv2D", [x, k], **conv,
-            **out(in_shape, ks, strides, dil, op_padding, mid))
+        add(
+            "depthwise",
+            "Fp16DepthwiseConv2D",
+            [x, k],
+            **conv,
+            **out(in_shape, ks, strides, dil, op_padding, mid),
+        )
         if kind == "separable":
             pk = kernel("pointwise_kernel", (1, 1, mid, units) if mid and units else None)
             mid_shape = kc._out_shape(in_shape, ks, strides, dil, op_padding, mid, True)
-            add("pointwise", "Fp16Conv2D", ["depthwise", pk],
+            add(
+                "pointwise",
+                "Fp16Conv2D",
+                ["depthwise", pk],
                 **dict(conv, strides=(1, 1, 1, 1), padding="VALID", dilations=(1, 1, 1, 1)),
-                **out(mid_shape, (1, 1), (1, 1), (1, 1), "VALID", units))
+                **out(mid_shape, (1, 1), (1, 1), (1, 1), "VALID", units),
+            )
     elif kind == "transpose":
         k = kernel("kernel", ks + (units, cin) if cin and units else None)
         add("input_sizes", "Const", dtype=types_pb2.DT_INT32)
@@ -164,5 +186,10 @@ def add_our_layer(gd, name: str, cls: str, cfg: dict, notes, build_config, acc: 
     else:  # conv, dense
         groups = field.count("groups", cfg.get("groups", 1) or 1) if kind == "conv" else 1
         k = kernel("kernel", ks + (cin // groups, units) if cin and units else None)
-        add("Fp16Conv2D", "Fp16Conv2D", [x, k], **conv,
-            **out(in_shape, ks, strides, dil, op_padding, units))
+        add(
+            "Fp16Conv2D",
+            "Fp16Conv2D",
+            [x, k],
+            **conv,
+            **out(in_shape, ks, strides, dil, op_padding, units),
+        )

@@ -87,7 +87,8 @@ class _SensitivityData:
                     f"run={run!r}: {SENSITIVITY_TAG} is not JSON ({e}): {text[:80]!r}") from None
             if not isinstance(result, dict) or not isinstance(result.get("layers"), list):
                 raise errors.InvalidArgumentError(
-                    f"run={run!r}: {SENSITIVITY_TAG} is not a sensitivity result (no 'layers' list)")
+                    f"run={run!r}: {SENSITIVITY_TAG} is not a sensitivity result "
+                    f"(no 'layers' list)")
             out[run] = (series[-1], result)
         return out
 
