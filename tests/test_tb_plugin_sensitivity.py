@@ -202,12 +202,20 @@ def test_plugin_inactive_with_other_text_only(tmp_path):
     assert _json(_client(tmp_path), "/data/plugins_listing")["fp16_audit"]["enabled"] is False
 
 
-def test_result_json_that_is_not_a_result_is_a_400(tmp_path):
+def test_result_json_that_is_not_a_result_is_a_400_and_listed_apart(tmp_path):
     import tensorflow as tf
 
-    w = tf.summary.create_file_writer(str(tmp_path / "bad"))
-    with w.as_default():
-        tf.summary.text(SENSITIVITY_TAG, "{not json", step=0)
-    w.close()
-    body = _error(_client(tmp_path), f"{PREFIX}/sensitivity?run=bad", 400)
+    for run, text in (("bad", "{not json"), ("list", "[1, 2]"), ("good", '{"layers": []}')):
+        w = tf.summary.create_file_writer(str(tmp_path / run))
+        with w.as_default():
+            tf.summary.text(SENSITIVITY_TAG, text, step=0)
+        w.close()
+    c = _client(tmp_path)
+    body = _error(c, f"{PREFIX}/sensitivity?run=bad", 400)
     assert "run='bad'" in body and "not JSON" in body
+    assert "no 'layers' list" in _error(c, f"{PREFIX}/sensitivity?run=list", 400)
+    # One unreadable run does not hide the others from the listing; it is named apart.
+    listing = _json(c, f"{PREFIX}/sensitivity_runs")
+    assert [r["run"] for r in listing["runs"]] == ["good"]
+    assert [e["run"] for e in listing["errors"]] == ["bad", "list"]
+    assert all(f"run={e['run']!r}" in e["error"] for e in listing["errors"])

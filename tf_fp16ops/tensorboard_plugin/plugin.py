@@ -5,7 +5,8 @@ Routes (under `/data/plugin/fp16_audit/`), all GET:
   runs                             {"runs": [run summary...], "classes": [class...]}
   findings?run=RUN                 {"run", "step", "wall_time", "report", "findings": [finding...]}
   compare?run_a=A&run_b=B          {"run_a", "run_b", "changed", "unchanged", "only_a", "only_b"}
-  sensitivity_runs                 {"runs": [{"run", "step", "layers", "set_size", "tolerance"}...]}
+  sensitivity_runs                 {"runs": [{"run", "step", "layers", "set_size", "tolerance"}...],
+                                    "errors": [{"run", "error"}...] (unreadable result_json)}
   sensitivity?run=RUN              {"run", "step", "wall_time", "result": SensitivityResult JSON}
 Sensitivity results are the text summary `fp16_sensitivity/result_json` (text plugin data) that
 `tf_fp16ops.sensitivity(..., logdir=)` writes; they are read the same way, latest step.
@@ -61,11 +62,9 @@ class _SensitivityData:
     """Routes `sensitivity_runs` and `sensitivity` of `Fp16AuditPlugin` (module docstring)."""
 
     def _read_sensitivity(self, ctx, experiment: str, runs: list[str] | None = None) -> dict:
-        """{run: (TensorDatum of the latest step, parsed result dict)} of `SENSITIVITY_TAG`.
-
-        Raises:
-          errors.InvalidArgumentError: a run whose result_json is not a JSON object with "layers".
-        """
+        """{run: (TensorDatum of the latest step, parsed result dict or None, error or None)} of
+        `SENSITIVITY_TAG`; the error names the run when its text is not a JSON object with a
+        "layers" list."""
         flt = provider.RunTagFilter(runs=runs, tags=[SENSITIVITY_TAG])
         listing = self._data_provider.list_tensors(
             ctx, experiment_id=experiment, plugin_name=TEXT_PLUGIN, run_tag_filter=flt)
@@ -81,15 +80,15 @@ class _SensitivityData:
                 continue
             text = _scalar_str(series[-1].numpy)
             try:
-                result = json.loads(text)
+                result, error = json.loads(text), None
             except json.JSONDecodeError as e:
-                raise errors.InvalidArgumentError(
-                    f"run={run!r}: {SENSITIVITY_TAG} is not JSON ({e}): {text[:80]!r}") from None
-            if not isinstance(result, dict) or not isinstance(result.get("layers"), list):
-                raise errors.InvalidArgumentError(
-                    f"run={run!r}: {SENSITIVITY_TAG} is not a sensitivity result "
-                    f"(no 'layers' list)")
-            out[run] = (series[-1], result)
+                result = None
+                error = f"run={run!r}: {SENSITIVITY_TAG} is not JSON ({e}): {text[:80]!r}"
+            if error is None and (not isinstance(result, dict)
+                                  or not isinstance(result.get("layers"), list)):
+                result, error = None, (f"run={run!r}: {SENSITIVITY_TAG} is not a sensitivity "
+                                       f"result (no 'layers' list)")
+            out[run] = (series[-1], result, error)
         return out
 
     def _has_sensitivity(self) -> bool:
@@ -103,18 +102,24 @@ class _SensitivityData:
         return any(SENSITIVITY_TAG in tags for tags in (listing or {}).values())
 
     def sensitivity_runs_impl(self, ctx, experiment: str) -> dict:
-        runs = []
-        for run, (datum, result) in sorted(self._read_sensitivity(ctx, experiment).items()):
+        """Readable runs under "runs"; runs whose result cannot be read under "errors"."""
+        runs, errs = [], []
+        for run, (datum, result, error) in sorted(self._read_sensitivity(ctx, experiment).items()):
+            if error:
+                errs.append({"run": run, "error": error})
+                continue
             runs.append({"run": run, "step": datum.step, "layers": len(result["layers"]),
                          "set_size": len(result.get("fp16_set") or ()),
                          "tolerance": result.get("tolerance")})
-        return {"runs": runs}
+        return {"runs": runs, "errors": errs}
 
     def sensitivity_impl(self, ctx, experiment: str, run: str) -> dict:
         got = self._read_sensitivity(ctx, experiment, [run])
         if run not in got:
             raise errors.NotFoundError(f"run={run!r} has no {SENSITIVITY_TAG} data")
-        datum, result = got[run]
+        datum, result, error = got[run]
+        if error:
+            raise errors.InvalidArgumentError(error)
         return {"run": run, "step": datum.step, "wall_time": datum.wall_time, "result": result}
 
     @wrappers.Request.application

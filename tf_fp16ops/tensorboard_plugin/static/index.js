@@ -104,24 +104,34 @@ class AuditView {
     this.$ = (id) => root.querySelector(`#${id}`);
     this.findings = [];
     this.sort = {key: null, dir: 1};
-    this.tickets = {run: 0, compare: 0, sens: 0};
+    this.tickets = {run: 0, compare: 0, sens: 0};  // only the latest request of each kind updates the view
     this.sens = null;
     this.auditRuns = new Set();
-    this.sensRuns = [];  // only the latest request of each kind updates the view
+    this.sensRuns = [];
+    this.standingMessage = '';
   }
 
   async start() {
     let index, sens;
     try {
-      [index, sens] = await Promise.all([fetchJson('runs'), fetchJson('sensitivity_runs')]);
+      index = await fetchJson('runs');
     } catch (e) {
       return this.showMessage(`Could not load the audit runs: ${e.message}`);
     }
+    try {
+      sens = await fetchJson('sensitivity_runs');
+    } catch (e) {
+      sens = {runs: [], errors: [{error: e.message}]};
+    }
+    // Unreadable sensitivity results are named, and do not hide the audit runs.
+    const sensErrors = (sens.errors || []).map((x) => x.error).join('; ');
+    this.standingMessage = sensErrors ? `Sensitivity results not shown: ${sensErrors}` : '';
     this.classes = index.classes;
     for (const c of this.classes) {
       this.$('class-filter').append(el('option', {value: c.name}, c.name));
     }
     if (!index.runs.length && !sens.runs.length) {
+      if (this.standingMessage) return this.showMessage(this.standingMessage);
       return this.showMessage('No fp16 audit data in this logdir. Write some with: tf-fp16-audit MODEL --logdir DIR ' +
         '(and tf-fp16-sensitivity MODEL --inputs X.npy --logdir DIR for the sensitivity chart)');
     }
@@ -148,6 +158,11 @@ class AuditView {
     await this.loadRun();
   }
 
+  clearMessage() {
+    if (this.standingMessage) this.showMessage(this.standingMessage);
+    else this.$('message').hidden = true;
+  }
+
   showMessage(text) {
     const m = this.$('message');
     m.textContent = text;
@@ -159,6 +174,7 @@ class AuditView {
     const ticket = ++this.tickets.run;
     this.$('sens-run').value = this.auditRuns.has(run) ? pairedSensitivityRun(run, this.sensRuns) : run;
     if (!this.auditRuns.has(run)) {  // a sensitivity run alone
+      this.clearMessage();
       this.findings = [];
       for (const id of ['overview', 'sites', 'comparison']) this.$(id).hidden = true;
       return this.loadSensitivity();
@@ -170,7 +186,7 @@ class AuditView {
       return this.showMessage(`Could not load run ${run}: ${e.message}`);
     }
     if (ticket !== this.tickets.run) return;
-    this.$('message').hidden = true;
+    this.clearMessage();
     this.findings = data.findings;
     this.renderOverview(data);
     this.matchSensitivity();
