@@ -13,7 +13,11 @@ conv has two call sites) as
         "block1" fp16-accumulate (Tacc=half), "head" fake-fp16 (a float32 conv fed fp16-rounded
         activations, the seed's conv16_32 pattern).
 
-Set TF_FP16OPS_UPDATE_SCREENSHOT=1 to copy the screenshot to docs/images/fp16_audit_dashboard.png.
+The fp32 model's `tf_fp16ops.sensitivity(..., logdir=)` results go to the same logdir; the tab
+shows them as a bar chart beside that run's call sites.
+
+Set TF_FP16OPS_UPDATE_SCREENSHOT=1 to copy the screenshots to docs/images/fp16_audit_dashboard.png
+and docs/images/fp16_audit_sensitivity.png.
 """
 from __future__ import annotations
 
@@ -44,6 +48,8 @@ LAYERS = ("stem", "block1", "dw", "head")
 # Expected classes in the fp16 export, from the construction above ("dw" is left to the audit's
 # rule for CPU DepthwiseConv2dNative and only checked to be shown as the audit reports it).
 EXPECTED_FP16 = {"stem": "fp16-storage", "block1": "fp16-accumulate", "head": "fake-fp16"}
+SENS_TOLERANCE = 1e-3
+SENSITIVITY_SHOT = REPO / "docs" / "images" / "fp16_audit_sensitivity.png"
 SERVER_WAIT_S = 120
 UI_WAIT_S = 30
 
@@ -74,8 +80,16 @@ def audited(tmp_path_factory):
     import tf_fp16ops
     from tf_fp16ops.audit.cli import main
 
+    import numpy as np
+
     tmp = tmp_path_factory.mktemp("tb_browser")
-    _build("float32").export(str(tmp / "models" / "fp32"), verbose=False)
+    fp32 = _build("float32")
+    fp32.export(str(tmp / "models" / "fp32"), verbose=False)
+    # Sensitivity of the fp32 model into the same --logdir as its audit (run "fp32", the parent
+    # of the audit's run "fp32/audit"), as README shows.
+    x = np.random.default_rng(0).standard_normal((4, 16, 16, 8)).astype(np.float32)
+    tf_fp16ops.sensitivity(fp32, x, tolerance=SENS_TOLERANCE, progress=False,
+                           logdir=str(tmp / "logs" / "fp32"))
     converted = tf_fp16ops.convert(_build("mixed_float16", head_policy="float32"), accumulation="float16",
                                    layers=["block1"])
     converted.export(str(tmp / "models" / "fp16"), verbose=False)
@@ -273,3 +287,77 @@ def test_dashboard_in_chromium(browser, tensorboard_url, audited, tmp_path):
     assert len(_rows(browser)) == len(findings["fp32/audit"]) == 2 * len(LAYERS)
     wait.until(lambda d: {tr.get_attribute("data-class-a")
                           for tr in d.find_elements(By.CSS_SELECTOR, "#changes tbody tr")} == {"fp32"})
+
+
+def _js_exp(v: float) -> str:
+    """JavaScript's `v.toExponential(2)` ("1.56e-3")."""
+    mantissa, exp = f"{v:.2e}".split("e")
+    return f"{mantissa}e{int(exp):+d}"
+
+
+def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audited, tmp_path):
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    _, findings = audited
+    url = f"{tensorboard_url}/data/plugin/fp16_audit/sensitivity?run=fp32"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        result = json.loads(r.read().decode())["result"]
+    wait = WebDriverWait(browser, UI_WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
+    browser.get("about:blank")  # a fresh page load, not a hash change of the previous test's page
+    browser.get(f"{tensorboard_url}/#fp16_audit")
+    frame = wait.until(EC.presence_of_element_located(
+        (By.CSS_SELECTOR, 'iframe[src*="plugin_entry.html?name=fp16_audit"]')))
+    browser.switch_to.frame(frame)
+    wait.until(lambda d: len(_rows(d)) == len(findings["fp16/audit"]))
+    # fp16/audit has no sensitivity run beside it: no chart, no sensitivity column.
+    def sens_run(d):
+        option = Select(d.find_element(By.ID, "sens-run")).first_selected_option
+        return option.get_attribute("value")
+
+    assert sens_run(browser) == ""
+    assert not browser.find_element(By.ID, "sensitivity").is_displayed()
+    column = browser.find_element(By.CSS_SELECTOR, '#findings th[data-key="sensitivity"]')
+    assert not column.is_displayed()
+
+    # fp32/audit: the sensitivity run "fp32" is picked, one bar per converted layer, by rank.
+    Select(browser.find_element(By.ID, "run")).select_by_value("fp32/audit")
+    wait.until(lambda d: sens_run(d) == "fp32")
+    bar_css = "#sens-chart rect.sens-bar"
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, bar_css)) == len(LAYERS))
+    bars = browser.find_elements(By.CSS_SELECTOR, bar_css)
+    names = [b.get_attribute("data-layer") for b in bars]
+    assert sorted(names) == sorted(LAYERS)  # every conv layer of the model, once
+    assert [int(b.get_attribute("data-rank")) for b in bars] == list(range(1, len(LAYERS) + 1))
+    by_name = {l["name"]: l for l in result["layers"]}
+    # Log axis: bar length grows with max_rel; in-set bars end left of the tolerance line.
+    widths = [float(b.get_attribute("width")) for b in bars]
+    assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1] > 0
+    tol_x = float(browser.find_element(By.ID, "sens-tolerance").get_attribute("x1"))
+    in_set = {n for n in names if by_name[n]["in_fp16_set"]}
+    assert 0 < len(in_set) < len(LAYERS)  # SENS_TOLERANCE lies between this model's errors
+    colours = {}
+    for b, w in zip(bars, widths):
+        n = b.get_attribute("data-layer")
+        assert (b.get_attribute("data-in-set") == "true") == (n in in_set)
+        colours.setdefault(n in in_set, set()).add(b.value_of_css_property("fill"))
+        if n in in_set:
+            assert float(b.get_attribute("x")) + w <= tol_x + 0.5, n
+    assert len(colours[True]) == len(colours[False]) == 1 and colours[True] != colours[False]
+    # The call-site table: every row's sensitivity cell names its layer's max_rel and rank.
+    wait.until(lambda d: all(tr.find_elements(By.TAG_NAME, "td")[-1].text
+                             for tr in d.find_elements(By.CSS_SELECTOR, "#findings tbody tr")))
+    for tr in browser.find_elements(By.CSS_SELECTOR, "#findings tbody tr"):
+        tds = tr.find_elements(By.TAG_NAME, "td")
+        layer = by_name[_layer_of(tds[2].text)]
+        want = f"max_rel {_js_exp(layer['max_rel'])} · rank {layer['rank']}"
+        assert tds[-1].text.startswith(want), tds[-1].text
+
+    browser.switch_to.default_content()
+    shot = tmp_path / "fp16_audit_sensitivity.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    if os.environ.get("TF_FP16OPS_UPDATE_SCREENSHOT") == "1":
+        SENSITIVITY_SHOT.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, SENSITIVITY_SHOT)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from . import protos
 from .errors import AuditInputError, MalformedModelError
+from . import keras_ours
 from .model import KerasLayer
 
 _DTYPES = {"float16": "half", "float32": "float", "float64": "double", "bfloat16": "bfloat16"}
@@ -170,6 +171,11 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
             notes.saved_models.append((fp, name))
             notes.messages.append(f"layer {name!r} (TFSMLayer, policy {policy_name(cfg.get('dtype'))}) "
                                   f"wraps the SavedModel {fp}: its convolutions are audited from that file")
+            continue
+        ours = keras_ours.our_layer_name(layer)
+        if ours is not None:  # tf_fp16ops' other registered layers (audit/keras_ours.py)
+            keras_ours.add_our_layer(gd, name, ours, cfg, notes, layer.get("build_config"),
+                                     _our_accumulation(layer))
             continue
         if cls not in _CONV_LAYERS:
             continue

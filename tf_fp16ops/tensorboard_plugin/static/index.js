@@ -1,7 +1,8 @@
 // fp16 audit dashboard: a plain ES module with no dependencies and no build step.
 // TensorBoard's plugin_entry.html imports it in an iframe whose <base href> is this plugin's
 // route prefix (data/plugin/fp16_audit/), so relative URLs reach the backend routes
-// `runs`, `findings?run=` and `compare?run_a=&run_b=` (see plugin.py), and calls render().
+// `runs`, `findings?run=`, `compare?run_a=&run_b=`, `sensitivity_runs` and `sensitivity?run=`
+// (see plugin.py), and calls render().
 
 const COLUMNS = [
   // key, cell text, sort value (numbers sort numerically, missing values last)
@@ -15,7 +16,37 @@ const COLUMNS = [
   {key: 'reason', text: (f) => f.accumulation_reason},
   {key: 'flops', text: (f) => formatFlops(f.flops), sort: (f) => f.flops},
   {key: 'flags', text: (f) => f.flags.join(' ')},
+  // The layer's row of the selected sensitivity run (AuditView.matchSensitivity), if any.
+  {key: 'sensitivity', text: (f) => sensText(f.sensitivity),
+   sort: (f) => (f.sensitivity ? f.sensitivity.max_rel ?? Infinity : null)},
 ];
+
+function sensText(s) {
+  if (!s) return '';
+  return `max_rel ${formatRel(s.max_rel)} · rank ${s.rank}${s.in_fp16_set ? ' · fp16 set' : ''}`;
+}
+
+function formatRel(x) {
+  if (x === null || x === undefined) return 'inf';  // to_json writes inf/NaN as null
+  return x === 0 ? '0' : x.toExponential(2);
+}
+
+// The run directory above `run` ("." for a top-level run), as TensorBoard names runs.
+function parentRun(run) {
+  const i = run.lastIndexOf('/');
+  return i < 0 ? (run === '.' ? null : '.') : run.slice(0, i);
+}
+
+// The sensitivity run shown with audit run `run`: the same run, else its parent directory's
+// run (`tf-fp16-audit M --logdir D` writes run "audit" under D; `tf-fp16-sensitivity M
+// --logdir D` writes run "." of D), else a sibling run in the same directory; else none.
+function pairedSensitivityRun(run, sensRuns) {
+  if (sensRuns.includes(run)) return run;
+  const parent = parentRun(run);
+  if (parent !== null && sensRuns.includes(parent)) return parent;
+  const sibling = sensRuns.find((r) => r !== run && parentRun(r) === parent);
+  return sibling ?? '';
+}
 
 export async function render() {
   const link = document.createElement('link');
@@ -73,28 +104,51 @@ class AuditView {
     this.$ = (id) => root.querySelector(`#${id}`);
     this.findings = [];
     this.sort = {key: null, dir: 1};
-    this.tickets = {run: 0, compare: 0};  // only the latest request of each kind updates the view
+    this.tickets = {run: 0, compare: 0, sens: 0};  // only the latest request of each kind updates the view
+    this.sens = null;
+    this.auditRuns = new Set();
+    this.sensRuns = [];
+    this.standingMessage = '';
   }
 
   async start() {
-    let index;
+    let index, sens;
     try {
       index = await fetchJson('runs');
     } catch (e) {
       return this.showMessage(`Could not load the audit runs: ${e.message}`);
     }
+    try {
+      sens = await fetchJson('sensitivity_runs');
+    } catch (e) {
+      sens = {runs: [], errors: [{error: e.message}]};
+    }
+    // Unreadable sensitivity results are named, and do not hide the audit runs.
+    const sensErrors = (sens.errors || []).map((x) => x.error).join('; ');
+    this.standingMessage = sensErrors ? `Sensitivity results not shown: ${sensErrors}` : '';
     this.classes = index.classes;
     for (const c of this.classes) {
       this.$('class-filter').append(el('option', {value: c.name}, c.name));
     }
-    if (!index.runs.length) {
-      return this.showMessage('No fp16 audit data in this logdir. Write some with: tf-fp16-audit MODEL --logdir DIR');
+    if (!index.runs.length && !sens.runs.length) {
+      if (this.standingMessage) return this.showMessage(this.standingMessage);
+      return this.showMessage('No fp16 audit data in this logdir. Write some with: tf-fp16-audit MODEL --logdir DIR ' +
+        '(and tf-fp16-sensitivity MODEL --inputs X.npy --logdir DIR for the sensitivity chart)');
     }
+    this.auditRuns = new Set(index.runs.map((r) => r.run));
+    this.sensRuns = sens.runs.map((r) => r.run);
     for (const r of index.runs) {
       this.$('run').append(el('option', {value: r.run}, `${r.run} (${r.call_sites} call sites)`));
       this.$('compare-run').append(el('option', {value: r.run}, r.run));
     }
+    // Sensitivity runs that no audit run pairs with get their own entry in the run list.
+    const paired = new Set(index.runs.map((r) => pairedSensitivityRun(r.run, this.sensRuns)));
+    for (const r of sens.runs) {
+      if (!paired.has(r.run)) this.$('run').append(el('option', {value: r.run}, `${r.run} (sensitivity, ${r.layers} layers)`));
+      this.$('sens-run').append(el('option', {value: r.run}, `${r.run} (${r.set_size} of ${r.layers} in the fp16 set)`));
+    }
     this.$('run').addEventListener('change', () => this.loadRun());
+    this.$('sens-run').addEventListener('change', () => this.loadSensitivity());
     this.$('compare-run').addEventListener('change', () => this.loadComparison());
     this.$('class-filter').addEventListener('change', () => this.renderRows());
     this.$('filter').addEventListener('input', () => this.renderRows());
@@ -102,6 +156,11 @@ class AuditView {
       th.addEventListener('click', () => this.sortBy(th.dataset.key));
     }
     await this.loadRun();
+  }
+
+  clearMessage() {
+    if (this.standingMessage) this.showMessage(this.standingMessage);
+    else this.$('message').hidden = true;
   }
 
   showMessage(text) {
@@ -113,6 +172,13 @@ class AuditView {
   async loadRun() {
     const run = this.$('run').value;
     const ticket = ++this.tickets.run;
+    this.$('sens-run').value = this.auditRuns.has(run) ? pairedSensitivityRun(run, this.sensRuns) : run;
+    if (!this.auditRuns.has(run)) {  // a sensitivity run alone
+      this.clearMessage();
+      this.findings = [];
+      for (const id of ['overview', 'sites', 'comparison']) this.$(id).hidden = true;
+      return this.loadSensitivity();
+    }
     let data;
     try {
       data = await fetchJson(`findings?run=${encodeURIComponent(run)}`);
@@ -120,11 +186,107 @@ class AuditView {
       return this.showMessage(`Could not load run ${run}: ${e.message}`);
     }
     if (ticket !== this.tickets.run) return;
-    this.$('message').hidden = true;
+    this.clearMessage();
     this.findings = data.findings;
     this.renderOverview(data);
+    this.matchSensitivity();
     this.renderRows();
-    await this.loadComparison();
+    await Promise.all([this.loadComparison(), this.loadSensitivity()]);
+  }
+
+  async loadSensitivity() {
+    const run = this.$('sens-run').value;
+    const ticket = ++this.tickets.sens;
+    if (!run) {
+      this.sens = null;
+    } else {
+      let data;
+      try {
+        data = await fetchJson(`sensitivity?run=${encodeURIComponent(run)}`);
+      } catch (e) {
+        return this.showMessage(`Could not load the sensitivity results of ${run}: ${e.message}`);
+      }
+      if (ticket !== this.tickets.sens) return;
+      this.sens = {run, ...data.result};
+    }
+    this.renderSensitivity();
+    this.matchSensitivity();
+    if (this.auditRuns.has(this.$('run').value)) this.renderRows();
+  }
+
+  // Attaches to each finding the sensitivity row of its Keras layer: the last component of
+  // the node name that is a layer name, else one that is with Keras' "_<n>" suffix removed
+  // ("tiny_1/stem_1/convolution" -> "stem").
+  matchSensitivity() {
+    const byName = new Map((this.sens ? this.sens.layers : []).map((l) => [l.name, l]));
+    for (const f of this.findings) {
+      const parts = f.node.split('/').reverse();
+      const hit = parts.find((p) => byName.has(p)) ?? parts.map((p) => p.replace(/_\d+$/, '')).find((p) => byName.has(p));
+      f.sensitivity = hit === undefined ? null : byName.get(hit);
+    }
+    this.root.querySelector('#findings').classList.toggle('no-sens', !this.sens);
+  }
+
+  // Horizontal bars, one per layer by rank (rank 1, the most sensitive, on top), length the
+  // max_rel on a log10 axis; fp16-set layers in the fp16-accumulate colour; the tolerance as a
+  // dashed line.
+  renderSensitivity() {
+    const section = this.$('sensitivity');
+    const svg = this.$('sens-chart');
+    svg.replaceChildren();
+    const s = this.sens;
+    if (!s) {
+      section.hidden = true;
+      return;
+    }
+    const layers = s.layers.slice().sort((a, b) => a.rank - b.rank);
+    const metric = s.baseline_metric === null || s.baseline_metric === undefined ? '' :
+      `; metric ${s.baseline_metric.toFixed(4)} → ${s.set_metric.toFixed(4)}`;
+    this.$('sens-title').textContent = `Sensitivity to fp16 accumulation: run ${s.run}`;
+    this.$('sens-note').textContent =
+      `Each layer switched alone to fp16 accumulation (others ${s.others}), output error max_rel = ` +
+      `max|a−b| / max|a| on ${s.num_samples} samples. fp16 set (${s.search}): ${s.fp16_set.length} of ` +
+      `${layers.length} layers within tolerance ${s.tolerance} (set max_rel ${formatRel(s.set_max_rel)})${metric}.`;
+    section.hidden = false;
+    const ns = svg.namespaceURI;
+    const node = (tag, attrs, text) => {
+      const n = document.createElementNS(ns, tag);
+      for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+      if (text !== undefined) n.textContent = text;
+      return n;
+    };
+    const finite = layers.map((l) => l.max_rel).filter((v) => v !== null && v > 0);
+    if (s.tolerance) finite.push(s.tolerance);
+    let lo = Math.floor(Math.log10(finite.length ? Math.min(...finite) : 1e-4));
+    let hi = Math.ceil(Math.log10(finite.length ? Math.max(...finite) : 1));
+    if (hi <= lo) hi = lo + 1;
+    const rowH = 20, top = 22, labelW = Math.min(320, 12 + 7 * Math.max(...layers.map((l) => l.name.length + l.class_name.length + 3)));
+    const width = Math.max(480, section.clientWidth || 900), plotW = width - labelW - 90;
+    const height = top + rowH * layers.length + 6;
+    svg.setAttribute('width', width);
+    svg.setAttribute('height', height);
+    svg.setAttribute('aria-label', `max_rel per layer, log scale from 1e${lo} to 1e${hi}`);
+    const x = (v) => labelW + plotW * (Math.log10(v) - lo) / (hi - lo);
+    for (let d = lo; d <= hi; d++) {
+      svg.append(node('line', {class: 'grid', x1: x(10 ** d), x2: x(10 ** d), y1: top - 4, y2: height - 4}));
+      svg.append(node('text', {class: 'tick', x: x(10 ** d), y: top - 8, 'text-anchor': 'middle'}, `1e${d}`));
+    }
+    layers.forEach((l, i) => {
+      const y = top + i * rowH;
+      const v = l.max_rel;
+      const w = v === null ? plotW : v > 0 ? Math.max(1, x(Math.max(v, 10 ** lo)) - labelW) : 0;
+      svg.append(node('text', {class: 'label', x: labelW - 8, y: y + rowH / 2 + 4, 'text-anchor': 'end'}, `${l.name} (${l.class_name})`));
+      const bar = node('rect', {class: `sens-bar ${l.in_fp16_set ? 'cls-fp16-accumulate' : 'sens-out'}`, x: labelW, y: y + 3,
+        width: w, height: rowH - 6, 'data-layer': l.name, 'data-rank': l.rank, 'data-in-set': l.in_fp16_set});
+      const change = l.metric_change === null || l.metric_change === undefined ? '' : `, metric change ${l.metric_change.toFixed(4)}`;
+      bar.append(node('title', {}, `rank ${l.rank}: ${l.name} max_rel ${formatRel(v)}, mean_rel ${formatRel(l.mean_rel)}${change}` +
+        (l.in_fp16_set ? ' (in the fp16 set)' : '')));
+      svg.append(bar);
+      svg.append(node('text', {class: 'value', x: labelW + w + 4, y: y + rowH / 2 + 4}, formatRel(v)));
+    });
+    if (s.tolerance) {
+      svg.append(node('line', {id: 'sens-tolerance', class: 'tolerance', x1: x(s.tolerance), x2: x(s.tolerance), y1: top - 4, y2: height - 2}));
+    }
   }
 
   renderOverview(data) {
@@ -203,6 +365,10 @@ class AuditView {
       for (const c of COLUMNS) {
         const td = el('td', {className: c.key === 'flops' ? 'num' : c.key});
         if (c.key === 'class') td.append(chip(f.audit_class));
+        else if (c.key === 'sensitivity') {
+          td.textContent = c.text(f);
+          if (f.sensitivity) td.classList.add(f.sensitivity.in_fp16_set ? 'in-set' : 'out-set');
+        }
         else if (c.key === 'flags') td.append(...f.flags.map((x) => el('span', {className: 'flag'}, x)));
         else if (c.key === 'path' && f.signatures.length) {
           td.append(el('span', {className: 'sig'}, `signature ${f.signatures.join(', ')}`), c.text(f));
