@@ -10,6 +10,7 @@ K = 3*3*512, typically ~sqrt(K)*u32. "Within fp32 rounding" is asserted as max_r
 is still 50x below fp16's unit roundoff 2^-11 = 4.9e-4, so the check tells fp32 from fp16
 arithmetic; float16 accumulation (inputs rounded to binary16, u = 2^-11) must exceed 1e-4.
 """
+
 from __future__ import annotations
 
 import keras
@@ -72,7 +73,9 @@ def test_resnet50_same_weights_not_shared(resnet50, resnet50_converted):
     assert len(old_w) == len(new_w) > 0
     assert all(np.array_equal(a, b) for a, b in zip(old_w, new_w))
     assert not {id(v) for v in resnet50.weights} & {id(v) for v in new.weights}
-    assert [l.name for l in new.layers[1:]] == [l.name for l in resnet50.layers[1:]]  # the Input is renamed
+    assert [l.name for l in new.layers[1:]] == [
+        l.name for l in resnet50.layers[1:]
+    ]  # the Input is renamed
 
 
 def test_resnet50_float32_matches_float16_differs(resnet50, resnet50_converted, inputs32):
@@ -108,7 +111,12 @@ def test_mobilenetv2_every_conv_and_dense_converted(mobilenet_features, inputs32
 
     r16 = tf_fp16ops.compare(m, conv16.model, inputs32)
     r32 = tf_fp16ops.compare(m, tf_fp16ops.convert(m, "float32"), inputs32)
-    assert [o.name for o in r16.outputs] == ["Conv1", "block_1_project_BN", "block_6_project_BN", "predictions"]
+    assert [o.name for o in r16.outputs] == [
+        "Conv1",
+        "block_1_project_BN",
+        "block_6_project_BN",
+        "predictions",
+    ]
     assert r32.max_rel < FP32_MATCH, r32.summary()
     by_name = {o.name: o for o in r16.outputs}
     assert by_name["block_1_project_BN"].max_rel > FP16_DIFFERS, r16.summary()
@@ -116,8 +124,14 @@ def test_mobilenetv2_every_conv_and_dense_converted(mobilenet_features, inputs32
 
 
 def _nested_model():
-    inner_seq = keras.Sequential([keras.Input((8, 8, 4)), keras.layers.Conv2D(4, 3, padding="same", name="inner_conv"),
-                                  keras.layers.ReLU()], name="inner_seq")
+    inner_seq = keras.Sequential(
+        [
+            keras.Input((8, 8, 4)),
+            keras.layers.Conv2D(4, 3, padding="same", name="inner_conv"),
+            keras.layers.ReLU(),
+        ],
+        name="inner_seq",
+    )
     x_in = keras.Input((4, 4, 4))
     y = keras.layers.Conv2D(6, 1, name="inner_fn_conv")(x_in)
     inner_fn = keras.Model(x_in, y, name="inner_fn")
@@ -152,8 +166,14 @@ def test_nested_models_converted(nested):
 
 
 def test_sequential_model():
-    m = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(3, 3, name="c1"),
-                          keras.layers.Conv2D(2, 1, name="c2"), keras.layers.Flatten()])
+    m = keras.Sequential(
+        [
+            keras.Input((6, 6, 2)),
+            keras.layers.Conv2D(3, 3, name="c1"),
+            keras.layers.Conv2D(2, 1, name="c2"),
+            keras.layers.Flatten(),
+        ]
+    )
     new = tf_fp16ops.convert(m, "float32")
     assert isinstance(new, keras.Sequential)
     assert [type(l) for l in new.layers[:2]] == [Fp16Conv2D, Fp16Conv2D]
@@ -164,15 +184,21 @@ def test_sequential_model():
 def test_subset_by_name_and_predicate(nested):
     by_name = tf_fp16ops.convert_with_report(nested, "float16", layers=["stem", "inner_conv"])
     assert sorted(by_name.report.converted) == ["inner_conv", "stem"]
-    not_selected = {n.name for n in by_name.report.not_converted if n.reason == "not selected by `layers`"}
+    not_selected = {
+        n.name for n in by_name.report.not_converted if n.reason == "not selected by `layers`"
+    }
     assert not_selected == {"inner_fn_conv", "shared", "up"}
     assert type(by_name.model.get_layer("stem")) is Fp16Conv2D
-    assert type(by_name.model.get_layer("inner_fn").get_layer("inner_fn_conv")) is keras.layers.Conv2D
+    assert (
+        type(by_name.model.get_layer("inner_fn").get_layer("inner_fn_conv")) is keras.layers.Conv2D
+    )
 
     single = tf_fp16ops.convert_with_report(nested, "float16", layers="shared")
     assert single.report.converted == ("shared",)
 
-    by_pred = tf_fp16ops.convert_with_report(nested, "float16", layers=lambda l: l.kernel_size == (3, 3))
+    by_pred = tf_fp16ops.convert_with_report(
+        nested, "float16", layers=lambda l: l.kernel_size == (3, 3)
+    )
     assert sorted(by_pred.report.converted) == ["inner_conv", "shared", "stem"]
 
 
@@ -198,13 +224,20 @@ def test_conv_inside_custom_layer_is_listed():
     m = keras.Model(inp, Block(name="block")(keras.layers.Conv2D(2, 1, name="outer")(inp)))
     conv = tf_fp16ops.convert_with_report(m, "float32")
     assert conv.report.converted == ("outer",)
-    assert [(n.name, n.class_name) for n in conv.report.not_converted] == [("hidden_conv", "Conv2D")]
+    assert [(n.name, n.class_name) for n in conv.report.not_converted] == [
+        ("hidden_conv", "Conv2D")
+    ]
     assert "inside custom layer 'block'" in conv.report.not_converted[0].reason
 
 
 def test_no_convertible_layer_gives_copy_and_zero_converted():
-    m = keras.Sequential([keras.Input((4,)), keras.layers.BatchNormalization(name="bn"),
-                          keras.layers.Activation("tanh")])
+    m = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.BatchNormalization(name="bn"),
+            keras.layers.Activation("tanh"),
+        ]
+    )
     conv = tf_fp16ops.convert_with_report(m, "float16")
     assert conv.report.converted == () and conv.report.not_converted == ()
     assert conv.report.summary().startswith("0 layer(s) converted")

@@ -2,6 +2,7 @@
 NumPy reference: each runs in a fresh process with TF_FP16OPS_CPU_ISA capping the path. The
 ops run on TensorFlow's threads, which set MXCSR.FTZ/DAZ: the "binades" trials (binary16
 subnormal products, sums and results) show that the fp16 path does not depend on them."""
+
 import os
 import subprocess
 import sys
@@ -49,8 +50,13 @@ print("mismatches", bad)
 def test_isa_path_is_exact(isa):
     tests = str(Path(__file__).resolve().parent)
     env = dict(os.environ, TF_FP16OPS_CPU_ISA=isa, TF_CPP_MIN_LOG_LEVEL="3")
-    r = subprocess.run([sys.executable, "-c", SCRIPT.format(tests=tests)], env=env, capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(tests=tests)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.strip().splitlines()
     if isa != "scalar" and lines[-2] != f"isa {isa}":

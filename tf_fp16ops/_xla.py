@@ -5,6 +5,7 @@ The op library registers CPU and GPU kernels only; XLA (`tf.function(jit_compile
 later with "Detected unsupported operations ... No registered 'Fp16Conv2D' OpKernel for
 XLA_CPU_JIT devices", which names neither the cause nor the fix.
 """
+
 from __future__ import annotations
 
 import tensorflow as tf
@@ -24,4 +25,5 @@ def check_not_in_xla(op_type: str) -> None:
             f"{op_type} has no XLA kernel (the tf_fp16ops op library registers CPU and GPU kernels "
             f"only), so it cannot run inside tf.function(jit_compile=True) or a Keras model compiled "
             f"with jit_compile=True. Run it with jit_compile=False (the default of tf.function; "
-            f"for Keras: model.compile(..., jit_compile=False)).")
+            f"for Keras: model.compile(..., jit_compile=False))."
+        )
