@@ -20,8 +20,8 @@ import reference as ref
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "gpu_check"))
-from abi import AbiError, Library, Problem  # noqa: E402
 import problems  # noqa: E402
+from abi import AbiError, Library, Problem  # noqa: E402
 
 LIB = os.path.join(ROOT, "build", "gpu_host", "libtf_fp16ops_gpu_host.so")
 # Made-up devices: (driver_version, compute_capability, sm90a_code).

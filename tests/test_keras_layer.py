@@ -19,7 +19,6 @@ import pytest
 import tensorflow as tf
 
 import reference
-import tf_fp16ops
 from tf_fp16ops.layers import Conv2D
 
 U32 = 2.0**-24

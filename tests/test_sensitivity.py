@@ -141,8 +141,8 @@ def test_others_original_runs_the_keras_kernels():
 
 
 def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     r = digits_result
     table = r.table()

@@ -83,8 +83,7 @@ def load() -> ModuleType:
 
 
 def _wrappers_from_registry() -> ModuleType:
-    from tensorflow.python.framework import _pywrap_python_op_gen
-    from tensorflow.python.framework import op_def_registry
+    from tensorflow.python.framework import _pywrap_python_op_gen, op_def_registry
 
     op_list = op_def_pb2.OpList()
     for name in OP_NAMES:

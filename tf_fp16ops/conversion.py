@@ -19,8 +19,9 @@ Dense layers, subclasses of the converted classes (they may override call()), la
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, Union
+from typing import Union
 
 import keras
 

@@ -17,7 +17,8 @@ accumulation="float16" keeps float16 subnormals exactly (docs/numerics.md).
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import numpy as np
 import tensorflow as tf

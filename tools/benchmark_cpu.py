@@ -190,7 +190,9 @@ def main(argv=None) -> int:
     tf_fp16acc = json.loads(sub.stdout.strip().splitlines()[-1])
 
     import tempfile
+
     import tensorflow as tf
+
     import tf_fp16ops
     from tf_fp16ops.ops import _ops  # noqa: F401  (loaded library)
 

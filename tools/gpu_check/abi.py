@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 OPS = ("fprop", "dgrad", "wgrad")
 PATHS = {"auto": 0, "sm90": 1, "sm80": 2, "simt": 3, "fallback": 4}
@@ -98,7 +98,7 @@ def _dims(p: Problem):
     return (ctypes.c_int64 * 16)(*p.dims())
 
 
-def _device(device: Optional[Sequence[int]]):
+def _device(device: Sequence[int] | None):
     if device is None:
         return None
     return (ctypes.c_int * 3)(*[int(v) for v in device])
@@ -133,7 +133,7 @@ class Library:
         t: str,
         tacc: str,
         path: str = "auto",
-        device: Optional[Sequence[int]] = None,
+        device: Sequence[int] | None = None,
     ):
         """(implementation name, workspace bytes) the table picks; AbiError if none can run."""
         chosen, nbytes = ctypes.c_int(0), ctypes.c_uint64(0)
@@ -168,7 +168,7 @@ class Library:
         workspace_bytes: int,
         stream: int = 0,
         path: str = "auto",
-        device: Optional[Sequence[int]] = None,
+        device: Sequence[int] | None = None,
     ) -> str:
         """Runs one pass; returns the implementation that ran; AbiError on a non-OK status."""
         used = ctypes.c_int(-1)

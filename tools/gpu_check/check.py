@@ -51,13 +51,13 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from abi import OPS, AbiError, Library, Problem  # noqa: E402
 import problems  # noqa: E402
 import refs  # noqa: E402
+from abi import OPS, AbiError, Library, Problem  # noqa: E402
 
 PAIRS = (("half", "half"), ("half", "float"), ("float", "float"))
 UNIT_ROUNDOFF = {"half": 2.0**-11, "float": 2.0**-24}
@@ -98,7 +98,7 @@ class Recorder:
     def start(self, kernel: str) -> None:
         self._write({"section": self.section, "event": "start", "kernel": kernel})
 
-    def result(self, kernel: str, ok: Optional[bool], **fields) -> None:
+    def result(self, kernel: str, ok: bool | None, **fields) -> None:
         """ok: True/False for an asserted check, None for a recorded-only value."""
         row = {"section": self.section, "event": "result", "kernel": kernel, "ok": ok, **fields}
         self._write(row)
@@ -120,7 +120,7 @@ def read_rows(path: str) -> list:
     return rows
 
 
-def unfinished_kernel(rows: list, section: str) -> Optional[str]:
+def unfinished_kernel(rows: list, section: str) -> str | None:
     """The kernel a section started and never reported (the one running when it died)."""
     pending = None
     for r in rows:
@@ -147,7 +147,7 @@ def library_facts(lib: Library) -> dict:
     return facts
 
 
-def preflight(facts: dict) -> Optional[str]:
+def preflight(facts: dict) -> str | None:
     """A message when the check cannot run on this machine, else None."""
     if "query_error" in facts:
         return f"cannot query the CUDA device: {facts['query_error']}"
@@ -198,7 +198,7 @@ def run_section(name: str, cmd: list, timeout: float, jsonl: str) -> dict:
     return info
 
 
-def write_summary(out: str, facts: dict, sections: list, stopped: Optional[str]) -> dict:
+def write_summary(out: str, facts: dict, sections: list, stopped: str | None) -> dict:
     verdicts = [s["verdict"] for s in sections]
     summary = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
