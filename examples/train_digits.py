@@ -51,7 +51,10 @@ def build_model(accumulation: str, seed: int = 0) -> keras.Model:
 
     Initial weights depend only on `seed`, so models built with different accumulations start equal.
     """
-    init = lambda i: keras.initializers.GlorotUniform(seed=seed + i)
+
+    def init(i):
+        return keras.initializers.GlorotUniform(seed=seed + i)
+
     return keras.Sequential(
         [
             keras.Input((8, 8, 1)),

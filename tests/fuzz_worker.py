@@ -94,7 +94,8 @@ def run_op(case, tensors):
         return fn(*tensors, **attrs), None
     sig = case.get("signature") or [None] * len(tensors)
     specs = [
-        tf.TensorSpec(None if s is None else s, tf.as_dtype(t.dtype)) for s, t in zip(sig, tensors)
+        tf.TensorSpec(None if s is None else s, tf.as_dtype(t.dtype))
+        for s, t in zip(sig, tensors, strict=True)
     ]
     key = (
         case["op"],
@@ -225,7 +226,7 @@ def check(case, tensors, y, shape, static):
         if tf_err is None and shape != tf_shape:
             problems.append(f"shape {shape} != TensorFlow's Conv2D shape {tf_shape}")
     if static is not None:
-        for got, want in zip(static, shape):
+        for got, want in zip(static, shape, strict=False):
             if got is not None and got != want:
                 problems.append(f"static shape {static} disagrees with the result {shape}")
                 break

@@ -44,7 +44,10 @@ class Geometry:
 
 
 def geometry(x_shape, w_shape, strides=(1, 1), dilations=(1, 1), padding="VALID") -> Geometry:
-    """tf.nn.conv2d's output size and padding rules (tensorflow/core/framework/kernel_shape_util.cc)."""
+    """tf.nn.conv2d's output size and padding rules.
+
+    Source: tensorflow/core/framework/kernel_shape_util.cc.
+    """
     N, H, W, C = x_shape
     KH, KW, Cg, K = w_shape
     sh, sw = strides

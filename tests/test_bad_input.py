@@ -82,7 +82,8 @@ def raw(x=X, w=W, **attrs):
         ),
         (
             lambda: raw(w=np.zeros((7, 3, 4, 2), np.float16)),
-            "output height would be negative: input height 5 (5) is smaller than the effective filter height 7",
+            "output height would be negative: input height 5 (5) is smaller than the effective "
+            "filter height 7",
         ),
         (lambda: raw(x=X.astype(np.float32), w=W.astype(np.float32)), "Tacc=half requires T=half"),
     ],
@@ -190,7 +191,8 @@ def test_unknown_shapes_give_partial_output_shape():
     ],
 )
 def test_unknown_batch_keeps_spatial_output_sizes(data_format, x_shape, expected):
-    # A Keras export has an unknown batch: the spatial sizes must still be inferred (FLOPs in the audit).
+    # A Keras export has an unknown batch: the spatial sizes must still be inferred (FLOPs in the
+    # audit).
     @tf.function(
         input_signature=[
             tf.TensorSpec(x_shape, tf.float16),

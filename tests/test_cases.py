@@ -1,5 +1,6 @@
 """The real-world cases of docs/design.md "Cases and their public sources" (seed question, 49-tap
-window, single rounding, overflow/stagnation/order, non-finite inputs) with their hand-computed values."""
+window, single rounding, overflow/stagnation/order, non-finite inputs) with their hand-computed
+values."""
 
 import numpy as np
 import pytest
@@ -89,7 +90,8 @@ def test_seed_shapes_half_and_float_differ_while_tensorflow_does_not():
     flt = tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation="float32").numpy().astype(np.float64)
     differ = np.mean(half != flt)
     max_diff = np.max(np.abs(half - flt))
-    # Seed question (docs/design.md): about 77% of outputs differ, max |diff| 0.25-0.31 on outputs near 36.
+    # Seed question (docs/design.md): about 77% of outputs differ, max |diff| 0.25-0.31 on outputs
+    # near 36.
     assert 0.6 < differ < 0.9
     assert 0.125 <= max_diff <= 0.5
     tf16 = tf.nn.conv2d(x, w, 1, "VALID").numpy()

@@ -27,7 +27,7 @@ FP16_DIFFERS = 1e-4
 
 def _count(model, cls, exact=True):
     layers = model._flatten_layers(include_self=False, recursive=True)
-    return sum((type(l) is cls) if exact else isinstance(l, cls) for l in layers)
+    return sum((type(layer) is cls) if exact else isinstance(layer, cls) for layer in layers)
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +62,9 @@ def test_resnet50_counts(resnet50, resnet50_converted):
         assert conv.report.accumulation == acc
         assert _count(conv.model, Fp16Conv2D) == 53
         assert _count(conv.model, keras.layers.Conv2D) == 0
-        assert {l.accumulation for l in conv.model.layers if isinstance(l, Fp16Conv2D)} == {acc}
+        assert {
+            layer.accumulation for layer in conv.model.layers if isinstance(layer, Fp16Conv2D)
+        } == {acc}
     # The original model is untouched.
     assert _count(resnet50, Fp16Conv2D) == 0
 
@@ -71,10 +73,10 @@ def test_resnet50_same_weights_not_shared(resnet50, resnet50_converted):
     new = resnet50_converted["float32"].model
     old_w, new_w = resnet50.get_weights(), new.get_weights()
     assert len(old_w) == len(new_w) > 0
-    assert all(np.array_equal(a, b) for a, b in zip(old_w, new_w))
+    assert all(np.array_equal(a, b) for a, b in zip(old_w, new_w, strict=True))
     assert not {id(v) for v in resnet50.weights} & {id(v) for v in new.weights}
-    assert [l.name for l in new.layers[1:]] == [
-        l.name for l in resnet50.layers[1:]
+    assert [layer.name for layer in new.layers[1:]] == [
+        layer.name for layer in resnet50.layers[1:]
     ]  # the Input is renamed
 
 
@@ -176,7 +178,7 @@ def test_sequential_model():
     )
     new = tf_fp16ops.convert(m, "float32")
     assert isinstance(new, keras.Sequential)
-    assert [type(l) for l in new.layers[:2]] == [Fp16Conv2D, Fp16Conv2D]
+    assert [type(layer) for layer in new.layers[:2]] == [Fp16Conv2D, Fp16Conv2D]
     x = np.random.default_rng(2).normal(size=(2, 6, 6, 2)).astype("float32")
     assert tf_fp16ops.compare(m, new, x).max_rel < FP32_MATCH
 
@@ -197,7 +199,7 @@ def test_subset_by_name_and_predicate(nested):
     assert single.report.converted == ("shared",)
 
     by_pred = tf_fp16ops.convert_with_report(
-        nested, "float16", layers=lambda l: l.kernel_size == (3, 3)
+        nested, "float16", layers=lambda layer: layer.kernel_size == (3, 3)
     )
     assert sorted(by_pred.report.converted) == ["inner_conv", "shared", "stem"]
 
@@ -206,7 +208,11 @@ def test_reconvert_changes_accumulation(nested):
     once = tf_fp16ops.convert(nested, "float16")
     twice = tf_fp16ops.convert_with_report(once, "float32")
     assert len(twice.report.converted) == 5
-    accs = {l.accumulation for l in twice.model._flatten_layers() if hasattr(l, "accumulation")}
+    accs = {
+        layer.accumulation
+        for layer in twice.model._flatten_layers()
+        if hasattr(layer, "accumulation")
+    }
     assert accs == {"float32"}
 
 

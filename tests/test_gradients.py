@@ -22,7 +22,8 @@ import tf_fp16ops
 
 U32 = 2.0**-24
 
-# (name, x NHWC shape, w HWIO shape, strides (h, w), dilations (h, w), padding in NHWC terms, data_format)
+# (name, x NHWC shape, w HWIO shape, strides (h, w), dilations (h, w), padding in NHWC terms,
+#  data_format)
 CONFIGS = [
     ("valid", (2, 5, 6, 3), (3, 2, 3, 4), (1, 1), (1, 1), "VALID", "NHWC"),
     ("same_stride2", (1, 7, 6, 2), (3, 3, 2, 3), (2, 2), (1, 1), "SAME", "NHWC"),
@@ -45,11 +46,11 @@ IDS = [c[0] for c in CONFIGS]
 def _op_padding(padding, data_format):
     if isinstance(padding, str):
         return padding
-    (t, b), (l, r) = padding
+    (top, bottom), (left, right) = padding
     return (
-        [[0, 0], [t, b], [l, r], [0, 0]]
+        [[0, 0], [top, bottom], [left, right], [0, 0]]
         if data_format == "NHWC"
-        else [[0, 0], [0, 0], [t, b], [l, r]]
+        else [[0, 0], [0, 0], [top, bottom], [left, right]]
     )
 
 
@@ -112,7 +113,10 @@ def test_float_gradients_within_gamma_bound(cfg):
     x, w, dy = _data(cfg, np.float32, seed=2)
     s, d, padding = cfg[3], cfg[4], cfg[5]
     dx, dw = _tape_grads(cfg, x, w, dy, "float32")
-    f64 = lambda a: np.abs(a).astype(np.float64)
+
+    def f64(a):
+        return np.abs(a).astype(np.float64)
+
     dx_ref = reference.conv2d_backprop_input(
         x.shape, w.astype(np.float64), dy.astype(np.float64), s, d, padding, "float64"
     )
@@ -133,7 +137,7 @@ def test_float_gradients_within_gamma_bound(cfg):
 
 
 def _assert_jacobians_close(theoretical, numerical):
-    for t, n in zip(theoretical, numerical):
+    for t, n in zip(theoretical, numerical, strict=True):
         assert t.shape == n.shape
         np.testing.assert_allclose(t, n, rtol=1e-2, atol=1e-2)
         assert np.abs(t).max() > 0.1  # the check compares something non-trivial
@@ -172,7 +176,10 @@ def test_compute_gradient_of_backprop_ops(cfg):
 
 
 def test_double_backprop_through_gradient_tape():
-    """A gradient penalty d/dw |d(sum(conv(x, w) * dy))/dx|^2 uses Fp16Conv2DBackpropInput's gradient."""
+    """A gradient penalty d/dw |d(sum(conv(x, w) * dy))/dx|^2.
+
+    It uses Fp16Conv2DBackpropInput's gradient.
+    """
     cfg = CONFIGS[2]
     x, w, dy = _data(cfg, np.float32, seed=5)
     kw = _kwargs(cfg, "float32")

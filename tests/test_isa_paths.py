@@ -36,9 +36,12 @@ for trial in range(15):
             same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
             bad += int((~same).sum())
         else:
-            ref = R.conv2d(x.astype(np.float64), w.astype(np.float64), padding="SAME", accumulation="float64")
-            absr = R.conv2d(np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)), padding="SAME", accumulation="float64")
-            bound = R.gamma_bound(9 * c, absr, 2.0 ** -24) + np.maximum(np.abs(ref) * 2.0 ** -11, 2.0 ** -25) * 1.001
+            x64, w64 = x.astype(np.float64), w.astype(np.float64)
+            ref = R.conv2d(x64, w64, padding="SAME", accumulation="float64")
+            absr = R.conv2d(np.abs(x64), np.abs(w64), padding="SAME", accumulation="float64")
+            bound = R.gamma_bound(9 * c, absr, 2.0 ** -24) + np.maximum(
+                np.abs(ref) * 2.0 ** -11, 2.0 ** -25
+            ) * 1.001
             ok = np.abs(ours.astype(np.float64) - ref) <= bound
             bad += int((~ok[np.isfinite(ref) & (np.abs(ref) < 65504)]).sum())
 print("isa", tf_fp16ops.ops.cpu_isa())

@@ -44,7 +44,10 @@ def _nhwc_ref(x, w, args, accumulation):
     """Reference convolution for the Keras arguments, in NHWC."""
     s = args.get("strides", 1)
     d = args.get("dilation_rate", 1)
-    pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+    def pair(v):
+        return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
     padding = args.get("padding", "valid").upper()
     return reference.conv2d(x, w, pair(s), pair(d), padding, accumulation)
 
@@ -187,7 +190,7 @@ def saved_keras_file(tmp_path_factory):
 def test_keras_file_round_trip(saved_keras_file):
     model, path, x = saved_keras_file
     loaded = keras.saving.load_model(path)
-    assert [(type(l), l.accumulation) for l in loaded.layers] == [
+    assert [(type(layer), layer.accumulation) for layer in loaded.layers] == [
         (Conv2D, "float16"),
         (Conv2D, "float32"),
     ]
@@ -203,7 +206,8 @@ def test_keras_file_loads_in_fresh_process_after_import(saved_keras_file, tmp_pa
         import numpy as np, keras
         import tf_fp16ops
         m = keras.saving.load_model({path!r})
-        np.save({str(tmp_path / "y.npy")!r}, keras.ops.convert_to_numpy(m(np.load({str(tmp_path / "x.npy")!r}))))
+        y = m(np.load({str(tmp_path / "x.npy")!r}))
+        np.save({str(tmp_path / "y.npy")!r}, keras.ops.convert_to_numpy(y))
     """)
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=REPO
@@ -222,7 +226,7 @@ def test_lora_argument():
         np.random.default_rng(i).normal(size=v.shape).astype("float32")
         for i, v in enumerate(ref_layer.weights)
     ]
-    for a, b, w in zip(ref_layer.weights, layer.weights, weights):
+    for a, b, w in zip(ref_layer.weights, layer.weights, weights, strict=True):
         a.assign(w)
         b.assign(w)
     assert layer.lora_enabled

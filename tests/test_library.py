@@ -1,5 +1,6 @@
 """Loading the op library: version check, clear ImportError, repeated and symlinked loads,
-and the C++ ABI of the built library against the installed framework (docs/design.md: "Custom-op SavedModels", "ABI mismatch")."""
+and the C++ ABI of the built library against the installed framework (docs/design.md:
+"Custom-op SavedModels", "ABI mismatch")."""
 
 import json
 import os
@@ -90,8 +91,8 @@ def _symbols(args, path):
 
 @pytest.mark.skipif(shutil.which("nm") is None, reason="binutils' nm is not installed")
 def test_undefined_tensorflow_symbols_resolve_in_the_installed_framework():
-    # ABI mismatch (tensorflow #9137): a library built with the other _GLIBCXX_USE_CXX11_ABI would need symbols (with or
-    # without [abi:cxx11] / __cxx11) that the framework does not export.
+    # ABI mismatch (tensorflow #9137): a library built with the other _GLIBCXX_USE_CXX11_ABI would
+    # need symbols (with or without [abi:cxx11] / __cxx11) that the framework does not export.
     framework = Path(tf.sysconfig.get_lib()) / "libtensorflow_framework.so.2"
     needed = {
         s

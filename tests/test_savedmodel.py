@@ -1,6 +1,6 @@
-"""SavedModels that contain Fp16Conv2D ops (docs/design.md "Custom-op SavedModels"): save, reload in a fresh process, the
-"Op type not registered" failure without the library, the loader, loading the library twice
-or through a symlink."""
+"""SavedModels that contain Fp16Conv2D ops (docs/design.md "Custom-op SavedModels"): save, reload
+in a fresh process, the "Op type not registered" failure without the library, the loader, loading
+the library twice or through a symlink."""
 
 from __future__ import annotations
 
@@ -128,7 +128,8 @@ def test_library_twice_and_through_symlink_is_harmless(saved, tmp_path):
         m2 = tf_fp16ops.load_saved_model("module")
         np.save("first.npy", m.f(np.load("x16.npy")).numpy())
         np.save("again.npy", m2.f(np.load("x16.npy")).numpy())
-        ones = tf_fp16ops.conv2d(tf.ones([1, 3, 3, 2], tf.float16), tf.ones([3, 3, 2, 1], tf.float16), 1, "VALID")
+        x1, w1 = tf.ones([1, 3, 3, 2], tf.float16), tf.ones([3, 3, 2, 1], tf.float16)
+        ones = tf_fp16ops.conv2d(x1, w1, 1, "VALID")
         np.save("ones.npy", ones.numpy())
     """,
         saved,
@@ -146,11 +147,13 @@ def test_symlink_loaded_before_the_package(saved, tmp_path):
     proc = _run(
         f"""
         import numpy as np, tensorflow as tf
-        tf.load_op_library({str(link)!r})                    # e.g. a serving set-up, before the package
+        # e.g. a serving set-up, before the package
+        tf.load_op_library({str(link)!r})
         m = tf.saved_model.load("module")
         np.save("first.npy", m.f(np.load("x16.npy")).numpy())
         import tf_fp16ops
-        ones = tf_fp16ops.conv2d(tf.ones([1, 3, 3, 2], tf.float16), tf.ones([3, 3, 2, 1], tf.float16), 1, "VALID")
+        x1, w1 = tf.ones([1, 3, 3, 2], tf.float16), tf.ones([3, 3, 2, 1], tf.float16)
+        ones = tf_fp16ops.conv2d(x1, w1, 1, "VALID")
         np.save("ones.npy", ones.numpy())
     """,
         saved,

@@ -80,8 +80,11 @@ def test_example_script_runs(tmp_path):
         env=_env(),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("accumulation=")]
-    assert [l.split(":")[0] for l in lines] == ["accumulation=float16", "accumulation=float32"]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("accumulation=")]
+    assert [line.split(":")[0] for line in lines] == [
+        "accumulation=float16",
+        "accumulation=float32",
+    ]
 
 
 def test_single_device_step_losses_fall(single_device_losses):
@@ -143,7 +146,7 @@ def test_multi_worker_mirrored_strategy_two_processes(single_device_losses, tmp_
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for p, err in zip(procs, errors):
+    for p, err in zip(procs, errors, strict=True):
         assert p.returncode == 0, err[-3000:]
     results = [json.loads((tmp_path / f"worker{i}.json").read_text()) for i in range(2)]
     assert [r["replicas"] for r in results] == [2, 2]

@@ -40,7 +40,8 @@ def test_jit_compile_true_says_no_xla_kernel_and_how_to_run(name):
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_jit_compile_false_runs(name):
-    # All-ones data: every output is an exact small integer (a count of taps), same in fp16 and fp32.
+    # All-ones data: every output is an exact small integer (a count of taps), same in fp16 and
+    # fp32.
     eager = CALLS[name]().numpy()
     graph = tf.function(CALLS[name], jit_compile=False)().numpy()
     np.testing.assert_array_equal(eager, graph)

@@ -45,7 +45,8 @@ class ComparisonReport:
 
     def summary(self) -> str:
         return "\n".join(
-            f"{o.name} {list(o.shape)}: max abs diff {o.max_abs:.3e}, max rel diff {o.max_rel:.3e}, "
+            f"{o.name} {list(o.shape)}: max abs diff {o.max_abs:.3e}, "
+            f"max rel diff {o.max_rel:.3e}, "
             f"mean abs diff {o.mean_abs:.3e}, {o.num_unequal}/{o.num_elements} elements differ"
             + (
                 f", non-finite a/b {o.nonfinite_a}/{o.nonfinite_b}"
@@ -57,7 +58,10 @@ class ComparisonReport:
 
 
 def difference(name: str, a, b) -> OutputDifference:
-    """OutputDifference of two arrays of equal shape (see the module docstring for the definitions)."""
+    """OutputDifference of two arrays of equal shape.
+
+    See the module docstring for the definitions.
+    """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
@@ -112,6 +116,6 @@ def compare(model_a, model_b, inputs) -> ComparisonReport:
     return ComparisonReport(
         tuple(
             difference(n, keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
-            for n, a, b in zip(names, outs_a, outs_b)
+            for n, a, b in zip(names, outs_a, outs_b, strict=True)
         )
     )

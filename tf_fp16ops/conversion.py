@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Union
 
 import keras
 
@@ -29,7 +28,7 @@ from tf_fp16ops.layers import KERAS_EQUIVALENTS, canonical_accumulation
 
 _LOG = logging.getLogger(__name__)
 
-LayerSelection = Union[None, str, Iterable[str], Callable[[keras.layers.Layer], bool]]
+LayerSelection = None | str | Iterable[str] | Callable[[keras.layers.Layer], bool]
 
 
 @dataclass(frozen=True)
@@ -209,8 +208,8 @@ def convert_with_report(
                         NotConverted(
                             inner.name,
                             type(inner).__name__,
-                            f"inside custom layer '{layer.name}' ({type(layer).__name__}), which convert copies "
-                            f"from its config without looking inside",
+                            f"inside custom layer '{layer.name}' ({type(layer).__name__}), "
+                            "which convert copies from its config without looking inside",
                         )
                     )
         pairs.append((layer, new))

@@ -75,9 +75,9 @@ class Conv2D(keras.layers.Conv2D):
         if self.compute_dtype not in _SUPPORTED_COMPUTE_DTYPES:
             raise ValueError(
                 f"tf_fp16ops.layers.Conv2D '{self.name}': the dtype policy "
-                f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; the Fp16Conv2D "
-                f"op computes in float16 or float32 only (use dtype 'float32', 'float16' or "
-                f"'mixed_float16')"
+                f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; "
+                "the Fp16Conv2D op computes in float16 or float32 only (use dtype 'float32', "
+                "'float16' or 'mixed_float16')"
             )
         self.supports_jit = False
 

@@ -18,7 +18,6 @@ accumulation="float16" keeps float16 subnormals exactly (docs/numerics.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Union
 
 import numpy as np
 import tensorflow as tf
@@ -28,7 +27,7 @@ from tf_fp16ops._xla import check_not_in_xla
 
 _ops = _library.load()
 
-IntOrList = Union[int, Sequence[int]]
+IntOrList = int | Sequence[int]
 
 _ACCUMULATION_NAMES = {
     "float16": tf.float16,
@@ -66,7 +65,8 @@ def accumulation_dtype(accumulation) -> tf.DType:
 
 def cpu_isa() -> str:
     """The instruction-set path of the CPU kernels in this process: 'avx512fp16' (native binary16
-    FMA, Tacc=half), 'avx512', 'avx2' or 'scalar'. `TF_FP16OPS_CPU_ISA=avx512|avx2|scalar` caps it."""
+    FMA, Tacc=half), 'avx512', 'avx2' or 'scalar'. `TF_FP16OPS_CPU_ISA=avx512|avx2|scalar` caps
+    it."""
     return _ops.fp16_ops_cpu_isa().numpy().decode()
 
 
@@ -78,7 +78,10 @@ def _is_int(v) -> bool:
 
 
 def _int_list(name: str, value, what: str) -> list[int]:
-    """A list of Python ints from a sequence of ints (no strings, floats or bools), each within int64."""
+    """A list of Python ints from a sequence of ints (no strings, floats or bools).
+
+    Each must lie within int64.
+    """
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise ValueError(f"{name} must be {what}, got {value!r}")
     values = list(value)
@@ -106,7 +109,10 @@ def _window_attr(name: str, value, data_format: str) -> list[int]:
 
 
 def _padding_attrs(padding) -> tuple[str, list[int]]:
-    """'SAME' / 'VALID', or explicit [[0, 0], [top, bottom], [left, right], [0, 0]] in data_format order."""
+    """'SAME' / 'VALID', or explicit [[0, 0], [top, bottom], [left, right], [0, 0]].
+
+    The explicit pairs are in data_format order.
+    """
     if isinstance(padding, str):
         upper = padding.upper()
         if upper in ("SAME", "VALID"):
@@ -304,7 +310,9 @@ def conv2d_backprop_filter(
     accumulation="float16",
     name: str | None = None,
 ) -> tf.Tensor:
-    """Gradient of `conv2d` with respect to its filters (wgrad), like `tf.nn.conv2d_backprop_filter`.
+    """Gradient of `conv2d` with respect to its filters (wgrad).
+
+    Like `tf.nn.conv2d_backprop_filter`.
 
     Args:
       input: the convolution's input, 4-D in data_format order, float16 or float32.

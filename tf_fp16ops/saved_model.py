@@ -48,9 +48,9 @@ def load_saved_model(path: str | os.PathLike, tags=None, options=None):
         if _NOT_REGISTERED not in str(e):
             raise
         hint = (
-            f"{e}\ntf_fp16ops: the Fp16Conv2D ops are registered (library {_library.LIBRARY_PATH}); the op "
-            f"named above comes from another library, which must be loaded with tf.load_op_library "
-            f"before loading this SavedModel."
+            f"{e}\ntf_fp16ops: the Fp16Conv2D ops are registered (library "
+            f"{_library.LIBRARY_PATH}); the op named above comes from another library, which must "
+            "be loaded with tf.load_op_library before loading this SavedModel."
         )
         if isinstance(e, tf.errors.NotFoundError):
             raise tf.errors.NotFoundError(e.node_def, e.op, hint) from e

@@ -12,7 +12,8 @@ Before timing, each child runs gc.collect(), so that a collection owed by the im
 inside the first measurement that allocates enough objects (it mattered when the audit imported
 TensorFlow: ~0.2 s over its ~340k tracked objects). Pass --no-collect to measure without it.
 
-  python tools/audit_scale_bench.py [--functions 200] [--nodes-per-function 1001] [--convs-per-function 100]
+  python tools/audit_scale_bench.py [--functions 200] [--nodes-per-function 1001] \
+      [--convs-per-function 100]
 """
 
 from __future__ import annotations
@@ -174,19 +175,23 @@ def main(argv=None) -> int:
     abs_p = max(r["peak_rss_mb"] for r in results["parse"])
     a0 = results["audit"][0]
     print(
-        f"graph: {nodes} nodes, {convs} Conv2D in {args.functions} functions (call chains {args.depth} deep), "
+        f"graph: {nodes} nodes, {convs} Conv2D in {args.functions} functions "
+        f"(call chains {args.depth} deep), "
         f"{size_mb:.1f} MB serialized"
     )
     print(f"audit found {a0['call_sites']} call sites / {a0['conv_nodes']} conv nodes")
     print(
-        f"parse alone: {tp:.3f} s (median of {args.repeat}), peak RSS growth {mem_p:.0f} MB (process peak {abs_p:.0f} MB)"
+        f"parse alone: {tp:.3f} s (median of {args.repeat}), peak RSS growth {mem_p:.0f} MB "
+        f"(process peak {abs_p:.0f} MB)"
     )
     print(
-        f"audit:       {ta:.3f} s (median of {args.repeat}), peak RSS growth {mem_a:.0f} MB (process peak {abs_a:.0f} MB)"
+        f"audit:       {ta:.3f} s (median of {args.repeat}), peak RSS growth {mem_a:.0f} MB "
+        f"(process peak {abs_a:.0f} MB)"
     )
     print(
-        f"ratio audit/parse time: {ta / tp:.2f}x   machine: {platform.machine()} {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}, gc.collect() before timing: {'no' if args.no_collect else 'yes'}"
+        f"ratio audit/parse time: {ta / tp:.2f}x   machine: {platform.machine()} "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"gc.collect() before timing: {'no' if args.no_collect else 'yes'}"
     )
     return 0
 

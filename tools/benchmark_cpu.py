@@ -36,6 +36,8 @@ SHAPES = [  # name, x NHWC, w HWIO, padding
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Key of the table row for tf.nn.conv2d with its float16-accumulation switch.
+TF_FP16ACC_KEY = "tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1"
 CEILING_SHIM = r"""
 #include <cstdint>
 #include "cc/kernels/cpu/accumulate.h"
@@ -158,7 +160,9 @@ def tf_only(repeats: int) -> dict:
     out = {}
     for name, xs, ws, pad in SHAPES:
         x, w = inputs(xs, ws, np.float16)
-        out[name] = median_seconds(lambda: tf.nn.conv2d(x, w, 1, pad).numpy(), repeats)
+        out[name] = median_seconds(
+            lambda x=x, w=w, pad=pad: tf.nn.conv2d(x, w, 1, pad).numpy(), repeats
+        )
     return out
 
 
@@ -227,30 +231,40 @@ def main(argv=None) -> int:
         x32, w32 = inputs(xs, ws, np.float32)
         t = {
             "ours fp16 in, fp16 acc": median_seconds(
-                lambda: tf_fp16ops.conv2d(x16, w16, 1, pad, accumulation="float16").numpy(),
+                lambda x16=x16, w16=w16, pad=pad: tf_fp16ops.conv2d(
+                    x16, w16, 1, pad, accumulation="float16"
+                ).numpy(),
                 args.repeats,
             ),
             "ours fp16 in, fp32 acc": median_seconds(
-                lambda: tf_fp16ops.conv2d(x16, w16, 1, pad, accumulation="float32").numpy(),
+                lambda x16=x16, w16=w16, pad=pad: tf_fp16ops.conv2d(
+                    x16, w16, 1, pad, accumulation="float32"
+                ).numpy(),
                 args.repeats,
             ),
             "ours fp32 in, fp32 acc": median_seconds(
-                lambda: tf_fp16ops.conv2d(x32, w32, 1, pad, accumulation="float32").numpy(),
+                lambda x32=x32, w32=w32, pad=pad: tf_fp16ops.conv2d(
+                    x32, w32, 1, pad, accumulation="float32"
+                ).numpy(),
                 args.repeats,
             ),
             "tf.nn.conv2d fp16": median_seconds(
-                lambda: tf.nn.conv2d(x16, w16, 1, pad).numpy(), args.repeats
+                lambda x16=x16, w16=w16, pad=pad: tf.nn.conv2d(x16, w16, 1, pad).numpy(),
+                args.repeats,
             ),
             "tf.nn.conv2d fp32": median_seconds(
-                lambda: tf.nn.conv2d(x32, w32, 1, pad).numpy(), args.repeats
+                lambda x32=x32, w32=w32, pad=pad: tf.nn.conv2d(x32, w32, 1, pad).numpy(),
+                args.repeats,
             ),
-            "tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1": tf_fp16acc[name],
+            TF_FP16ACC_KEY: tf_fp16acc[name],
         }
         gf = {k: fl / v / 1e9 for k, v in t.items()}
         # Fraction of the ceiling in steps per CPU second (all threads), so that other load
         # on a shared machine slows both alike.
         cpu_sec = median_seconds(
-            lambda: tf_fp16ops.conv2d(x16, w16, 1, pad, accumulation="float16").numpy(),
+            lambda x16=x16, w16=w16, pad=pad: tf_fp16ops.conv2d(
+                x16, w16, 1, pad, accumulation="float16"
+            ).numpy(),
             args.repeats,
             clock=time.process_time,
         )
@@ -272,12 +286,15 @@ def main(argv=None) -> int:
             lines.append(f"| {name} | {k} | {v:.1f} |")
     lines += [
         "",
-        "| shape | ours fp16-acc / ceiling | ours fp16-acc / TF fp16-acc path | ours fp32-acc (fp32 in) / tf.nn.conv2d fp32 | ours fp32-acc (fp16 in) / tf.nn.conv2d fp16 |",
+        "| shape | ours fp16-acc / ceiling | ours fp16-acc / TF fp16-acc path "
+        "| ours fp32-acc (fp32 in) / tf.nn.conv2d fp32 "
+        "| ours fp32-acc (fp16 in) / tf.nn.conv2d fp16 |",
         "|---|---|---|---|---|",
     ]
     for name, gf, frac in rows:
         lines.append(
-            f"| {name} | {100 * frac:.0f}% | {gf['ours fp16 in, fp16 acc'] / gf['tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1']:.2f}x "
+            f"| {name} | {100 * frac:.0f}% "
+            f"| {gf['ours fp16 in, fp16 acc'] / gf[TF_FP16ACC_KEY]:.2f}x "
             f"| {gf['ours fp32 in, fp32 acc'] / gf['tf.nn.conv2d fp32']:.2f}x "
             f"| {gf['ours fp16 in, fp32 acc'] / gf['tf.nn.conv2d fp16']:.2f}x |"
         )
@@ -286,7 +303,7 @@ def main(argv=None) -> int:
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(
-                text + "\n\nCommand: `python tools/benchmark_cpu.py --repeats %d`\n" % args.repeats
+                text + f"\n\nCommand: `python tools/benchmark_cpu.py --repeats {args.repeats}`\n"
             )
     return 0
 

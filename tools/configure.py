@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append("build --spawn_strategy=local")
     (ROOT / ".bazelrc.user").write_text("\n".join(lines) + "\n")
     print(
-        f"configure: wrote .bazelrc.user (python={python}, debian_bazel={is_debian_bazel(args.bazel)})"
+        f"configure: wrote .bazelrc.user (python={python}, "
+        f"debian_bazel={is_debian_bazel(args.bazel)})"
     )
     return 0
 

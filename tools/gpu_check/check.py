@@ -417,13 +417,10 @@ def section_exactness(lib: Library, rec: Recorder) -> None:
         xs, ws, ys = p.shapes()
         longest = max(p.reduction_length(op) for op in OPS)
         bound = max(1, min(3, int(math.sqrt(2048.0 / longest))))
-        draw = lambda s: torch.randint(
-            -bound,
-            bound + 1,
-            s,
-            generator=gen,  # noqa: E731
-            device=DEVICE,
-        ).double()
+
+        def draw(s, bound=bound):
+            return torch.randint(-bound, bound + 1, s, generator=gen, device=DEVICE).double()
+
         x, w, dy = draw(xs), draw(ws), draw(ys)
         refs_ = full_reference(p, x, w, dy)
         worst = max(float(r.max()) for r in full_reference(p, x.abs(), w.abs(), dy.abs()))
@@ -739,7 +736,10 @@ class CudnnLegacy:
         best = good[0]
         ws = torch.empty(max(best.memory, 1), dtype=torch.uint8, device="cuda")
         alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
-        ptr = lambda t: ctypes.c_void_p(t.data_ptr())
+
+        def ptr(t):
+            return ctypes.c_void_p(t.data_ptr())
+
         keep = (xd, yd, wd, cd, ws)
 
         def run():
@@ -893,12 +893,27 @@ def section_bench(lib: Library, rec: Recorder) -> None:
                 ok &= row[f"ours_{tacc}_path"] != "fallback" or DRY_RUN  # tensor cores on GPUs
                 ok &= row[f"ours_{tacc}_path"] == want or not asserted
             if op == "fprop":
-                fn = lambda: F.conv2d(xt, wt, stride=p.stride, padding=pad, dilation=p.dil)  # noqa
+
+                def fn(xt=xt, wt=wt, p=p, pad=pad):
+                    return F.conv2d(xt, wt, stride=p.stride, padding=pad, dilation=p.dil)
             else:
                 mask = [op == "dgrad", op == "wgrad", False]
-                fn = lambda m=mask: torch.ops.aten.convolution_backward(  # noqa: E731
-                    dyt, xt, wt, None, list(p.stride), list(pad), list(p.dil), False, [0, 0], 1, m
-                )
+
+                def fn(m=mask, dyt=dyt, xt=xt, wt=wt, p=p, pad=pad):
+                    return torch.ops.aten.convolution_backward(
+                        dyt,
+                        xt,
+                        wt,
+                        None,
+                        list(p.stride),
+                        list(pad),
+                        list(p.dil),
+                        False,
+                        [0, 0],
+                        1,
+                        m,
+                    )
+
             try:
                 row["torch_ms"] = time_ms(fn)
             except RuntimeError as e:  # e.g. a half convolution PyTorch's CPU build lacks
@@ -915,7 +930,10 @@ def section_bench(lib: Library, rec: Recorder) -> None:
                     row["cudnn_half_algo"], row["cudnn_half_mathType"] = algo, mt
                 except RuntimeError as e:
                     row["cudnn_half_error"] = str(e)
-            tf = lambda ms: row["gflop"] / ms if ms else None  # noqa: E731  (GFLOP/ms = TFLOP/s)
+
+            def tf(ms, row=row):  # GFLOP/ms = TFLOP/s
+                return row["gflop"] / ms if ms else None
+
             row.update(
                 ours_half_tflops=tf(row["ours_half_ms"]),
                 ours_float_tflops=tf(row["ours_float_ms"]),
