@@ -5,8 +5,9 @@
 // device builds get the same functions from the cutlass_sm80_*/cutlass_sm90_* files.
 #include <cstdio>
 
-#include "cc/kernels/gpu/cutlass_sm80.h"
 #include "cc/kernels/gpu/cutlass_sm90.h"  // first: its TMA hook precedes CUTE
+
+#include "cc/kernels/gpu/cutlass_sm80.h"
 
 namespace tf_fp16ops {
 namespace gpu {

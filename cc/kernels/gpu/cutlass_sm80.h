@@ -6,15 +6,18 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "cutlass/cutlass.h"
+
+// Original order kept (not every CUTLASS header includes what it uses).
 #include "cutlass/conv/conv2d_problem_size.h"
 #include "cutlass/conv/convolution.h"
 #include "cutlass/conv/device/implicit_gemm_convolution.h"
 #include "cutlass/conv/kernel/default_conv2d_dgrad.h"
 #include "cutlass/conv/kernel/default_conv2d_fprop.h"
 #include "cutlass/conv/kernel/default_conv2d_wgrad.h"
-#include "cutlass/conv/threadblock/threadblock_swizzle.h"
-#include "cutlass/cutlass.h"
 #include "cutlass/epilogue/thread/linear_combination.h"
+
+#include "cutlass/conv/threadblock/threadblock_swizzle.h"
 #include "cutlass/gemm/threadblock/threadblock_swizzle.h"
 #include "cutlass/layout/tensor.h"
 #include "cutlass/numeric_types.h"

@@ -11,15 +11,17 @@
 #include "cc/kernels/gpu/tma_encode_check.h"
 
 #include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/kernel_hardware_info.hpp"
+
+// After the two above: the conv collectives use cutlass::KernelHardwareInfo without including it.
 #include "cutlass/conv/collective/collective_builder.hpp"
 #include "cutlass/conv/convnd_problem_shape.hpp"
 #include "cutlass/conv/convolution.h"
 #include "cutlass/conv/device/conv_universal_adapter.hpp"
 #include "cutlass/conv/dispatch_policy.hpp"
 #include "cutlass/conv/kernel/conv_universal.hpp"
-#include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
-#include "cutlass/kernel_hardware_info.hpp"
 #include "cutlass/numeric_types.h"
 #include "cutlass/util/packed_stride.hpp"
 
