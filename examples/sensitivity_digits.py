@@ -17,9 +17,9 @@ import tempfile
 
 import keras
 import numpy as np
+import train_digits
 
 import tf_fp16ops
-import train_digits
 
 
 def main(argv=None) -> None:

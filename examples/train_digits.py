@@ -10,6 +10,7 @@ from the same initial weights, and the per-epoch training loss of both is printe
 `replica_losses` runs the same training step under a tf.distribute strategy (the tests use
 MirroredStrategy with two logical CPUs and MultiWorkerMirroredStrategy with two processes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,10 @@ from tf_fp16ops.layers import Conv2D
 @dataclass(frozen=True)
 class TrainingResult:
     accumulation: str
-    losses: tuple[float, ...]      # mean training loss of each epoch (sparse categorical cross-entropy, nats)
-    test_accuracy: float           # on the held-out images, after the last epoch
+    losses: tuple[
+        float, ...
+    ]  # mean training loss of each epoch (sparse categorical cross-entropy, nats)
+    test_accuracy: float  # on the held-out images, after the last epoch
 
 
 def load_digits_data(n_train: int = 1500):
@@ -48,33 +51,71 @@ def build_model(accumulation: str, seed: int = 0) -> keras.Model:
 
     Initial weights depend only on `seed`, so models built with different accumulations start equal.
     """
-    init = lambda i: keras.initializers.GlorotUniform(seed=seed + i)
-    return keras.Sequential([
-        keras.Input((8, 8, 1)),
-        Conv2D(8, 3, padding="same", activation="relu", accumulation=accumulation, kernel_initializer=init(0)),
-        Conv2D(16, 3, strides=2, padding="same", activation="relu", accumulation=accumulation,
-               kernel_initializer=init(1)),
-        keras.layers.Flatten(),
-        keras.layers.Dense(10, kernel_initializer=init(2)),
-    ], name=f"digits_cnn_{accumulation}")
+
+    def init(i):
+        return keras.initializers.GlorotUniform(seed=seed + i)
+
+    return keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            Conv2D(
+                8,
+                3,
+                padding="same",
+                activation="relu",
+                accumulation=accumulation,
+                kernel_initializer=init(0),
+            ),
+            Conv2D(
+                16,
+                3,
+                strides=2,
+                padding="same",
+                activation="relu",
+                accumulation=accumulation,
+                kernel_initializer=init(1),
+            ),
+            keras.layers.Flatten(),
+            keras.layers.Dense(10, kernel_initializer=init(2)),
+        ],
+        name=f"digits_cnn_{accumulation}",
+    )
 
 
-def train(accumulation: str, epochs: int = 3, batch_size: int = 32, n_train: int = 1500, seed: int = 0,
-          learning_rate: float = 0.1) -> TrainingResult:
+def train(
+    accumulation: str,
+    epochs: int = 3,
+    batch_size: int = 32,
+    n_train: int = 1500,
+    seed: int = 0,
+    learning_rate: float = 0.1,
+) -> TrainingResult:
     """Trains with SGD (momentum 0.9) in input order (no shuffling) and returns the losses."""
     x, y, x_test, y_test = load_digits_data(n_train)
     model = build_model(accumulation, seed)
-    model.compile(optimizer=keras.optimizers.SGD(learning_rate, momentum=0.9),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], jit_compile=False)
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate, momentum=0.9),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        jit_compile=False,
+    )
     history = model.fit(x, y, batch_size=batch_size, epochs=epochs, shuffle=False, verbose=0)
     accuracy = float(model.evaluate(x_test, y_test, verbose=0)[1]) if len(x_test) else float("nan")
-    return TrainingResult(tf_fp16ops.layers.canonical_accumulation(accumulation),
-                          tuple(float(v) for v in history.history["loss"]), accuracy)
+    return TrainingResult(
+        tf_fp16ops.layers.canonical_accumulation(accumulation),
+        tuple(float(v) for v in history.history["loss"]),
+        accuracy,
+    )
 
 
-def replica_losses(strategy: tf.distribute.Strategy, accumulation: str, steps: int = 3, global_batch: int = 32,
-                   seed: int = 0, learning_rate: float = 0.1) -> list[float]:
+def replica_losses(
+    strategy: tf.distribute.Strategy,
+    accumulation: str,
+    steps: int = 3,
+    global_batch: int = 32,
+    seed: int = 0,
+    learning_rate: float = 0.1,
+) -> list[float]:
     """Runs `steps` SGD steps on the first `steps * global_batch` training images under `strategy`.
 
     Each replica takes its contiguous slice of the global batch; its loss is the sum of its
@@ -97,7 +138,10 @@ def replica_losses(strategy: tf.distribute.Strategy, accumulation: str, steps: i
 
     def replica_step(xb, yb):
         i = tf.distribute.get_replica_context().replica_id_in_sync_group
-        xs, ys = xb[i * per_replica:(i + 1) * per_replica], yb[i * per_replica:(i + 1) * per_replica]
+        xs, ys = (
+            xb[i * per_replica : (i + 1) * per_replica],
+            yb[i * per_replica : (i + 1) * per_replica],
+        )
         with tf.GradientTape() as tape:
             loss = loss_fn(ys, model(xs, training=True)) / global_batch
         # Keras's TensorFlow optimizer sums the gradients over replicas (all-reduce) in apply().
@@ -106,7 +150,9 @@ def replica_losses(strategy: tf.distribute.Strategy, accumulation: str, steps: i
 
     @tf.function
     def step(xb, yb):
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=(xb, yb)), axis=None)
+        return strategy.reduce(
+            tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=(xb, yb)), axis=None
+        )
 
     losses = []
     for s in range(steps):
@@ -119,12 +165,16 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=3, help="training epochs (default 3)")
     parser.add_argument("--batch-size", type=int, default=32, help="batch size (default 32)")
-    parser.add_argument("--train-images", type=int, default=1500, help="training images of the 1797 (default 1500)")
+    parser.add_argument(
+        "--train-images", type=int, default=1500, help="training images of the 1797 (default 1500)"
+    )
     args = parser.parse_args(argv)
     for accumulation in ("float16", "float32"):
         r = train(accumulation, args.epochs, args.batch_size, args.train_images)
-        print(f"accumulation={r.accumulation}: loss per epoch "
-              f"{', '.join(f'{v:.4f}' for v in r.losses)}; test accuracy {r.test_accuracy:.3f}")
+        print(
+            f"accumulation={r.accumulation}: loss per epoch "
+            f"{', '.join(f'{v:.4f}' for v in r.losses)}; test accuracy {r.test_accuracy:.3f}"
+        )
 
 
 if __name__ == "__main__":

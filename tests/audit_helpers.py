@@ -1,4 +1,5 @@
 """Model builders and small helpers for the audit tests (no fixtures: plain functions)."""
+
 from __future__ import annotations
 
 import collections
@@ -20,7 +21,10 @@ def cpu(env=None) -> RuntimeContext:
 
 def node_counts(report) -> collections.Counter:
     """Distinct conv nodes per op type (a node called from several paths counts once)."""
-    seen = {(f.unit, f.function_path[-1] if f.function_path else "", f.node, f.op) for f in report.findings}
+    seen = {
+        (f.unit, f.function_path[-1] if f.function_path else "", f.node, f.op)
+        for f in report.findings
+    }
     return collections.Counter(op for *_, op in seen)
 
 
@@ -62,6 +66,8 @@ def conv_graph(op="Conv2D", T="DT_HALF", device="", **extra) -> graph_pb2.GraphD
     x = gd.node[0]
     for d in (1, 8, 8, 16):
         x.attr["shape"].shape.dim.add().size = d
-    c = add_node(gd.node, "conv", op, ["x", "w"], T=T, strides=[1, 1, 1, 1], padding=b"VALID", **extra)
+    c = add_node(
+        gd.node, "conv", op, ["x", "w"], T=T, strides=[1, 1, 1, 1], padding=b"VALID", **extra
+    )
     c.device = device
     return gd

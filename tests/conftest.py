@@ -1,4 +1,5 @@
 """Shared pytest set-up: quiet TensorFlow's C++ logging before it is imported."""
+
 import os
 import sys
 

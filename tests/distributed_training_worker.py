@@ -4,6 +4,7 @@ under a tf.distribute strategy and writes the losses of each accumulation as JSO
   --strategy mirrored     MirroredStrategy over two logical CPU devices of this process.
   --strategy multiworker  MultiWorkerMirroredStrategy; the cluster comes from TF_CONFIG.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,9 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+)
 
 
 def main() -> None:
@@ -26,7 +29,9 @@ def main() -> None:
 
     if args.strategy == "mirrored":
         cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+        )
         strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     elif args.strategy == "multiworker":
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -35,7 +40,9 @@ def main() -> None:
 
     import train_digits
 
-    losses = {a: train_digits.replica_losses(strategy, a, steps=args.steps) for a in args.accumulations}
+    losses = {
+        a: train_digits.replica_losses(strategy, a, steps=args.steps) for a in args.accumulations
+    }
     with open(args.out, "w") as f:
         json.dump({"replicas": strategy.num_replicas_in_sync, "losses": losses}, f)
 

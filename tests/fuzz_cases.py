@@ -6,6 +6,7 @@ exit) is reported as a "crash" result for the case it was running, with the sign
 of its stderr, and a new worker continues with the cases after it. So one TensorFlow start-up
 serves many cases while every case still gets its own verdict.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,14 @@ def _run_chunk(cases, results, timeout):
     pending = list(cases)
     while pending:
         with tempfile.TemporaryFile("w+") as err:
-            proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=err, text=True,
-                                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+            proc = subprocess.Popen(
+                [sys.executable, str(WORKER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+            )
             feeder = threading.Thread(target=_feed, args=(proc, pending), daemon=True)
             feeder.start()
             timer = threading.Timer(timeout, proc.kill)
@@ -52,7 +58,7 @@ def _run_chunk(cases, results, timeout):
             return
         if running is None:  # died between cases (should not happen): report the next one
             running = remaining[0]["id"]
-        why = (f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}")
+        why = f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
         results[running] = {"id": running, "status": "crash", "message": why, "stderr": tail}
         pending = [c for c in remaining if c["id"] != running]
 
@@ -80,7 +86,7 @@ def run_cases(cases, workers=2, timeout=900):
 
 def reproducer(case) -> str:
     """A command that runs one case on its own."""
-    return (f"echo '{json.dumps(case)}' | python {WORKER.relative_to(WORKER.parent.parent)}")
+    return f"echo '{json.dumps(case)}' | python {WORKER.relative_to(WORKER.parent.parent)}"
 
 
 # ------------------------------------------------------------------------- seeded generator
@@ -101,6 +107,7 @@ def _fprop_out(H, W, KH, KW, sh, sw, dh, dw, padding, pads):
             return -(-n // s)
         padded = n + before + after if padding == "EXPLICIT" else n
         return (padded - e) // s + 1 if padded >= e else None
+
     return (one(H, KH, sh, dh, pads[0], pads[1]), one(W, KW, sw, dw, pads[2], pads[3]))
 
 
@@ -121,9 +128,14 @@ def random_case(rng, index, graph_share=0.1, invalid_share=0.1):
     pads = [int(v) for v in rng.integers(0, 3, 4)] if padding == "EXPLICIT" else [0, 0, 0, 0]
     dtype = str(rng.choice(DTYPES))
     tacc = "float16" if dtype == "float16" and rng.random() < 0.6 else "float32"
-    attrs = {"Tacc": tacc, "strides": _window(rng, nchw, (sh, sw)), "padding": padding,
-             "explicit_paddings": [], "data_format": "NCHW" if nchw else "NHWC",
-             "dilations": _window(rng, nchw, (dh, dw))}
+    attrs = {
+        "Tacc": tacc,
+        "strides": _window(rng, nchw, (sh, sw)),
+        "padding": padding,
+        "explicit_paddings": [],
+        "data_format": "NCHW" if nchw else "NHWC",
+        "dilations": _window(rng, nchw, (dh, dw)),
+    }
     if padding == "EXPLICIT":
         attrs["explicit_paddings"] = ([0, 0, 0, 0] + pads) if nchw else ([0, 0] + pads + [0, 0])
     P, Q = _fprop_out(H, W, KH, KW, sh, sw, dh, dw, padding, pads)
@@ -156,14 +168,22 @@ def random_case(rng, index, graph_share=0.1, invalid_share=0.1):
         args = [{"value": xs, "dtype": "int32"}, spec(ws, seed + 1), spec(ys, seed + 2)]
     else:
         args = [spec(xs, seed), {"value": ws, "dtype": "int32"}, spec(ys, seed + 2)]
-    case = {"id": f"{index}", "op": op, "mode": "eager", "args": args, "attrs": attrs,
-            "check": True, "invalid": invalid}
+    case = {
+        "id": f"{index}",
+        "op": op,
+        "mode": "eager",
+        "args": args,
+        "attrs": attrs,
+        "check": True,
+        "invalid": invalid,
+    }
     if rng.random() < graph_share:
         case["mode"] = "graph"
         unknown = lambda shape: [None if rng.random() < 0.5 else d for d in shape]  # noqa: E731
-        case["signature"] = [None if "value" in a else
-                             (None if rng.random() < 0.1 else unknown(a["shape"]))
-                             for a in args]
+        case["signature"] = [
+            None if "value" in a else (None if rng.random() < 0.1 else unknown(a["shape"]))
+            for a in args
+        ]
     return case
 
 

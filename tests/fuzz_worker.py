@@ -17,6 +17,7 @@ With "check", problems lists every disagreement with tests/reference.py (bit-exa
 Tacc=half, Higham's fp32 bound otherwise) and with the output shape of TensorFlow's own
 Conv2D shape function.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,16 @@ import reference as R  # noqa: E402
 from tf_fp16ops import _library  # noqa: E402
 
 OPS = _library.load()
-FN = {"fprop": OPS.fp16_conv2d, "dgrad": OPS.fp16_conv2d_backprop_input,
-      "wgrad": OPS.fp16_conv2d_backprop_filter}
-ARG_NAMES = {"fprop": ("input", "filter"), "dgrad": ("input_sizes", "filter", "out_backprop"),
-             "wgrad": ("input", "filter_sizes", "out_backprop")}
+FN = {
+    "fprop": OPS.fp16_conv2d,
+    "dgrad": OPS.fp16_conv2d_backprop_input,
+    "wgrad": OPS.fp16_conv2d_backprop_filter,
+}
+ARG_NAMES = {
+    "fprop": ("input", "filter"),
+    "dgrad": ("input_sizes", "filter", "out_backprop"),
+    "wgrad": ("input", "filter_sizes", "out_backprop"),
+}
 
 
 def make_tensor(spec):
@@ -86,10 +93,16 @@ def run_op(case, tensors):
     if case.get("mode", "eager") == "eager":
         return fn(*tensors, **attrs), None
     sig = case.get("signature") or [None] * len(tensors)
-    specs = [tf.TensorSpec(None if s is None else s, tf.as_dtype(t.dtype))
-             for s, t in zip(sig, tensors)]
-    key = (case["op"], json.dumps(case["attrs"], sort_keys=True), json.dumps(sig),
-           tuple(str(t.dtype) for t in tensors))
+    specs = [
+        tf.TensorSpec(None if s is None else s, tf.as_dtype(t.dtype))
+        for s, t in zip(sig, tensors, strict=True)
+    ]
+    key = (
+        case["op"],
+        json.dumps(case["attrs"], sort_keys=True),
+        json.dumps(sig),
+        tuple(str(t.dtype) for t in tensors),
+    )
     if key not in _graph_fns:
         _graph_fns[key] = tf.function(lambda *a: fn(*a, **attrs)).get_concrete_function(*specs)
     conc = _graph_fns[key]
@@ -109,11 +122,15 @@ def tf_conv_shape(x_shape, w_shape, attrs, dtype):
         x = tf.compat.v1.placeholder(dtype, x_shape)
         w = tf.compat.v1.placeholder(dtype, w_shape)
         try:
-            y = tf.raw_ops.Conv2D(input=x, filter=w, strides=attrs["strides"],
-                                  padding=attrs["padding"],
-                                  explicit_paddings=attrs.get("explicit_paddings", []),
-                                  data_format=attrs.get("data_format", "NHWC"),
-                                  dilations=attrs.get("dilations", [1, 1, 1, 1]))
+            y = tf.raw_ops.Conv2D(
+                input=x,
+                filter=w,
+                strides=attrs["strides"],
+                padding=attrs["padding"],
+                explicit_paddings=attrs.get("explicit_paddings", []),
+                data_format=attrs.get("data_format", "NHWC"),
+                dilations=attrs.get("dilations", [1, 1, 1, 1]),
+            )
         except (ValueError, tf.errors.InvalidArgumentError) as e:
             return None, str(e).splitlines()[0]
     return y.shape.as_list(), None
@@ -142,8 +159,11 @@ def reference(case, tensors):
     attrs = case["attrs"]
     nchw = attrs.get("data_format", "NHWC") == "NCHW"
     half = attrs.get("Tacc", "float16") in ("float16", "half")
-    kw = dict(strides=_hw(attrs, "strides"), dilations=_hw(attrs, "dilations"),
-              padding=_ref_padding(attrs))
+    kw = dict(
+        strides=_hw(attrs, "strides"),
+        dilations=_hw(attrs, "dilations"),
+        padding=_ref_padding(attrs),
+    )
     op = case["op"]
     f64 = lambda a: a.astype(np.float64)  # noqa: E731
     if op == "fprop":
@@ -160,8 +180,9 @@ def reference(case, tensors):
         if half:
             return R.conv2d_backprop_input(xs, w, dy, accumulation="half", **kw), None, 0
         ref = R.conv2d_backprop_input(xs, f64(w), f64(dy), accumulation="float64", **kw)
-        absr = R.conv2d_backprop_input(xs, np.abs(f64(w)), np.abs(f64(dy)),
-                                       accumulation="float64", **kw)
+        absr = R.conv2d_backprop_input(
+            xs, np.abs(f64(w)), np.abs(f64(dy)), accumulation="float64", **kw
+        )
         terms = w.shape[0] * w.shape[1] * w.shape[3]
     else:
         x, sizes, dy = tensors
@@ -170,8 +191,9 @@ def reference(case, tensors):
         if half:
             return R.conv2d_backprop_filter(x, ws, dy, accumulation="half", **kw), None, 0
         ref = R.conv2d_backprop_filter(f64(x), ws, f64(dy), accumulation="float64", **kw)
-        absr = R.conv2d_backprop_filter(np.abs(f64(x)), ws, np.abs(f64(dy)),
-                                        accumulation="float64", **kw)
+        absr = R.conv2d_backprop_filter(
+            np.abs(f64(x)), ws, np.abs(f64(dy)), accumulation="float64", **kw
+        )
         terms = dy.shape[0] * dy.shape[1] * dy.shape[2]
     return ref, absr, terms
 
@@ -198,12 +220,13 @@ def check(case, tensors, y, shape, static):
     attrs = case["attrs"]
     nchw = attrs.get("data_format", "NHWC") == "NCHW"
     if case["op"] == "fprop":
-        tf_shape, tf_err = tf_conv_shape(tensors[0].shape, tensors[1].shape, attrs,
-                                         tf.as_dtype(tensors[0].dtype))
+        tf_shape, tf_err = tf_conv_shape(
+            tensors[0].shape, tensors[1].shape, attrs, tf.as_dtype(tensors[0].dtype)
+        )
         if tf_err is None and shape != tf_shape:
             problems.append(f"shape {shape} != TensorFlow's Conv2D shape {tf_shape}")
     if static is not None:
-        for got, want in zip(static, shape):
+        for got, want in zip(static, shape, strict=False):
             if got is not None and got != want:
                 problems.append(f"static shape {static} disagrees with the result {shape}")
                 break
@@ -221,18 +244,22 @@ def check(case, tensors, y, shape, static):
         same = (yh.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(yh) & np.isnan(ref))
         if not same.all():
             i = np.argwhere(~same)[0]
-            problems.append(f"{int((~same).sum())} outputs differ from the reference, first at "
-                            f"{i.tolist()}: {yh[tuple(i)]!r} != {ref[tuple(i)]!r}")
+            problems.append(
+                f"{int((~same).sum())} outputs differ from the reference, first at "
+                f"{i.tolist()}: {yh[tuple(i)]!r} != {ref[tuple(i)]!r}"
+            )
         return problems
-    u = 2.0 ** -11 if y.dtype == np.float16 else 2.0 ** -24
+    u = 2.0**-11 if y.dtype == np.float16 else 2.0**-24
     finite = np.isfinite(ref) & np.isfinite(absr) & (np.abs(ref) < 65000)
-    tiny = 2.0 ** -25 if y.dtype == np.float16 else 2.0 ** -150  # half the least subnormal
-    bound = R.gamma_bound(max(terms, 1), absr, 2.0 ** -24) + np.abs(ref) * u * 1.001 + tiny
+    tiny = 2.0**-25 if y.dtype == np.float16 else 2.0**-150  # half the least subnormal
+    bound = R.gamma_bound(max(terms, 1), absr, 2.0**-24) + np.abs(ref) * u * 1.001 + tiny
     bad = finite & ~(np.abs(y.astype(np.float64) - ref) <= bound)
     if bad.any():
         i = np.argwhere(bad)[0]
-        problems.append(f"{int(bad.sum())} outputs outside the fp32 bound, first at {i.tolist()}: "
-                        f"{y[tuple(i)]!r} vs {ref[tuple(i)]!r}")
+        problems.append(
+            f"{int(bad.sum())} outputs outside the fp32 bound, first at {i.tolist()}: "
+            f"{y[tuple(i)]!r} vs {ref[tuple(i)]!r}"
+        )
     return problems
 
 
@@ -250,8 +277,12 @@ def run_case(case):
         return out
     shape = y.shape.as_list()
     y = y.numpy() if y.shape.num_elements() else np.zeros([0], y.dtype.as_numpy_dtype)
-    out = {"status": "ok", "shape": shape, "static_shape": static,
-           "nonzero": int(np.count_nonzero(y))}
+    out = {
+        "status": "ok",
+        "shape": shape,
+        "static_shape": static,
+        "nonzero": int(np.count_nonzero(y)),
+    }
     if case.get("check"):
         out["problems"] = check(case, tensors, y, shape, static)
     return out

@@ -9,6 +9,7 @@ converts binary64 to binary16 directly with round to nearest even
 checks fma_half against Berkeley SoftFloat's f16_mulAdd.
 Layouts: activations NHWC, filters HWIO [KH, KW, Cg, K]; NCHW callers transpose first.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,7 +44,10 @@ class Geometry:
 
 
 def geometry(x_shape, w_shape, strides=(1, 1), dilations=(1, 1), padding="VALID") -> Geometry:
-    """tf.nn.conv2d's output size and padding rules (tensorflow/core/framework/kernel_shape_util.cc)."""
+    """tf.nn.conv2d's output size and padding rules.
+
+    Source: tensorflow/core/framework/kernel_shape_util.cc.
+    """
     N, H, W, C = x_shape
     KH, KW, Cg, K = w_shape
     sh, sw = strides
@@ -67,8 +71,9 @@ def fma_half(x, w, acc):
     nearest even: the __hfma step of the numerics contract."""
     x, w, acc = (np.asarray(v, np.float16) for v in (x, w, acc))
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, inf * 0: NaN, as IEEE 754
-        return (x.astype(np.float64) * w.astype(np.float64)
-                + acc.astype(np.float64)).astype(np.float16)
+        return (x.astype(np.float64) * w.astype(np.float64) + acc.astype(np.float64)).astype(
+            np.float16
+        )
 
 
 def _step(acc, a, b, accumulation):
@@ -91,20 +96,28 @@ def conv2d(x, w, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation
     acc = np.zeros((g.N, g.P, g.Q, g.K), np.float16 if accumulation == "half" else np.float64)
     for kh in range(g.KH):
         for kw in range(g.KW):
-            rows = xp[:, kh * g.dh: kh * g.dh + (g.P - 1) * g.sh + 1: g.sh,
-                      kw * g.dw: kw * g.dw + (g.Q - 1) * g.sw + 1: g.sw, :]
+            rows = xp[
+                :,
+                kh * g.dh : kh * g.dh + (g.P - 1) * g.sh + 1 : g.sh,
+                kw * g.dw : kw * g.dw + (g.Q - 1) * g.sw + 1 : g.sw,
+                :,
+            ]
             for ci in range(g.Cg):
-                xs = rows[..., group_of_k * g.Cg + ci]            # [N, P, Q, K]
+                xs = rows[..., group_of_k * g.Cg + ci]  # [N, P, Q, K]
                 acc = _step(acc, xs, w[kh, kw, ci, :], accumulation)
     return acc
 
 
-def conv2d_backprop_input(x_shape, w, dy, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation="half"):
+def conv2d_backprop_input(
+    x_shape, w, dy, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation="half"
+):
     """dgrad with the reduction order (kh, kw, ko) for each input element."""
     g = geometry(x_shape, w.shape, strides, dilations, padding)
     Kg = g.K // g.groups
-    acc = np.zeros((g.N, g.H + g.pt + g.pb, g.W + g.pl + g.pr, g.C),
-                   np.float16 if accumulation == "half" else np.float64)
+    acc = np.zeros(
+        (g.N, g.H + g.pt + g.pb, g.W + g.pl + g.pr, g.C),
+        np.float16 if accumulation == "half" else np.float64,
+    )
     for kh in range(g.KH):
         for kw in range(g.KW):
             hs = slice(kh * g.dh, kh * g.dh + (g.P - 1) * g.sh + 1, g.sh)
@@ -113,11 +126,15 @@ def conv2d_backprop_input(x_shape, w, dy, strides=(1, 1), dilations=(1, 1), padd
                 for gr in range(g.groups):
                     cs = slice(gr * g.Cg, (gr + 1) * g.Cg)
                     k = gr * Kg + ko
-                    acc[:, hs, ws, cs] = _step(acc[:, hs, ws, cs], dy[:, :, :, k:k + 1], w[kh, kw, :, k], accumulation)
-    return acc[:, g.pt: g.pt + g.H, g.pl: g.pl + g.W, :]
+                    acc[:, hs, ws, cs] = _step(
+                        acc[:, hs, ws, cs], dy[:, :, :, k : k + 1], w[kh, kw, :, k], accumulation
+                    )
+    return acc[:, g.pt : g.pt + g.H, g.pl : g.pl + g.W, :]
 
 
-def conv2d_backprop_filter(x, w_shape, dy, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation="half"):
+def conv2d_backprop_filter(
+    x, w_shape, dy, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation="half"
+):
     """wgrad with the reduction order (n, p, q) for each filter element; padded zeros take part."""
     g = geometry(x.shape, w_shape, strides, dilations, padding)
     xp = _padded(x, g)
@@ -131,7 +148,7 @@ def conv2d_backprop_filter(x, w_shape, dy, strides=(1, 1), dilations=(1, 1), pad
     for n in range(g.N):
         for p in range(g.P):
             for q in range(g.Q):
-                xs = xp[n, p * g.sh + kh * g.dh, q * g.sw + kw * g.dw, c]   # [KH, KW, Cg, K]
+                xs = xp[n, p * g.sh + kh * g.dh, q * g.sw + kw * g.dw, c]  # [KH, KW, Cg, K]
                 acc = _step(acc, xs, np.broadcast_to(dy[n, p, q, :], acc.shape), accumulation)
     return acc
 
@@ -153,8 +170,12 @@ def depthwise_conv2d(x, w, strides=(1, 1), dilations=(1, 1), padding="VALID", ac
     acc = np.zeros((g.N, g.P, g.Q, C, M), np.float16 if accumulation == "half" else np.float64)
     for kh in range(KH):
         for kw in range(KW):
-            rows = xp[:, kh * g.dh: kh * g.dh + (g.P - 1) * g.sh + 1: g.sh,
-                      kw * g.dw: kw * g.dw + (g.Q - 1) * g.sw + 1: g.sw, :]
+            rows = xp[
+                :,
+                kh * g.dh : kh * g.dh + (g.P - 1) * g.sh + 1 : g.sh,
+                kw * g.dw : kw * g.dw + (g.Q - 1) * g.sw + 1 : g.sw,
+                :,
+            ]
             acc = _step(acc, rows[..., :, None], w[kh, kw][None, None, None], accumulation)
     return acc.reshape(g.N, g.P, g.Q, C * M)
 
@@ -163,7 +184,7 @@ def matmul(x, w, accumulation="half"):
     """x [M, Cin] @ w [Cin, K]: one accumulator per (m, k), over ci ascending."""
     acc = np.zeros((x.shape[0], w.shape[1]), np.float16 if accumulation == "half" else np.float64)
     for ci in range(x.shape[1]):
-        acc = _step(acc, x[:, ci:ci + 1], w[ci:ci + 1, :], accumulation)
+        acc = _step(acc, x[:, ci : ci + 1], w[ci : ci + 1, :], accumulation)
     return acc
 
 
@@ -171,7 +192,7 @@ def matmul_backprop_input(w, dy, accumulation="half"):
     """dx [M, Cin] = dy [M, K] @ w.T: over k ascending."""
     acc = np.zeros((dy.shape[0], w.shape[0]), np.float16 if accumulation == "half" else np.float64)
     for k in range(w.shape[1]):
-        acc = _step(acc, dy[:, k:k + 1], w[None, :, k], accumulation)
+        acc = _step(acc, dy[:, k : k + 1], w[None, :, k], accumulation)
     return acc
 
 

@@ -1,5 +1,7 @@
 """The real-world cases of docs/design.md "Cases and their public sources" (seed question, 49-tap
-window, single rounding, overflow/stagnation/order, non-finite inputs) with their hand-computed values."""
+window, single rounding, overflow/stagnation/order, non-finite inputs) with their hand-computed
+values."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -26,10 +28,12 @@ def test_seed_overflow_probe():
     np.testing.assert_array_equal(flt, [0, 0, 0])
 
 
-@pytest.mark.parametrize("accumulation, expected", [("float32", 0.9794921875), ("float16", 0.98046875)])
+@pytest.mark.parametrize(
+    "accumulation, expected", [("float32", 0.9794921875), ("float16", 0.98046875)]
+)
 def test_c1_49_tap_window(accumulation, expected):
-    x = np.full([1, 9, 9, 1], 0.2, F16)   # 0.199951171875
-    w = np.full([7, 7, 1, 1], 0.1, F16)   # 0.0999755859375
+    x = np.full([1, 9, 9, 1], 0.2, F16)  # 0.199951171875
+    w = np.full([7, 7, 1, 1], 0.1, F16)  # 0.0999755859375
     y = tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation=accumulation).numpy()
     assert y.shape == (1, 3, 3, 1)
     np.testing.assert_array_equal(y, np.full(y.shape, expected, F16))
@@ -40,24 +44,29 @@ def test_c1_tensorflow_cpu_accumulates_in_float_by_default():
     # TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1" (checked in a subprocess by test_demo).
     x = np.full([1, 9, 9, 1], 0.2, F16)
     w = np.full([7, 7, 1, 1], 0.1, F16)
-    np.testing.assert_array_equal(tf.nn.conv2d(x, w, 1, "VALID").numpy(), np.full([1, 3, 3, 1], 0.9794921875, F16))
+    np.testing.assert_array_equal(
+        tf.nn.conv2d(x, w, 1, "VALID").numpy(), np.full([1, 3, 3, 1], 0.9794921875, F16)
+    )
 
 
 def test_c2_single_rounding_not_fp32_then_half():
-    x, w = [2050, 1 + 2 ** -10], [1, 1 - 2 ** -10]
+    x, w = [2050, 1 + 2**-10], [1, 1 - 2**-10]
     assert conv_1x1(x, w, "float16") == 2050.0
-    assert conv_1x1(x, w, "float32") == 2052.0   # 2051 is a binary16 tie, rounds to even
+    assert conv_1x1(x, w, "float32") == 2052.0  # 2051 is a binary16 tie, rounds to even
 
 
-@pytest.mark.parametrize("x, w, half, flt", [
-    ([65504, 65504, -65504], [1, 1, 1], np.inf, 65504.0),
-    ([300, 300], [300, -300], np.inf, 0.0),
-    ([65504, 65504], [1, 1], np.inf, np.inf),
-    ([1.0] * 4096, [1.0] * 4096, 2048.0, 4096.0),
-    ([1.0] * 3000, [1.0] * 3000, 2048.0, 3000.0),
-    ([2048, 1, 1], [1, 1, 1], 2048.0, 2050.0),
-    ([1, 1, 2048], [1, 1, 1], 2050.0, 2050.0),
-])
+@pytest.mark.parametrize(
+    "x, w, half, flt",
+    [
+        ([65504, 65504, -65504], [1, 1, 1], np.inf, 65504.0),
+        ([300, 300], [300, -300], np.inf, 0.0),
+        ([65504, 65504], [1, 1], np.inf, np.inf),
+        ([1.0] * 4096, [1.0] * 4096, 2048.0, 4096.0),
+        ([1.0] * 3000, [1.0] * 3000, 2048.0, 3000.0),
+        ([2048, 1, 1], [1, 1, 1], 2048.0, 2050.0),
+        ([1, 1, 2048], [1, 1, 1], 2050.0, 2050.0),
+    ],
+)
 def test_c3_overflow_stagnation_order(x, w, half, flt):
     assert conv_1x1(x, w, "float16") == half
     assert conv_1x1(x, w, "float32") == flt
@@ -81,9 +90,12 @@ def test_seed_shapes_half_and_float_differ_while_tensorflow_does_not():
     flt = tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation="float32").numpy().astype(np.float64)
     differ = np.mean(half != flt)
     max_diff = np.max(np.abs(half - flt))
-    # Seed question (docs/design.md): about 77% of outputs differ, max |diff| 0.25-0.31 on outputs near 36.
+    # Seed question (docs/design.md): about 77% of outputs differ, max |diff| 0.25-0.31 on outputs
+    # near 36.
     assert 0.6 < differ < 0.9
     assert 0.125 <= max_diff <= 0.5
     tf16 = tf.nn.conv2d(x, w, 1, "VALID").numpy()
-    tf32 = tf.cast(tf.nn.conv2d(x.astype(np.float32), w.astype(np.float32), 1, "VALID"), tf.float16).numpy()
+    tf32 = tf.cast(
+        tf.nn.conv2d(x.astype(np.float32), w.astype(np.float32), 1, "VALID"), tf.float16
+    ).numpy()
     assert np.max(np.abs(tf16.astype(np.float64) - tf32.astype(np.float64))) == 0.0

@@ -1,5 +1,6 @@
 """Fp16Conv2D against the independent NumPy references of tests/reference.py on random shapes:
 bit-exact for accumulation=float16, within Higham's bound for float32."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -27,12 +28,30 @@ def conv_problems(draw):
     w = draw(st.integers((kw - 1) * dw + 1, 9))
     n = draw(st.integers(1, 2))
     pad_kind = draw(st.sampled_from(["VALID", "SAME", "EXPLICIT"]))
-    pads = (tuple(draw(st.integers(0, 2)) for _ in range(2)), tuple(draw(st.integers(0, 2)) for _ in range(2)))
+    pads = (
+        tuple(draw(st.integers(0, 2)) for _ in range(2)),
+        tuple(draw(st.integers(0, 2)) for _ in range(2)),
+    )
     data_format = draw(st.sampled_from(["NHWC", "NCHW"]))
     data = draw(st.sampled_from(["uniform", "signed", "integers", "wide"]))
-    seed = draw(st.integers(0, 2 ** 31))
-    return dict(n=n, h=h, w=w, groups=groups, cg=cg, k=kg * groups, kh=kh, kw=kw, strides=(sh, sw),
-                dilations=(dh, dw), pad_kind=pad_kind, pads=pads, data_format=data_format, data=data, seed=seed)
+    seed = draw(st.integers(0, 2**31))
+    return dict(
+        n=n,
+        h=h,
+        w=w,
+        groups=groups,
+        cg=cg,
+        k=kg * groups,
+        kh=kh,
+        kw=kw,
+        strides=(sh, sw),
+        dilations=(dh, dw),
+        pad_kind=pad_kind,
+        pads=pads,
+        data_format=data_format,
+        data=data,
+        seed=seed,
+    )
 
 
 def make_data(p):
@@ -52,14 +71,25 @@ def make_data(p):
 
 
 def run_ours(x, w, p, accumulation, dtype=np.float16):
-    padding = p["pad_kind"] if p["pad_kind"] != "EXPLICIT" else [[0, 0], list(p["pads"][0]), list(p["pads"][1]), [0, 0]]
+    padding = (
+        p["pad_kind"]
+        if p["pad_kind"] != "EXPLICIT"
+        else [[0, 0], list(p["pads"][0]), list(p["pads"][1]), [0, 0]]
+    )
     xin = x.astype(dtype)
     if p["data_format"] == "NCHW":
         xin = xin.transpose(0, 3, 1, 2)
         if p["pad_kind"] == "EXPLICIT":
             padding = [[0, 0], [0, 0], list(p["pads"][0]), list(p["pads"][1])]
-    y = tf_fp16ops.conv2d(xin, w.astype(dtype), p["strides"], padding, data_format=p["data_format"],
-                          dilations=p["dilations"], accumulation=accumulation).numpy()
+    y = tf_fp16ops.conv2d(
+        xin,
+        w.astype(dtype),
+        p["strides"],
+        padding,
+        data_format=p["data_format"],
+        dilations=p["dilations"],
+        accumulation=accumulation,
+    ).numpy()
     return y.transpose(0, 2, 3, 1) if p["data_format"] == "NCHW" else y
 
 
@@ -82,13 +112,28 @@ def test_half_accumulation_is_bit_exact(p):
 def test_float_accumulation_within_higham_bound(p, dtype):
     x, w = make_data(p)
     ours = run_ours(x, w, p, "float32", dtype).astype(np.float64)
-    ref = R.conv2d(x.astype(np.float64), w.astype(np.float64), p["strides"], p["dilations"], ref_padding(p), "float64")
-    abs_ref = R.conv2d(np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)), p["strides"], p["dilations"],
-                       ref_padding(p), "float64")
+    ref = R.conv2d(
+        x.astype(np.float64),
+        w.astype(np.float64),
+        p["strides"],
+        p["dilations"],
+        ref_padding(p),
+        "float64",
+    )
+    abs_ref = R.conv2d(
+        np.abs(x.astype(np.float64)),
+        np.abs(w.astype(np.float64)),
+        p["strides"],
+        p["dilations"],
+        ref_padding(p),
+        "float64",
+    )
     terms = p["kh"] * p["kw"] * p["cg"]
-    bound = R.gamma_bound(terms, abs_ref, 2.0 ** -24)
-    if dtype == np.float16:  # plus the final rounding to binary16 (unit roundoff 2^-11, subnormal spacing 2^-24)
-        bound = bound + np.maximum(np.abs(ref) * 2.0 ** -11, 2.0 ** -25) * 1.001
+    bound = R.gamma_bound(terms, abs_ref, 2.0**-24)
+    if (
+        dtype == np.float16
+    ):  # plus the final rounding to binary16 (unit roundoff 2^-11, subnormal spacing 2^-24)
+        bound = bound + np.maximum(np.abs(ref) * 2.0**-11, 2.0**-25) * 1.001
     finite = np.isfinite(ref) & (np.abs(ref) < 65504)
     assert np.all(np.abs(ours - ref)[finite] <= bound[finite])
 
@@ -104,9 +149,20 @@ def test_matches_tf_nn_conv2d_float32(data_format):
             xin, pad = x, padding
             if data_format == "NCHW":
                 xin = x.transpose(0, 3, 1, 2)
-                pad = padding if isinstance(padding, str) else [padding[0], padding[3], padding[1], padding[2]]
-            ours = tf_fp16ops.conv2d(xin, w, strides, pad, data_format=data_format, dilations=dilations,
-                                     accumulation="float32").numpy()
+                pad = (
+                    padding
+                    if isinstance(padding, str)
+                    else [padding[0], padding[3], padding[1], padding[2]]
+                )
+            ours = tf_fp16ops.conv2d(
+                xin,
+                w,
+                strides,
+                pad,
+                data_format=data_format,
+                dilations=dilations,
+                accumulation="float32",
+            ).numpy()
             if data_format == "NCHW":
                 ours = ours.transpose(0, 2, 3, 1)
             np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-5)
@@ -115,11 +171,15 @@ def test_matches_tf_nn_conv2d_float32(data_format):
 def test_grouped_convolution_equals_per_group_convolutions():
     rng = np.random.default_rng(2)
     x = rng.random((1, 6, 6, 6)).astype(np.float16)
-    w = rng.random((3, 3, 2, 9)).astype(np.float16)   # 3 groups of 2 in-channels, 3 out-channels each
+    w = rng.random((3, 3, 2, 9)).astype(
+        np.float16
+    )  # 3 groups of 2 in-channels, 3 out-channels each
     y = tf_fp16ops.conv2d(x, w, 1, "SAME").numpy()
     for g in range(3):
-        yg = tf_fp16ops.conv2d(x[..., 2 * g:2 * g + 2], w[..., 3 * g:3 * g + 3], 1, "SAME").numpy()
-        assert same_bits(y[..., 3 * g:3 * g + 3], yg).all()
+        yg = tf_fp16ops.conv2d(
+            x[..., 2 * g : 2 * g + 2], w[..., 3 * g : 3 * g + 3], 1, "SAME"
+        ).numpy()
+        assert same_bits(y[..., 3 * g : 3 * g + 3], yg).all()
 
 
 def test_graph_and_function_modes_agree_with_eager():
@@ -138,17 +198,24 @@ def test_graph_and_function_modes_agree_with_eager():
         np.testing.assert_array_equal(sess.run(y), eager)
 
 
-@pytest.mark.parametrize("accumulation", ["float16", "half", tf.float16, np.float16, "float32", "float", tf.float32])
+@pytest.mark.parametrize(
+    "accumulation", ["float16", "half", tf.float16, np.float16, "float32", "float", tf.float32]
+)
 def test_accumulation_accepts_dtypes_and_names(accumulation):
     x = np.full([1, 9, 9, 1], 0.2, np.float16)
     w = np.full([7, 7, 1, 1], 0.1, np.float16)
     is_half = tf_fp16ops.accumulation_dtype(accumulation) == tf.float16
     expected = 0.98046875 if is_half else 0.9794921875
-    assert tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation=accumulation).numpy()[0, 0, 0, 0] == expected
+    assert (
+        tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation=accumulation).numpy()[0, 0, 0, 0]
+        == expected
+    )
 
 
 def test_empty_batch_returns_empty_output():
-    y = tf_fp16ops.conv2d(np.zeros((0, 5, 5, 3), np.float16), np.zeros((3, 3, 3, 2), np.float16), 1, "SAME")
+    y = tf_fp16ops.conv2d(
+        np.zeros((0, 5, 5, 3), np.float16), np.zeros((3, 3, 3, 2), np.float16), 1, "SAME"
+    )
     assert y.shape == (0, 5, 5, 2)
 
 

@@ -10,6 +10,7 @@ K = 3*3*512, typically ~sqrt(K)*u32. "Within fp32 rounding" is asserted as max_r
 is still 50x below fp16's unit roundoff 2^-11 = 4.9e-4, so the check tells fp32 from fp16
 arithmetic; float16 accumulation (inputs rounded to binary16, u = 2^-11) must exceed 1e-4.
 """
+
 from __future__ import annotations
 
 import keras
@@ -26,7 +27,7 @@ FP16_DIFFERS = 1e-4
 
 def _count(model, cls, exact=True):
     layers = model._flatten_layers(include_self=False, recursive=True)
-    return sum((type(l) is cls) if exact else isinstance(l, cls) for l in layers)
+    return sum((type(layer) is cls) if exact else isinstance(layer, cls) for layer in layers)
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +62,9 @@ def test_resnet50_counts(resnet50, resnet50_converted):
         assert conv.report.accumulation == acc
         assert _count(conv.model, Fp16Conv2D) == 53
         assert _count(conv.model, keras.layers.Conv2D) == 0
-        assert {l.accumulation for l in conv.model.layers if isinstance(l, Fp16Conv2D)} == {acc}
+        assert {
+            layer.accumulation for layer in conv.model.layers if isinstance(layer, Fp16Conv2D)
+        } == {acc}
     # The original model is untouched.
     assert _count(resnet50, Fp16Conv2D) == 0
 
@@ -70,9 +73,11 @@ def test_resnet50_same_weights_not_shared(resnet50, resnet50_converted):
     new = resnet50_converted["float32"].model
     old_w, new_w = resnet50.get_weights(), new.get_weights()
     assert len(old_w) == len(new_w) > 0
-    assert all(np.array_equal(a, b) for a, b in zip(old_w, new_w))
+    assert all(np.array_equal(a, b) for a, b in zip(old_w, new_w, strict=True))
     assert not {id(v) for v in resnet50.weights} & {id(v) for v in new.weights}
-    assert [l.name for l in new.layers[1:]] == [l.name for l in resnet50.layers[1:]]  # the Input is renamed
+    assert [layer.name for layer in new.layers[1:]] == [
+        layer.name for layer in resnet50.layers[1:]
+    ]  # the Input is renamed
 
 
 def test_resnet50_float32_matches_float16_differs(resnet50, resnet50_converted, inputs32):
@@ -108,7 +113,12 @@ def test_mobilenetv2_every_conv_and_dense_converted(mobilenet_features, inputs32
 
     r16 = tf_fp16ops.compare(m, conv16.model, inputs32)
     r32 = tf_fp16ops.compare(m, tf_fp16ops.convert(m, "float32"), inputs32)
-    assert [o.name for o in r16.outputs] == ["Conv1", "block_1_project_BN", "block_6_project_BN", "predictions"]
+    assert [o.name for o in r16.outputs] == [
+        "Conv1",
+        "block_1_project_BN",
+        "block_6_project_BN",
+        "predictions",
+    ]
     assert r32.max_rel < FP32_MATCH, r32.summary()
     by_name = {o.name: o for o in r16.outputs}
     assert by_name["block_1_project_BN"].max_rel > FP16_DIFFERS, r16.summary()
@@ -116,8 +126,14 @@ def test_mobilenetv2_every_conv_and_dense_converted(mobilenet_features, inputs32
 
 
 def _nested_model():
-    inner_seq = keras.Sequential([keras.Input((8, 8, 4)), keras.layers.Conv2D(4, 3, padding="same", name="inner_conv"),
-                                  keras.layers.ReLU()], name="inner_seq")
+    inner_seq = keras.Sequential(
+        [
+            keras.Input((8, 8, 4)),
+            keras.layers.Conv2D(4, 3, padding="same", name="inner_conv"),
+            keras.layers.ReLU(),
+        ],
+        name="inner_seq",
+    )
     x_in = keras.Input((4, 4, 4))
     y = keras.layers.Conv2D(6, 1, name="inner_fn_conv")(x_in)
     inner_fn = keras.Model(x_in, y, name="inner_fn")
@@ -152,11 +168,17 @@ def test_nested_models_converted(nested):
 
 
 def test_sequential_model():
-    m = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(3, 3, name="c1"),
-                          keras.layers.Conv2D(2, 1, name="c2"), keras.layers.Flatten()])
+    m = keras.Sequential(
+        [
+            keras.Input((6, 6, 2)),
+            keras.layers.Conv2D(3, 3, name="c1"),
+            keras.layers.Conv2D(2, 1, name="c2"),
+            keras.layers.Flatten(),
+        ]
+    )
     new = tf_fp16ops.convert(m, "float32")
     assert isinstance(new, keras.Sequential)
-    assert [type(l) for l in new.layers[:2]] == [Fp16Conv2D, Fp16Conv2D]
+    assert [type(layer) for layer in new.layers[:2]] == [Fp16Conv2D, Fp16Conv2D]
     x = np.random.default_rng(2).normal(size=(2, 6, 6, 2)).astype("float32")
     assert tf_fp16ops.compare(m, new, x).max_rel < FP32_MATCH
 
@@ -164,15 +186,21 @@ def test_sequential_model():
 def test_subset_by_name_and_predicate(nested):
     by_name = tf_fp16ops.convert_with_report(nested, "float16", layers=["stem", "inner_conv"])
     assert sorted(by_name.report.converted) == ["inner_conv", "stem"]
-    not_selected = {n.name for n in by_name.report.not_converted if n.reason == "not selected by `layers`"}
+    not_selected = {
+        n.name for n in by_name.report.not_converted if n.reason == "not selected by `layers`"
+    }
     assert not_selected == {"inner_fn_conv", "shared", "up"}
     assert type(by_name.model.get_layer("stem")) is Fp16Conv2D
-    assert type(by_name.model.get_layer("inner_fn").get_layer("inner_fn_conv")) is keras.layers.Conv2D
+    assert (
+        type(by_name.model.get_layer("inner_fn").get_layer("inner_fn_conv")) is keras.layers.Conv2D
+    )
 
     single = tf_fp16ops.convert_with_report(nested, "float16", layers="shared")
     assert single.report.converted == ("shared",)
 
-    by_pred = tf_fp16ops.convert_with_report(nested, "float16", layers=lambda l: l.kernel_size == (3, 3))
+    by_pred = tf_fp16ops.convert_with_report(
+        nested, "float16", layers=lambda layer: layer.kernel_size == (3, 3)
+    )
     assert sorted(by_pred.report.converted) == ["inner_conv", "shared", "stem"]
 
 
@@ -180,7 +208,11 @@ def test_reconvert_changes_accumulation(nested):
     once = tf_fp16ops.convert(nested, "float16")
     twice = tf_fp16ops.convert_with_report(once, "float32")
     assert len(twice.report.converted) == 5
-    accs = {l.accumulation for l in twice.model._flatten_layers() if hasattr(l, "accumulation")}
+    accs = {
+        layer.accumulation
+        for layer in twice.model._flatten_layers()
+        if hasattr(layer, "accumulation")
+    }
     assert accs == {"float32"}
 
 
@@ -198,13 +230,20 @@ def test_conv_inside_custom_layer_is_listed():
     m = keras.Model(inp, Block(name="block")(keras.layers.Conv2D(2, 1, name="outer")(inp)))
     conv = tf_fp16ops.convert_with_report(m, "float32")
     assert conv.report.converted == ("outer",)
-    assert [(n.name, n.class_name) for n in conv.report.not_converted] == [("hidden_conv", "Conv2D")]
+    assert [(n.name, n.class_name) for n in conv.report.not_converted] == [
+        ("hidden_conv", "Conv2D")
+    ]
     assert "inside custom layer 'block'" in conv.report.not_converted[0].reason
 
 
 def test_no_convertible_layer_gives_copy_and_zero_converted():
-    m = keras.Sequential([keras.Input((4,)), keras.layers.BatchNormalization(name="bn"),
-                          keras.layers.Activation("tanh")])
+    m = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.BatchNormalization(name="bn"),
+            keras.layers.Activation("tanh"),
+        ]
+    )
     conv = tf_fp16ops.convert_with_report(m, "float16")
     assert conv.report.converted == () and conv.report.not_converted == ()
     assert conv.report.summary().startswith("0 layer(s) converted")

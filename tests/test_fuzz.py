@@ -8,6 +8,7 @@ one of TensorFlow's conventional ones, and may only occur where TensorFlow's sha
 rejects the geometry too (or the case was made invalid on purpose). A crashed worker fails the
 case it was running. `make fuzz` runs the same with more cases (FUZZ_CASES, FUZZ_SEED).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,7 @@ COUNT = int(os.environ.get("FUZZ_CASES", "4000"))
 
 def test_random_cases():
     cases = F.random_cases(SEED, COUNT)
-    results = F.run_cases(cases, workers=int(os.environ.get("FUZZ_WORKERS", "2")),
-                          timeout=3600)
+    results = F.run_cases(cases, workers=int(os.environ.get("FUZZ_WORKERS", "2")), timeout=3600)
     failures = []
     for c in cases:
         why = F.verdict(c, results.get(c["id"], {"status": "crash", "message": "no result"}))
@@ -38,11 +38,24 @@ def test_the_check_detects_a_wrong_result():
     # The checker itself: one ulp off in one output of a real case is reported.
     import fuzz_worker as W
 
-    case = {"id": "0", "op": "fprop", "mode": "eager", "check": True,
-            "attrs": {"Tacc": "float16", "strides": [1, 1, 1, 1], "padding": "SAME",
-                      "explicit_paddings": [], "data_format": "NHWC", "dilations": [1, 1, 1, 1]},
-            "args": [{"shape": [1, 4, 4, 3], "dtype": "float16", "kind": "random", "seed": 3},
-                     {"shape": [3, 3, 3, 2], "dtype": "float16", "kind": "random", "seed": 4}]}
+    case = {
+        "id": "0",
+        "op": "fprop",
+        "mode": "eager",
+        "check": True,
+        "attrs": {
+            "Tacc": "float16",
+            "strides": [1, 1, 1, 1],
+            "padding": "SAME",
+            "explicit_paddings": [],
+            "data_format": "NHWC",
+            "dilations": [1, 1, 1, 1],
+        },
+        "args": [
+            {"shape": [1, 4, 4, 3], "dtype": "float16", "kind": "random", "seed": 3},
+            {"shape": [3, 3, 3, 2], "dtype": "float16", "kind": "random", "seed": 4},
+        ],
+    }
     tensors = [W.make_tensor(s) for s in case["args"]]
     y = W.run_op(case, tensors)[0].numpy()
     assert W.check(case, tensors, y, list(y.shape), None) == []

@@ -4,6 +4,7 @@ loop over its grid on the calling thread) into build/gpu_host/libtf_fp16ops_gpu_
 `make gpu-host-lib`, driven through the C ABI (cc/kernels/gpu/c_api.cc) and checked against the
 NumPy references of tests/reference.py and hand-computed values. CUTLASS's can_implement is
 compiled into that library when nvcc is present; the table tests need it."""
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,12 @@ import reference as ref
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "gpu_check"))
-from abi import AbiError, Library, Problem  # noqa: E402
 import problems  # noqa: E402
+from abi import AbiError, Library, Problem  # noqa: E402
 
 LIB = os.path.join(ROOT, "build", "gpu_host", "libtf_fp16ops_gpu_host.so")
 # Made-up devices: (driver_version, compute_capability, sm90a_code).
-TURING = (13000, 75, 0)   # no implicit-GEMM path: every launch takes the direct kernels
+TURING = (13000, 75, 0)  # no implicit-GEMM path: every launch takes the direct kernels
 AMPERE = (13000, 80, 0)
 H200 = (13000, 90, 1)
 PAIRS = (("half", "half"), ("half", "float"), ("float", "float"))
@@ -33,8 +34,7 @@ NP_T = {"half": np.float16, "float": np.float32}
 
 @pytest.fixture(scope="module")
 def lib() -> Library:
-    subprocess.run(["make", "-s", "gpu-host-lib"], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(["make", "-s", "gpu-host-lib"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     return Library(LIB)
 
 
@@ -67,8 +67,20 @@ def run(lib, op, p: Problem, t, tacc, x, w, dy, path="auto", device=TURING):
     out = np.full({"fprop": ys, "dgrad": xs, "wgrad": ws_}[op], np.nan, NP_T[t])
     _, nbytes = lib.select(op, p, t, tacc, path, device)
     ws = np.zeros(max(nbytes, 1), np.uint8)
-    used = lib.launch(op, p, t, tacc, a.ctypes.data, b.ctypes.data, out.ctypes.data,
-                      ws.ctypes.data, nbytes, 0, path, device)
+    used = lib.launch(
+        op,
+        p,
+        t,
+        tacc,
+        a.ctypes.data,
+        b.ctypes.data,
+        out.ctypes.data,
+        ws.ctypes.data,
+        nbytes,
+        0,
+        path,
+        device,
+    )
     return (out if op == "wgrad" else from_layout(out, p.nchw)), used
 
 
@@ -108,8 +120,9 @@ SHAPES = [
     Problem("odd_valid", 2, 7, 5, 3, 5, 3, 3),
     Problem("stride2_same_asym", 2, 10, 10, 4, 6, 3, 3, stride=(2, 2), pad=(0, 1, 0, 1)),
     Problem("dilation2_explicit_asym", 1, 9, 8, 4, 4, 3, 3, dil=(2, 2), pad=(2, 1, 0, 3)),
-    Problem("stride_1x2_dil_2x1", 2, 9, 12, 3, 4, 3, 3, stride=(1, 2), dil=(2, 1),
-            pad=(1, 2, 0, 1)),
+    Problem(
+        "stride_1x2_dil_2x1", 2, 9, 12, 3, 4, 3, 3, stride=(1, 2), dil=(2, 1), pad=(1, 2, 0, 1)
+    ),
     Problem("valid_leftover_rows", 1, 10, 11, 2, 3, 3, 3, stride=(2, 2)),
     Problem("1x1_stride2", 2, 6, 6, 5, 7, 1, 1, stride=(2, 2)),
     Problem("groups2", 2, 6, 7, 4, 6, 3, 3, pad=(1, 1, 1, 1), groups=2),
@@ -131,8 +144,9 @@ def test_direct_integer_data_is_exact(lib, p):
         for t, tacc in PAIRS:
             got, used = run(lib, op, p, t, tacc, x, w, dy)
             assert used == "fallback"
-            np.testing.assert_array_equal(got.astype(np.float64), exact,
-                                          err_msg=f"{op} T={t} Tacc={tacc}")
+            np.testing.assert_array_equal(
+                got.astype(np.float64), exact, err_msg=f"{op} T={t} Tacc={tacc}"
+            )
 
 
 @pytest.mark.parametrize("p", SHAPES, ids=lambda p: p.name)
@@ -160,13 +174,14 @@ def test_direct_float_accumulation_within_gamma_bound(lib, p):
     for op in OPS:
         exact = reference(op, p, x, w, dy, "float64")
         abs_sum = reference(op, p, ax, aw, ady, "float64")
-        g = p.reduction_length(op) * 2.0 ** -24 / (1 - p.reduction_length(op) * 2.0 ** -24)
+        g = p.reduction_length(op) * 2.0**-24 / (1 - p.reduction_length(op) * 2.0**-24)
         for t, tacc in (("half", "float"), ("float", "float")):
-            u_t = 2.0 ** -11 if t == "half" else 2.0 ** -24
+            u_t = 2.0**-11 if t == "half" else 2.0**-24
             got, _ = run(lib, op, p, t, tacc, x, w, dy)
             err = np.abs(got.astype(np.float64) - exact)
-            bound = g * abs_sum * (1 + u_t) + u_t * np.abs(exact) + (2.0 ** -25 if t == "half"
-                                                                      else 0.0)
+            bound = (
+                g * abs_sum * (1 + u_t) + u_t * np.abs(exact) + (2.0**-25 if t == "half" else 0.0)
+            )
             assert np.all(err <= bound), f"{op} T={t}: max err/bound {np.max(err / bound)}"
 
 
@@ -194,8 +209,8 @@ def test_hand_computed_cases(lib):
         got, _ = run(lib, "fprop", p, "half", tacc, x, w, np.zeros((1, 3, 3, 1)))
         assert np.all(got == np.float16(want)), (tacc, got.ravel())
     p2 = Problem("c2", 1, 1, 1, 2, 1, 1, 1)
-    x2 = np.array([2050.0, 1 + 2 ** -10], np.float16).reshape(1, 1, 1, 2)
-    w2 = np.array([1.0, 1 - 2 ** -10], np.float16).reshape(1, 1, 2, 1)
+    x2 = np.array([2050.0, 1 + 2**-10], np.float16).reshape(1, 1, 1, 2)
+    w2 = np.array([1.0, 1 - 2**-10], np.float16).reshape(1, 1, 2, 1)
     for tacc, want in (("half", 2050.0), ("float", 2052.0)):
         got, _ = run(lib, "fprop", p2, "half", tacc, x2, w2, np.zeros((1, 1, 1, 1)))
         assert got.ravel()[0] == want, (tacc, got.ravel())
@@ -207,8 +222,11 @@ def test_empty_dimensions(lib, case):
     sizes = {"N0": (0, 5, 5, 4, 6), "C0": (2, 5, 5, 0, 6), "K0": (2, 5, 5, 4, 0)}[case]
     N, H, W, C, K = sizes
     p = Problem(case, N, H, W, C, K, 3, 3, pad=(1, 1, 1, 1))
-    x, w, dy = (np.ones((N, H, W, C), np.float16), np.ones((3, 3, C, K), np.float16),
-                np.ones((N, H, W, K), np.float16))
+    x, w, dy = (
+        np.ones((N, H, W, C), np.float16),
+        np.ones((3, 3, C, K), np.float16),
+        np.ones((N, H, W, K), np.float16),
+    )
     for op in OPS:
         for t, tacc in PAIRS:
             got, used = run(lib, op, p, t, tacc, x, w, dy)
@@ -224,11 +242,20 @@ def test_launch_checks_workspace_and_pointers(lib):
     _, nbytes = lib.select("wgrad", p, "half", "float", "fallback", TURING)
     assert nbytes > 0
     with pytest.raises(AbiError, match="smaller than"):
-        lib.launch("wgrad", p, "half", "float", x.ctypes.data, y.ctypes.data, w.ctypes.data,
-                   0, nbytes - 1, device=TURING)
+        lib.launch(
+            "wgrad",
+            p,
+            "half",
+            "float",
+            x.ctypes.data,
+            y.ctypes.data,
+            w.ctypes.data,
+            0,
+            nbytes - 1,
+            device=TURING,
+        )
     with pytest.raises(AbiError, match="null device pointer"):
-        lib.launch("fprop", p, "half", "half", 0, w.ctypes.data, y.ctypes.data, 0, 0,
-                   device=TURING)
+        lib.launch("fprop", p, "half", "half", 0, w.ctypes.data, y.ctypes.data, 0, 0, device=TURING)
     with pytest.raises(AbiError, match="groups = 3 must divide"):
         lib.select("fprop", Problem("g", 1, 4, 4, 8, 8, 3, 3, groups=3), "half", "half")
     with pytest.raises(AbiError, match=r"unsupported \(T, Tacc\) = \(float, half\)"):
@@ -238,17 +265,21 @@ def test_launch_checks_workspace_and_pointers(lib):
 # ---------------------------------------------------------------------------------------------
 # Compatibility: CheckDevice on made-up driver and capability values.
 
+
 def test_build_states_what_it_needs(lib):
     info = lib.build_info()
     assert info == {"runtime_version": 13000, "ptx_arch": 90, "sass_archs": [75, 80, 86, 89, 90]}
 
 
-@pytest.mark.parametrize("device, code, words", [
-    ((12040, 90, 1), "FailedPrecondition", ["CUDA 12.4", "12040", "CUDA 13.0", "R580", "CPU"]),
-    ((0, 0, 0), "FailedPrecondition", ["no CUDA driver", "CPU"]),
-    ((13000, 70, 0), "Unimplemented", ["compute capability 7.0", "sm_75", "compute_90", "CPU"]),
-    ((13000, 61, 0), "Unimplemented", ["compute capability 6.1", "CPU"]),
-])
+@pytest.mark.parametrize(
+    "device, code, words",
+    [
+        ((12040, 90, 1), "FailedPrecondition", ["CUDA 12.4", "12040", "CUDA 13.0", "R580", "CPU"]),
+        ((0, 0, 0), "FailedPrecondition", ["no CUDA driver", "CPU"]),
+        ((13000, 70, 0), "Unimplemented", ["compute capability 7.0", "sm_75", "compute_90", "CPU"]),
+        ((13000, 61, 0), "Unimplemented", ["compute capability 6.1", "CPU"]),
+    ],
+)
 def test_device_the_build_cannot_serve(lib, device, code, words):
     with pytest.raises(AbiError) as e:
         lib.check_device(device, 13000, 90, [75, 80, 86, 89, 90])
@@ -263,8 +294,9 @@ def test_devices_the_build_serves(lib, cc):
     JIT-compiled on 10.0 and 12.0."""
     lib.check_device((13000, cc, 0), 13000, 90, [75, 80, 86, 89, 90])
     with pytest.raises(AbiError, match="Unimplemented"):
-        lib.check_device((13000, cc, 0), 13000, 0, [90]) if cc != 90 else \
-            lib.check_device((13000, 80, 0), 13000, 0, [90])
+        lib.check_device((13000, cc, 0), 13000, 0, [90]) if cc != 90 else lib.check_device(
+            (13000, 80, 0), 13000, 0, [90]
+        )
 
 
 def test_launch_fails_before_any_kernel_on_an_old_driver(lib):
@@ -273,8 +305,18 @@ def test_launch_fails_before_any_kernel_on_an_old_driver(lib):
     w = np.ones((3, 3, 2, 2), np.float16)
     y = np.full((1, 2, 2, 2), np.nan, np.float16)
     with pytest.raises(AbiError) as e:
-        lib.launch("fprop", p, "half", "half", x.ctypes.data, w.ctypes.data, y.ctypes.data, 0, 0,
-                   device=(12080, 90, 1))
+        lib.launch(
+            "fprop",
+            p,
+            "half",
+            "half",
+            x.ctypes.data,
+            w.ctypes.data,
+            y.ctypes.data,
+            0,
+            0,
+            device=(12080, 90, 1),
+        )
     assert e.value.code == "FailedPrecondition" and "CUDA 12.8" in e.value.message
     assert np.all(np.isnan(y))  # nothing ran
 
@@ -282,6 +324,7 @@ def test_launch_fails_before_any_kernel_on_an_old_driver(lib):
 # ---------------------------------------------------------------------------------------------
 # The implementation table with CUTLASS's can_implement, for every shape the GPU check and the
 # benchmark use.
+
 
 def all_cases():
     for p in problems.ALL_PROBLEMS:
@@ -322,11 +365,15 @@ def test_table_workspace_is_what_it_carves(cutlass):
     copies of x and y; every buffer 256-byte aligned."""
     align = lambda n: -(-n // 256) * 256  # noqa: E731
     p = Problem("ws", 2, 9, 11, 16, 24, 3, 3, pad=(1, 1, 1, 1))
-    assert cutlass.select("fprop", p, "half", "half", "sm80", H200) == \
-        ("sm80", align(24 * 9 * 16 * 2))
+    assert cutlass.select("fprop", p, "half", "half", "sm80", H200) == (
+        "sm80",
+        align(24 * 9 * 16 * 2),
+    )
     pn = Problem("ws_nchw", 2, 9, 11, 16, 24, 3, 3, pad=(1, 1, 1, 1), nchw=True)
-    assert cutlass.select("fprop", pn, "half", "half", "sm80", H200) == \
-        ("sm80", align(24 * 9 * 16 * 2) + align(2 * 9 * 11 * 16 * 2) + align(2 * 9 * 11 * 24 * 2))
+    assert cutlass.select("fprop", pn, "half", "half", "sm80", H200) == (
+        "sm80",
+        align(24 * 9 * 16 * 2) + align(2 * 9 * 11 * 16 * 2) + align(2 * 9 * 11 * 24 * 2),
+    )
     assert cutlass.select("fprop", p, "half", "half", "fallback", H200) == ("fallback", 0)
 
 
@@ -361,8 +408,9 @@ def test_check_references_match_tests_reference(p):
         assert same_bits(got, want), op
         exact = reference(op, p, x, w, dy, "float64").ravel()
         idx = rng.choice(exact.size, size=min(40, exact.size), replace=False)
-        np.testing.assert_allclose(refs.sampled(B, op, p, x, w, dy, idx), exact[idx],
-                                   rtol=1e-12, atol=1e-12, err_msg=op)
+        np.testing.assert_allclose(
+            refs.sampled(B, op, p, x, w, dy, idx), exact[idx], rtol=1e-12, atol=1e-12, err_msg=op
+        )
 
 
 def test_round16_rounds_once():
@@ -370,9 +418,9 @@ def test_round16_rounds_once():
     2050, not (via 2051.0, a tie) to 2052; plus random binary64 values against NumPy's direct
     binary64 -> binary16 conversion."""
     B = refs.NumpyBackend()
-    d = np.array([2051 - 2.0 ** -30, 2051 + 2.0 ** -30, -(2051 - 2.0 ** -30), 65519.99, 1e-8])
+    d = np.array([2051 - 2.0**-30, 2051 + 2.0**-30, -(2051 - 2.0**-30), 65519.99, 1e-8])
     np.testing.assert_array_equal(B.round16(d), d.astype(np.float16).astype(np.float64))
-    assert B.round16(np.array([2051 - 2.0 ** -30]))[0] == 2050.0
+    assert B.round16(np.array([2051 - 2.0**-30]))[0] == 2050.0
     r = np.random.default_rng(0).standard_normal(100000) * 1000
     np.testing.assert_array_equal(B.round16(r), r.astype(np.float16).astype(np.float64))
 
@@ -388,17 +436,30 @@ def test_half_rule_catches_a_transposed_result():
     seq = refs.seq_half(B, "fprop", p, x, w, dy)
     seq_err = np.abs(seq - exact)
     # Pairwise order: binary16 sums of the two halves of the channels, then added.
-    half_a = refs.seq_half(B, "fprop", Problem("a", 2, 8, 8, 8, 16, 3, 3, pad=(1, 1, 1, 1)),
-                           x[..., :8], w[:, :, :8, :], dy)
-    half_b = refs.seq_half(B, "fprop", Problem("b", 2, 8, 8, 8, 16, 3, 3, pad=(1, 1, 1, 1)),
-                           x[..., 8:], w[:, :, 8:, :], dy)
+    half_a = refs.seq_half(
+        B,
+        "fprop",
+        Problem("a", 2, 8, 8, 8, 16, 3, 3, pad=(1, 1, 1, 1)),
+        x[..., :8],
+        w[:, :, :8, :],
+        dy,
+    )
+    half_b = refs.seq_half(
+        B,
+        "fprop",
+        Problem("b", 2, 8, 8, 8, 16, 3, 3, pad=(1, 1, 1, 1)),
+        x[..., 8:],
+        w[:, :, 8:, :],
+        dy,
+    )
     pairwise = (half_a + half_b).astype(np.float16).astype(np.float64)
     wrong = seq.transpose(0, 2, 1, 3)  # P and Q swapped
     absmax = float(np.abs(exact).max())
     for candidate, ok in ((seq, True), (pairwise, True), (wrong, False)):
         err = np.abs(candidate - exact)
-        assert refs.half_error_ok(err.max(), err.mean(), seq_err.max(), seq_err.mean(),
-                                  absmax) is ok
+        assert (
+            refs.half_error_ok(err.max(), err.mean(), seq_err.max(), seq_err.mean(), absmax) is ok
+        )
 
 
 import check  # noqa: E402  (tools/gpu_check/check.py: its parent process needs no torch)
@@ -415,17 +476,23 @@ def test_check_names_the_kernel_a_dying_section_was_running(tmp_path):
     """A section that faults (abort) or hangs (timeout) still leaves a summary naming the kernel
     that was running; results written before the crash are kept."""
     jsonl = str(tmp_path / "results.jsonl")
-    crash = ("import json, os, sys; f = open(sys.argv[1], 'a'); "
-             "w = lambda o: (f.write(json.dumps(o) + '\\n'), f.flush()); "
-             "w({'section': 'crashy', 'event': 'start', 'kernel': 'k1'}); "
-             "w({'section': 'crashy', 'event': 'result', 'kernel': 'k1', 'ok': True}); "
-             "w({'section': 'crashy', 'event': 'start', 'kernel': 'fprop sm90 r50'}); "
-             "os.abort()")
-    hang = ("import json, sys, time; f = open(sys.argv[1], 'a'); "
-            "f.write(json.dumps({'section': 'hangy', 'event': 'start', 'kernel': 'wgrad x'})"
-            " + '\\n'); f.flush(); time.sleep(60)")
-    sections = [check.run_section("crashy", [sys.executable, "-c", crash, jsonl], 30, jsonl),
-                check.run_section("hangy", [sys.executable, "-c", hang, jsonl], 2, jsonl)]
+    crash = (
+        "import json, os, sys; f = open(sys.argv[1], 'a'); "
+        "w = lambda o: (f.write(json.dumps(o) + '\\n'), f.flush()); "
+        "w({'section': 'crashy', 'event': 'start', 'kernel': 'k1'}); "
+        "w({'section': 'crashy', 'event': 'result', 'kernel': 'k1', 'ok': True}); "
+        "w({'section': 'crashy', 'event': 'start', 'kernel': 'fprop sm90 r50'}); "
+        "os.abort()"
+    )
+    hang = (
+        "import json, sys, time; f = open(sys.argv[1], 'a'); "
+        "f.write(json.dumps({'section': 'hangy', 'event': 'start', 'kernel': 'wgrad x'})"
+        " + '\\n'); f.flush(); time.sleep(60)"
+    )
+    sections = [
+        check.run_section("crashy", [sys.executable, "-c", crash, jsonl], 30, jsonl),
+        check.run_section("hangy", [sys.executable, "-c", hang, jsonl], 2, jsonl),
+    ]
     assert sections[0]["verdict"] == "ERROR" and "died" in sections[0]["status"]
     assert sections[0]["running_kernel"] == "fprop sm90 r50" and sections[0]["asserted_ok"] == 1
     assert sections[1]["verdict"] == "ERROR" and "timed out" in sections[1]["status"]
@@ -440,10 +507,21 @@ def test_check_end_to_end_without_a_gpu_writes_its_summary(lib, tmp_path):
     """The real parent on the host library (made-up sm_75 device): the facts section cannot run
     here (no GPU, perhaps no PyTorch) and must come back as ERROR in a written summary."""
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gpu_check", "check.py"),
-                           "--lib", LIB, "--out", str(out),
-                           "--skip", "exactness,random,cases,bench"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "tools", "gpu_check", "check.py"),
+            "--lib",
+            LIB,
+            "--out",
+            str(out),
+            "--skip",
+            "exactness,random,cases,bench",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[0].startswith("device facts (library):")
     summary = json.loads((out / "summary.json").read_text())
@@ -458,6 +536,7 @@ def test_failed_tma_descriptor_encode_reaches_the_hook(cutlass):
     Without a driver the encode fails; the hook must have recorded it (the Hopper launcher turns
     it into an error naming the call)."""
     import ctypes
+
     name = ctypes.create_string_buffer(64)
     result = cutlass.lib.tfo_host_tma_encode_probe(name, 64)
     assert result != 0  # CUresult of the failed encode (no driver on this machine)
@@ -465,16 +544,16 @@ def test_failed_tma_descriptor_encode_reaches_the_hook(cutlass):
 
 
 def test_benchmark_reports_fail_below_its_targets():
-    r50 = problems.BENCH_PROBLEMS[1]       # a ResNet-50 3x3 layer
+    r50 = problems.BENCH_PROBLEMS[1]  # a ResNet-50 3x3 layer
     r50_1x1 = problems.BENCH_PROBLEMS[-1]
     seed = problems.BENCH_PROBLEMS[0]
     fast = {"ours_half_ms": 1.0, "ours_float_ms": 1.0, "torch_ms": 1.0, "cudnn_half_ms": 1.6}
     assert check.targets_met(dict(fast), r50)
     assert not check.targets_met({**fast, "cudnn_half_ms": 1.4}, r50)  # 1.4x < 1.5x
-    assert not check.targets_met({**fast, "torch_ms": 0.85}, r50)      # 0.85x < 0.9x
+    assert not check.targets_met({**fast, "torch_ms": 0.85}, r50)  # 0.85x < 0.9x
     assert not check.targets_met({k: v for k, v in fast.items() if k != "cudnn_half_ms"}, r50)
     assert check.targets_met({**fast, "cudnn_half_ms": 1.0}, r50_1x1)  # half target: 3x3 only
-    assert check.targets_met({**fast, "torch_ms": 0.1}, seed)          # no target on the seed
+    assert check.targets_met({**fast, "torch_ms": 0.1}, seed)  # no target on the seed
 
 
 def test_exactness_problems_keep_partial_sums_exact():
@@ -499,11 +578,15 @@ def test_check_references_on_the_torch_backend(p):
         want = refs.seq_half(B, op, p, x, w, dy)
         got = refs.seq_half(T, op, p, tx, tw, tdy).numpy()
         assert same_bits(got, want), op
-        n = {"fprop": p.N * p.P * p.Q * p.K, "dgrad": p.N * p.H * p.W * p.C,
-             "wgrad": p.KH * p.KW * (p.C // p.groups) * p.K}[op]
+        n = {
+            "fprop": p.N * p.P * p.Q * p.K,
+            "dgrad": p.N * p.H * p.W * p.C,
+            "wgrad": p.KH * p.KW * (p.C // p.groups) * p.K,
+        }[op]
         idx = rng.choice(n, size=min(30, n), replace=False)
-        assert refs.sampled(T, op, p, tx, tw, tdy, torch.from_numpy(idx)) == \
-            pytest.approx(refs.sampled(B, op, p, x, w, dy, idx), rel=1e-12, abs=1e-12)
+        assert refs.sampled(T, op, p, tx, tw, tdy, torch.from_numpy(idx)) == pytest.approx(
+            refs.sampled(B, op, p, x, w, dy, idx), rel=1e-12, abs=1e-12
+        )
 
 
 def test_check_cpu_dry_run(lib, tmp_path):
@@ -511,10 +594,24 @@ def test_check_cpu_dry_run(lib, tmp_path):
     the host library and CPU tensors (direct kernels only) and every asserted result passes."""
     pytest.importorskip("torch")
     out = tmp_path / "dry"
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gpu_check", "check.py"),
-                           "--cpu-dry-run", "--lib", LIB, "--out", str(out), "--skip",
-                           "exactness,bench", "--timeout-scale", "4"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "tools", "gpu_check", "check.py"),
+            "--cpu-dry-run",
+            "--lib",
+            LIB,
+            "--out",
+            str(out),
+            "--skip",
+            "exactness,bench",
+            "--timeout-scale",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert [s["section"] for s in summary["sections"]] == ["facts", "random", "cases"]

@@ -2,6 +2,7 @@
 NumPy reference: each runs in a fresh process with TF_FP16OPS_CPU_ISA capping the path. The
 ops run on TensorFlow's threads, which set MXCSR.FTZ/DAZ: the "binades" trials (binary16
 subnormal products, sums and results) show that the fp16 path does not depend on them."""
+
 import os
 import subprocess
 import sys
@@ -35,9 +36,12 @@ for trial in range(15):
             same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
             bad += int((~same).sum())
         else:
-            ref = R.conv2d(x.astype(np.float64), w.astype(np.float64), padding="SAME", accumulation="float64")
-            absr = R.conv2d(np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)), padding="SAME", accumulation="float64")
-            bound = R.gamma_bound(9 * c, absr, 2.0 ** -24) + np.maximum(np.abs(ref) * 2.0 ** -11, 2.0 ** -25) * 1.001
+            x64, w64 = x.astype(np.float64), w.astype(np.float64)
+            ref = R.conv2d(x64, w64, padding="SAME", accumulation="float64")
+            absr = R.conv2d(np.abs(x64), np.abs(w64), padding="SAME", accumulation="float64")
+            bound = R.gamma_bound(9 * c, absr, 2.0 ** -24) + np.maximum(
+                np.abs(ref) * 2.0 ** -11, 2.0 ** -25
+            ) * 1.001
             ok = np.abs(ours.astype(np.float64) - ref) <= bound
             bad += int((~ok[np.isfinite(ref) & (np.abs(ref) < 65504)]).sum())
 print("isa", tf_fp16ops.ops.cpu_isa())
@@ -49,8 +53,13 @@ print("mismatches", bad)
 def test_isa_path_is_exact(isa):
     tests = str(Path(__file__).resolve().parent)
     env = dict(os.environ, TF_FP16OPS_CPU_ISA=isa, TF_CPP_MIN_LOG_LEVEL="3")
-    r = subprocess.run([sys.executable, "-c", SCRIPT.format(tests=tests)], env=env, capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(tests=tests)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.strip().splitlines()
     if isa != "scalar" and lines[-2] != f"isa {isa}":

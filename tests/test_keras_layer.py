@@ -5,6 +5,7 @@ gamma_K * sum|x*w| of the exact value (Higham 2002, §3.1; tests/reference.gamma
 differ by at most twice that. float16 accumulation: bit-exact against tests/reference.conv2d
 (accumulation='half') on the float16-rounded input and kernel.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,10 +19,9 @@ import pytest
 import tensorflow as tf
 
 import reference
-import tf_fp16ops
 from tf_fp16ops.layers import Conv2D
 
-U32 = 2.0 ** -24
+U32 = 2.0**-24
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LAYER_ARGS = [
@@ -30,7 +30,13 @@ LAYER_ARGS = [
     dict(filters=4, kernel_size=3, dilation_rate=2, padding="same", activation="relu"),
     dict(filters=6, kernel_size=3, groups=2, use_bias=False),
     dict(filters=4, kernel_size=(2, 3), strides=(1, 2), data_format="channels_first"),
-    dict(filters=3, kernel_size=1, kernel_regularizer="l2", bias_constraint="non_neg", name="one_by_one"),
+    dict(
+        filters=3,
+        kernel_size=1,
+        kernel_regularizer="l2",
+        bias_constraint="non_neg",
+        name="one_by_one",
+    ),
 ]
 
 
@@ -38,7 +44,10 @@ def _nhwc_ref(x, w, args, accumulation):
     """Reference convolution for the Keras arguments, in NHWC."""
     s = args.get("strides", 1)
     d = args.get("dilation_rate", 1)
-    pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+    def pair(v):
+        return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
     padding = args.get("padding", "valid").upper()
     return reference.conv2d(x, w, pair(s), pair(d), padding, accumulation)
 
@@ -48,7 +57,9 @@ def _input(args, dtype="float32", seed=0):
     return x.transpose(0, 3, 1, 2) if args.get("data_format") == "channels_first" else x
 
 
-@pytest.mark.parametrize("args", LAYER_ARGS, ids=lambda a: ",".join(f"{k}={v}" for k, v in a.items()))
+@pytest.mark.parametrize(
+    "args", LAYER_ARGS, ids=lambda a: ",".join(f"{k}={v}" for k, v in a.items())
+)
 def test_float32_accumulation_matches_keras_conv2d(args):
     x = _input(args)
     ref_layer = keras.layers.Conv2D(**args)
@@ -65,11 +76,15 @@ def test_float32_accumulation_matches_keras_conv2d(args):
     assert got.shape == expected.shape and got.dtype == np.float32
     # Bound from the bias-free pre-activation: sum|x*w| through the float64 reference.
     x_nhwc = x.transpose(0, 2, 3, 1) if args.get("data_format") == "channels_first" else x
-    abs_sum = _nhwc_ref(np.abs(x_nhwc).astype(np.float64), np.abs(weights[0]).astype(np.float64), args, "float64")
+    abs_sum = _nhwc_ref(
+        np.abs(x_nhwc).astype(np.float64), np.abs(weights[0]).astype(np.float64), args, "float64"
+    )
     if args.get("data_format") == "channels_first":
         abs_sum = abs_sum.transpose(0, 3, 1, 2)
     k = int(np.prod(weights[0].shape[:3]))
-    bound = 2 * reference.gamma_bound(k + 1, abs_sum, U32) + 4 * U32 * np.abs(expected)  # + bias add
+    bound = 2 * reference.gamma_bound(k + 1, abs_sum, U32) + 4 * U32 * np.abs(
+        expected
+    )  # + bias add
     assert np.all(np.abs(got - expected) <= bound)
 
 
@@ -115,7 +130,9 @@ def test_mixed_float16_policy(accumulation):
     if accumulation == "float16":
         np.testing.assert_array_equal(y, expected)
     else:
-        np.testing.assert_allclose(y.astype(np.float64), expected.astype(np.float64), rtol=2 ** -10, atol=2 ** -14)
+        np.testing.assert_allclose(
+            y.astype(np.float64), expected.astype(np.float64), rtol=2**-10, atol=2**-14
+        )
 
 
 def test_float16_policy_has_float16_variables():
@@ -125,8 +142,19 @@ def test_float16_policy_has_float16_variables():
 
 
 def test_get_config_from_config_round_trip():
-    layer = Conv2D(6, (3, 2), strides=2, padding="same", groups=2, activation="relu", use_bias=True,
-                   kernel_regularizer="l2", accumulation="half", dtype="mixed_float16", name="c")
+    layer = Conv2D(
+        6,
+        (3, 2),
+        strides=2,
+        padding="same",
+        groups=2,
+        activation="relu",
+        use_bias=True,
+        kernel_regularizer="l2",
+        accumulation="half",
+        dtype="mixed_float16",
+        name="c",
+    )
     config = layer.get_config()
     assert config["accumulation"] == "float16"
     clone = Conv2D.from_config(config)
@@ -136,7 +164,9 @@ def test_get_config_from_config_round_trip():
     layer(x)
     clone(x)
     clone.set_weights(layer.get_weights())
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer(x)), keras.ops.convert_to_numpy(clone(x)))
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(layer(x)), keras.ops.convert_to_numpy(clone(x))
+    )
     serialized = keras.saving.serialize_keras_object(layer)
     assert serialized["registered_name"] == "tf_fp16ops>Conv2D"
     assert type(keras.saving.deserialize_keras_object(serialized)) is Conv2D
@@ -144,9 +174,13 @@ def test_get_config_from_config_round_trip():
 
 @pytest.fixture(scope="module")
 def saved_keras_file(tmp_path_factory):
-    model = keras.Sequential([keras.Input((6, 6, 2)),
-                              Conv2D(4, 3, padding="same", accumulation="float16", name="c16"),
-                              Conv2D(2, 3, accumulation="float32", activation="relu", name="c32")])
+    model = keras.Sequential(
+        [
+            keras.Input((6, 6, 2)),
+            Conv2D(4, 3, padding="same", accumulation="float16", name="c16"),
+            Conv2D(2, 3, accumulation="float32", activation="relu", name="c32"),
+        ]
+    )
     path = str(tmp_path_factory.mktemp("keras") / "model.keras")
     model.save(path)
     x = np.random.default_rng(6).normal(size=(2, 6, 6, 2)).astype("float32")
@@ -156,8 +190,13 @@ def saved_keras_file(tmp_path_factory):
 def test_keras_file_round_trip(saved_keras_file):
     model, path, x = saved_keras_file
     loaded = keras.saving.load_model(path)
-    assert [(type(l), l.accumulation) for l in loaded.layers] == [(Conv2D, "float16"), (Conv2D, "float32")]
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(model(x)), keras.ops.convert_to_numpy(loaded(x)))
+    assert [(type(layer), layer.accumulation) for layer in loaded.layers] == [
+        (Conv2D, "float16"),
+        (Conv2D, "float32"),
+    ]
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(model(x)), keras.ops.convert_to_numpy(loaded(x))
+    )
 
 
 def test_keras_file_loads_in_fresh_process_after_import(saved_keras_file, tmp_path):
@@ -167,9 +206,12 @@ def test_keras_file_loads_in_fresh_process_after_import(saved_keras_file, tmp_pa
         import numpy as np, keras
         import tf_fp16ops
         m = keras.saving.load_model({path!r})
-        np.save({str(tmp_path / 'y.npy')!r}, keras.ops.convert_to_numpy(m(np.load({str(tmp_path / 'x.npy')!r}))))
+        y = m(np.load({str(tmp_path / "x.npy")!r}))
+        np.save({str(tmp_path / "y.npy")!r}, keras.ops.convert_to_numpy(y))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), keras.ops.convert_to_numpy(model(x)))
 
@@ -180,19 +222,28 @@ def test_lora_argument():
     ref_layer(x)
     layer = Conv2D(4, 3, lora_rank=2, accumulation="float32")
     layer(x)
-    weights = [np.random.default_rng(i).normal(size=v.shape).astype("float32") for i, v in enumerate(ref_layer.weights)]
-    for a, b, w in zip(ref_layer.weights, layer.weights, weights):
+    weights = [
+        np.random.default_rng(i).normal(size=v.shape).astype("float32")
+        for i, v in enumerate(ref_layer.weights)
+    ]
+    for a, b, w in zip(ref_layer.weights, layer.weights, weights, strict=True):
         a.assign(w)
         b.assign(w)
     assert layer.lora_enabled
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x)), keras.ops.convert_to_numpy(ref_layer(x)),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(layer(x)),
+        keras.ops.convert_to_numpy(ref_layer(x)),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_unsupported_arguments():
     with pytest.raises(ValueError, match="accumulation must be .* got 'int8'"):
         Conv2D(4, 3, accumulation="int8")
-    with pytest.raises(ValueError, match="accumulation must be .* got tf.float64|accumulation must be"):
+    with pytest.raises(
+        ValueError, match="accumulation must be .* got tf.float64|accumulation must be"
+    ):
         Conv2D(4, 3, accumulation=tf.float64)
     with pytest.raises(ValueError, match="dtype policy 'bfloat16' has compute dtype bfloat16"):
         Conv2D(4, 3, dtype="bfloat16")

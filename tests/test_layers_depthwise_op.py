@@ -62,7 +62,7 @@ print("mismatches", bad)
 
 def test_float16_bit_exact_native_isa_path(capsys):
     exec(SCRIPT.format(tests=TESTS), {})  # this process: the best path of the CPU
-    out = dict(l.split(" ", 1) for l in capsys.readouterr().out.splitlines() if " " in l)
+    out = dict(line.split(" ", 1) for line in capsys.readouterr().out.splitlines() if " " in line)
     assert out["mismatches"] == "0" and int(out["compared"]) > 1000, out
 
 
@@ -77,7 +77,7 @@ def test_float16_bit_exact_capped_isa_path(isa):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = dict(l.split(" ", 1) for l in proc.stdout.splitlines() if " " in l)
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
     if isa == "avx2" and lines["isa"] != "avx2":
         pytest.skip(f"this CPU has no AVX2 path (runs {lines['isa']})")
     assert lines["isa"] == isa and lines["mismatches"] == "0" and int(lines["compared"]) > 1000

@@ -204,7 +204,7 @@ def test_float32_accumulation_matches_keras_forward_and_gradients(case):
     assert y_ours.dtype == np.float32
     _close_fp32(y_ours, y_ref)
     assert len(g_ref) == len(g_ours)
-    for a, b in zip(g_ours, g_ref):
+    for a, b in zip(g_ours, g_ref, strict=True):
         _close_fp32(a, b)
 
 
@@ -405,7 +405,9 @@ def test_keras_file_round_trip(all_layers_model, tmp_path):
     model.save(path)
     loaded = keras.saving.load_model(path)
     kinds = [
-        (type(l).__name__, l.accumulation) for l in loaded.layers if hasattr(l, "accumulation")
+        (type(layer).__name__, layer.accumulation)
+        for layer in loaded.layers
+        if hasattr(layer, "accumulation")
     ]
     assert kinds == [
         ("DepthwiseConv2D", "float16"),
@@ -415,9 +417,9 @@ def test_keras_file_round_trip(all_layers_model, tmp_path):
         ("Dense", "float32"),
     ]
     assert all(
-        type(l).__module__ == "tf_fp16ops.layers"
-        for l in loaded.layers[1:]
-        if hasattr(l, "accumulation")
+        type(layer).__module__ == "tf_fp16ops.layers"
+        for layer in loaded.layers[1:]
+        if hasattr(layer, "accumulation")
     )
     np.testing.assert_array_equal(model(x).numpy(), loaded(x).numpy())
 
@@ -436,7 +438,7 @@ def test_training_step_changes_weights(all_layers_model):
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", jit_compile=False)
     before = [w.copy() for w in model.get_weights()]
     model.fit(x, np.zeros((2, 16, 4), "float32"), epochs=1, verbose=0)
-    changed = [not np.array_equal(a, b) for a, b in zip(before, model.get_weights())]
+    changed = [not np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True)]
     assert all(changed)
 
 

@@ -72,8 +72,8 @@ def _sequence_model():
 
 def _count_ours(model):
     return sum(
-        type(l).__module__ == "tf_fp16ops.layers"
-        for l in model._flatten_layers(include_self=False, recursive=True)
+        type(layer).__module__ == "tf_fp16ops.layers"
+        for layer in model._flatten_layers(include_self=False, recursive=True)
     )
 
 

@@ -1,5 +1,7 @@
 """Loading the op library: version check, clear ImportError, repeated and symlinked loads,
-and the C++ ABI of the built library against the installed framework (docs/design.md: "Custom-op SavedModels", "ABI mismatch")."""
+and the C++ ABI of the built library against the installed framework (docs/design.md:
+"Custom-op SavedModels", "ABI mismatch")."""
+
 import json
 import os
 import shutil
@@ -18,10 +20,14 @@ PKG = Path(tf_fp16ops.__file__).resolve().parent
 
 def copy_package(tmp_path, with_library=True, built_for=None, source_tree=False):
     dst = tmp_path / "tf_fp16ops"
-    shutil.copytree(PKG, dst, ignore=shutil.ignore_patterns("__pycache__", "*.so", "_build_info.json"))
+    shutil.copytree(
+        PKG, dst, ignore=shutil.ignore_patterns("__pycache__", "*.so", "_build_info.json")
+    )
     if with_library:
         shutil.copy(PKG / "_fp16ops.so", dst / "_fp16ops.so")
-    (dst / "_build_info.json").write_text(json.dumps({"tensorflow_version": built_for or tf.__version__}))
+    (dst / "_build_info.json").write_text(
+        json.dumps({"tensorflow_version": built_for or tf.__version__})
+    )
     if source_tree:  # a checkout: Makefile and BUILD beside the package
         (tmp_path / "Makefile").write_text("")
         (tmp_path / "BUILD").write_text("")
@@ -31,8 +37,14 @@ def copy_package(tmp_path, with_library=True, built_for=None, source_tree=False)
 def import_in_subprocess(path):
     """Imports the package and uses an op: the library is loaded (and checked) at first op use."""
     env = dict(os.environ, PYTHONPATH=str(path), TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run([sys.executable, "-c", "import tf_fp16ops; tf_fp16ops.conv2d"], cwd=path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", "import tf_fp16ops; tf_fp16ops.conv2d"],
+        cwd=path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_import_error_names_versions_and_rebuild_command_when_built_for_another_tf(tmp_path):
@@ -63,23 +75,30 @@ def test_loading_twice_and_through_a_symlink_is_harmless(tmp_path):
     tf.load_op_library(str(_library.LIBRARY_PATH))
     tf.load_op_library(str(link))
     assert _library.load() is _library.load()
-    y = tf_fp16ops.conv2d(tf.ones([1, 2, 2, 1], tf.float16), tf.ones([1, 1, 1, 1], tf.float16), 1, "VALID")
+    y = tf_fp16ops.conv2d(
+        tf.ones([1, 2, 2, 1], tf.float16), tf.ones([1, 1, 1, 1], tf.float16), 1, "VALID"
+    )
     assert y.numpy().sum() == 4
 
 
 def _symbols(args, path):
     """Mangled dynamic symbol names (no spaces, so the last field is the whole name)."""
-    out = subprocess.run(["nm", "-D", *args, str(path)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["nm", "-D", *args, str(path)], capture_output=True, text=True, check=True
+    ).stdout
     return {line.split()[-1] for line in out.splitlines() if line.strip()}
 
 
 @pytest.mark.skipif(shutil.which("nm") is None, reason="binutils' nm is not installed")
 def test_undefined_tensorflow_symbols_resolve_in_the_installed_framework():
-    # ABI mismatch (tensorflow #9137): a library built with the other _GLIBCXX_USE_CXX11_ABI would need symbols (with or
-    # without [abi:cxx11] / __cxx11) that the framework does not export.
+    # ABI mismatch (tensorflow #9137): a library built with the other _GLIBCXX_USE_CXX11_ABI would
+    # need symbols (with or without [abi:cxx11] / __cxx11) that the framework does not export.
     framework = Path(tf.sysconfig.get_lib()) / "libtensorflow_framework.so.2"
-    needed = {s for s in _symbols(["--undefined-only"], _library.LIBRARY_PATH)
-              if "10tensorflow" in s or "3tsl" in s}
+    needed = {
+        s
+        for s in _symbols(["--undefined-only"], _library.LIBRARY_PATH)
+        if "10tensorflow" in s or "3tsl" in s
+    }
     assert needed, "the op library should import TensorFlow symbols"
     exported = _symbols(["--defined-only"], framework)
     missing = sorted(needed - exported)

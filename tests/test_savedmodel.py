@@ -1,6 +1,7 @@
-"""SavedModels that contain Fp16Conv2D ops (docs/design.md "Custom-op SavedModels"): save, reload in a fresh process, the
-"Op type not registered" failure without the library, the loader, loading the library twice
-or through a symlink."""
+"""SavedModels that contain Fp16Conv2D ops (docs/design.md "Custom-op SavedModels"): save, reload
+in a fresh process, the "Op type not registered" failure without the library, the loader, loading
+the library twice or through a symlink."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,14 @@ class ConvModule(tf.Module):
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     root = tmp_path_factory.mktemp("savedmodel")
-    model = keras.Sequential([keras.Input((6, 6, 2)), Conv2D(4, 3, padding="same", accumulation="float16"),
-                              Conv2D(3, 3, accumulation="float32", activation="relu"), keras.layers.Flatten()])
+    model = keras.Sequential(
+        [
+            keras.Input((6, 6, 2)),
+            Conv2D(4, 3, padding="same", accumulation="float16"),
+            Conv2D(3, 3, accumulation="float32", activation="relu"),
+            keras.layers.Flatten(),
+        ]
+    )
     x32 = np.random.default_rng(0).normal(size=(2, 6, 6, 2)).astype(np.float32)
     model.export(str(root / "keras_export"), format="tf_saved_model", verbose=False)
     module = ConvModule()
@@ -49,19 +56,28 @@ def saved(tmp_path_factory):
 
 def _run(script: str, root) -> subprocess.CompletedProcess:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                          timeout=180, cwd=str(root), env=env)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=str(root),
+        env=env,
+    )
 
 
 def test_reload_after_import_gives_identical_outputs(saved):
-    proc = _run("""
+    proc = _run(
+        """
         import numpy as np, tensorflow as tf
         import tf_fp16ops
         k = tf.saved_model.load("keras_export")
         m = tf.saved_model.load("module")
         np.save("y_keras_reloaded.npy", k.serve(np.load("x32.npy")).numpy())
         np.save("y_module_reloaded.npy", m.f(np.load("x16.npy")).numpy())
-    """, saved)
+    """,
+        saved,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for name in ("keras", "module"):
         expected, got = np.load(saved / f"y_{name}.npy"), np.load(saved / f"y_{name}_reloaded.npy")
@@ -70,7 +86,8 @@ def test_reload_after_import_gives_identical_outputs(saved):
 
 
 def test_without_library_op_not_registered_then_loader_fixes_it(saved):
-    proc = _run("""
+    proc = _run(
+        """
         import numpy as np, sys, tensorflow as tf
         for path in ("keras_export", "module"):
             try:
@@ -83,19 +100,26 @@ def test_without_library_op_not_registered_then_loader_fixes_it(saved):
         from tf_fp16ops import load_saved_model
         m = load_saved_model("module")
         np.save("y_module_loader.npy", m.f(np.load("x16.npy")).numpy())
-    """, saved)
+    """,
+        saved,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     errors = [line for line in proc.stdout.splitlines() if line.startswith("LOAD-ERROR")]
     assert len(errors) == 2
     for line in errors:
-        assert ("NotFoundError" in line or "RuntimeError" in line) and "Op type not registered 'Fp16Conv2D'" in line, line
-    np.testing.assert_array_equal(np.load(saved / "y_module_loader.npy"), np.load(saved / "y_module.npy"))
+        assert (
+            "NotFoundError" in line or "RuntimeError" in line
+        ) and "Op type not registered 'Fp16Conv2D'" in line, line
+    np.testing.assert_array_equal(
+        np.load(saved / "y_module_loader.npy"), np.load(saved / "y_module.npy")
+    )
 
 
 def test_library_twice_and_through_symlink_is_harmless(saved, tmp_path):
     link = tmp_path / "linked_fp16ops.so"
     link.symlink_to(_library.LIBRARY_PATH)
-    proc = _run(f"""
+    proc = _run(
+        f"""
         import numpy as np, tensorflow as tf
         import tf_fp16ops
         tf.load_op_library({str(_library.LIBRARY_PATH)!r})   # the same file again
@@ -104,9 +128,12 @@ def test_library_twice_and_through_symlink_is_harmless(saved, tmp_path):
         m2 = tf_fp16ops.load_saved_model("module")
         np.save("first.npy", m.f(np.load("x16.npy")).numpy())
         np.save("again.npy", m2.f(np.load("x16.npy")).numpy())
-        ones = tf_fp16ops.conv2d(tf.ones([1, 3, 3, 2], tf.float16), tf.ones([3, 3, 2, 1], tf.float16), 1, "VALID")
+        x1, w1 = tf.ones([1, 3, 3, 2], tf.float16), tf.ones([3, 3, 2, 1], tf.float16)
+        ones = tf_fp16ops.conv2d(x1, w1, 1, "VALID")
         np.save("ones.npy", ones.numpy())
-    """, saved)
+    """,
+        saved,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     expected = np.load(saved / "y_module.npy")
     np.testing.assert_array_equal(np.load(saved / "first.npy"), expected)
@@ -117,15 +144,20 @@ def test_library_twice_and_through_symlink_is_harmless(saved, tmp_path):
 def test_symlink_loaded_before_the_package(saved, tmp_path):
     link = tmp_path / "linked_fp16ops.so"
     link.symlink_to(_library.LIBRARY_PATH)
-    proc = _run(f"""
+    proc = _run(
+        f"""
         import numpy as np, tensorflow as tf
-        tf.load_op_library({str(link)!r})                    # e.g. a serving set-up, before the package
+        # e.g. a serving set-up, before the package
+        tf.load_op_library({str(link)!r})
         m = tf.saved_model.load("module")
         np.save("first.npy", m.f(np.load("x16.npy")).numpy())
         import tf_fp16ops
-        ones = tf_fp16ops.conv2d(tf.ones([1, 3, 3, 2], tf.float16), tf.ones([3, 3, 2, 1], tf.float16), 1, "VALID")
+        x1, w1 = tf.ones([1, 3, 3, 2], tf.float16), tf.ones([3, 3, 2, 1], tf.float16)
+        ones = tf_fp16ops.conv2d(x1, w1, 1, "VALID")
         np.save("ones.npy", ones.numpy())
-    """, saved)
+    """,
+        saved,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     np.testing.assert_array_equal(np.load(saved / "first.npy"), np.load(saved / "y_module.npy"))
     assert np.load(saved / "ones.npy").reshape(-1).tolist() == [18.0]

@@ -60,8 +60,8 @@ def digits_result(digits):
 def test_digits_sweep_matches_independent_conversions(digits, digits_result):
     model, x, y = digits
     r = digits_result
-    names = [l.name for l in model.layers if hasattr(l, "kernel")]
-    assert len(names) == 3 and sorted(l.name for l in r.layers) == sorted(names)
+    names = [layer.name for layer in model.layers if hasattr(layer, "kernel")]
+    assert len(names) == 3 and sorted(layer.name for layer in r.layers) == sorted(names)
     base = _out(tf_fp16ops.convert(model, "float32"), x)
     assert r.baseline_metric == pytest.approx(_acc(y, base), abs=0)
     assert r.baseline_metric > 0.5  # chance is 0.1: the model learnt something
@@ -76,9 +76,11 @@ def test_digits_sweep_matches_independent_conversions(digits, digits_result):
         assert entry.max_rel > 1e-4  # fp16 accumulation changes every layer's output
         assert entry.metric == _acc(y, out)
         assert entry.metric_change == pytest.approx(entry.metric - r.baseline_metric, abs=1e-15)
-    assert [l.rank for l in r.layers] == [1, 2, 3]
-    assert [l.max_rel for l in r.layers] == sorted((l.max_rel for l in r.layers), reverse=True)
-    assert {l.class_name for l in r.layers} == {"Conv2D", "Dense"}
+    assert [layer.rank for layer in r.layers] == [1, 2, 3]
+    assert [layer.max_rel for layer in r.layers] == sorted(
+        (layer.max_rel for layer in r.layers), reverse=True
+    )
+    assert {layer.class_name for layer in r.layers} == {"Conv2D", "Dense"}
 
 
 def test_digits_fp16_set_is_within_tolerance(digits, digits_result):
@@ -88,9 +90,11 @@ def test_digits_fp16_set_is_within_tolerance(digits, digits_result):
     base = _out(tf_fp16ops.convert(model, "float32"), x)
     assert _rel(base, got)[0] == pytest.approx(r.set_max_rel, rel=1e-12)
     assert r.set_max_rel <= 2e-3 and _acc(y, got) >= r.baseline_metric
-    accs = {l.name: l.accumulation for l in r.model.layers if hasattr(l, "accumulation")}
+    accs = {
+        layer.name: layer.accumulation for layer in r.model.layers if hasattr(layer, "accumulation")
+    }
     assert {n for n, a in accs.items() if a == "float16"} == set(r.fp16_set)
-    assert {l.name for l in r.layers if l.in_fp16_set} == set(r.fp16_set)
+    assert {layer.name for layer in r.layers if layer.in_fp16_set} == set(r.fp16_set)
 
 
 def test_tolerance_extremes(digits):
@@ -101,7 +105,9 @@ def test_tolerance_extremes(digits):
     assert len(everything.fp16_set) == 3
     nothing = sensitivity(model, x, tolerance=1e-9, progress=False)
     assert nothing.fp16_set == () and nothing.set_max_rel == 0.0 and nothing.baseline_metric is None
-    assert all(getattr(l, "accumulation", "float32") == "float32" for l in nothing.model.layers)
+    assert all(
+        getattr(layer, "accumulation", "float32") == "float32" for layer in nothing.model.layers
+    )
 
 
 def test_others_original_baseline_is_the_model(digits):
@@ -141,8 +147,8 @@ def test_others_original_runs_the_keras_kernels():
 
 
 def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     r = digits_result
     table = r.table()
@@ -158,16 +164,18 @@ def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
     ]
     assert len(table.splitlines()) == 3 + 2
     data = json.loads(r.to_json())
-    assert [l["name"] for l in data["layers"]] == [l.name for l in r.layers]
+    assert [layer["name"] for layer in data["layers"]] == [layer.name for layer in r.layers]
     assert data["fp16_set"] == list(r.fp16_set) and data["tolerance"] == 2e-3
     r.write_summaries(str(tmp_path))
     acc = EventAccumulator(str(tmp_path), size_guidance={"tensors": 0})
     acc.Reload()
     tags = set(acc.Tags()["tensors"])
-    for l in r.layers:
-        value = tf.make_ndarray(acc.Tensors(f"{SUMMARY_PREFIX}/max_rel/{l.name}")[0].tensor_proto)
-        assert float(value) == pytest.approx(l.max_rel, rel=1e-6)
-        assert f"{SUMMARY_PREFIX}/metric_change/{l.name}" in tags
+    for layer in r.layers:
+        value = tf.make_ndarray(
+            acc.Tensors(f"{SUMMARY_PREFIX}/max_rel/{layer.name}")[0].tensor_proto
+        )
+        assert float(value) == pytest.approx(layer.max_rel, rel=1e-6)
+        assert f"{SUMMARY_PREFIX}/metric_change/{layer.name}" in tags
     text = tf.make_ndarray(acc.Tensors(f"{SUMMARY_PREFIX}/table")[0].tensor_proto).item().decode()
     assert text.startswith("| rank | layer |")
     blob = (
@@ -240,7 +248,9 @@ def test_cli(digits, tmp_path, capsys):
     assert json.loads((tmp_path / "r.json").read_text())["num_samples"] == 100
     assert os.listdir(tmp_path / "tb")
     loaded = keras.saving.load_model(str(tmp_path / "set.keras"))
-    assert {l.accumulation for l in loaded.layers if hasattr(l, "accumulation")} == {"float16"}
+    assert {layer.accumulation for layer in loaded.layers if hasattr(layer, "accumulation")} == {
+        "float16"
+    }
 
     assert cli_main([path, "--random-inputs", "0"]) == 2
     assert "--random-inputs must be >= 1" in capsys.readouterr().err
@@ -261,7 +271,7 @@ def test_mobilenetv2_without_labels(mobilenet):
     x = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
     r = sensitivity(mobilenet, x, tolerance=1e-2, search="bisect", progress=False)
     assert len(r.layers) == 53 and r.baseline_metric is None
-    assert {l.class_name for l in r.layers} == {"Conv2D", "DepthwiseConv2D", "Dense"}
+    assert {layer.class_name for layer in r.layers} == {"Conv2D", "DepthwiseConv2D", "Dense"}
     assert 0 < len(r.fp16_set) < 53
     base = _out(tf_fp16ops.convert(mobilenet, "float32"), x)
     got = _out(r.model, x)

@@ -8,6 +8,7 @@ only in the order of fp32 sums (per-replica partial gradients, the all-reduce), 
 filter gradient sums its half of the batch in an fp16 accumulator, a different rounding sequence;
 the losses agree to a relative 1e-3 (about 2 fp16 ulps, 2^-11 = 4.9e-4).
 """
+
 from __future__ import annotations
 
 import json
@@ -63,12 +64,27 @@ def test_float16_and_float32_training_differ():
 
 
 def test_example_script_runs(tmp_path):
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "examples", "train_digits.py"), "--epochs", "2",
-                           "--train-images", "256"], capture_output=True, text=True, timeout=TIMEOUT_S,
-                          cwd=str(tmp_path), env=_env())
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO, "examples", "train_digits.py"),
+            "--epochs",
+            "2",
+            "--train-images",
+            "256",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        cwd=str(tmp_path),
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("accumulation=")]
-    assert [l.split(":")[0] for l in lines] == ["accumulation=float16", "accumulation=float32"]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("accumulation=")]
+    assert [line.split(":")[0] for line in lines] == [
+        "accumulation=float16",
+        "accumulation=float32",
+    ]
 
 
 def test_single_device_step_losses_fall(single_device_losses):
@@ -78,8 +94,13 @@ def test_single_device_step_losses_fall(single_device_losses):
 
 def test_mirrored_strategy_two_logical_cpus(single_device_losses, tmp_path):
     out = tmp_path / "mirrored.json"
-    proc = subprocess.run([sys.executable, WORKER, "--strategy", "mirrored", "--out", str(out)],
-                          capture_output=True, text=True, timeout=TIMEOUT_S, env=_env())
+    proc = subprocess.run(
+        [sys.executable, WORKER, "--strategy", "mirrored", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["replicas"] == 2
@@ -103,18 +124,33 @@ def test_multi_worker_mirrored_strategy_two_processes(single_device_losses, tmp_
     try:
         for i in range(2):
             tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
-            procs.append(subprocess.Popen(
-                [sys.executable, WORKER, "--strategy", "multiworker", "--out", str(tmp_path / f"worker{i}.json")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(TF_CONFIG=tf_config)))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        WORKER,
+                        "--strategy",
+                        "multiworker",
+                        "--out",
+                        str(tmp_path / f"worker{i}.json"),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=_env(TF_CONFIG=tf_config),
+                )
+            )
         errors = [p.communicate(timeout=TIMEOUT_S)[1] for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for p, err in zip(procs, errors):
+    for p, err in zip(procs, errors, strict=True):
         assert p.returncode == 0, err[-3000:]
     results = [json.loads((tmp_path / f"worker{i}.json").read_text()) for i in range(2)]
     assert [r["replicas"] for r in results] == [2, 2]
-    assert results[0]["losses"] == results[1]["losses"]  # the all-reduced loss is the same on both workers
+    assert (
+        results[0]["losses"] == results[1]["losses"]
+    )  # the all-reduced loss is the same on both workers
     _assert_losses_match(results[0]["losses"], single_device_losses)

@@ -17,6 +17,7 @@ Keras layer at once, so SavedModels and .keras files holding them load right aft
 mismatched library does not fail that import, its ImportError is raised at the first attribute
 access. Otherwise `import tf_fp16ops.layers` (or any attribute) registers them explicitly.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -4,6 +4,7 @@ The library is built against one TensorFlow release (its C++ ABI and op registry
 between releases), so the version recorded at build time in `_build_info.json` must equal the
 installed one; otherwise the import fails with an ImportError that says how to rebuild.
 """
+
 from __future__ import annotations
 
 import functools
@@ -18,8 +19,13 @@ from tensorflow.core.framework import op_def_pb2
 LIBRARY_PATH = Path(__file__).resolve().parent / "_fp16ops.so"
 BUILD_INFO_PATH = LIBRARY_PATH.with_name("_build_info.json")
 REBUILD_COMMAND = "make build"
-OP_NAMES = ("Fp16Conv2D", "Fp16Conv2DBackpropInput", "Fp16Conv2DBackpropFilter",
-            "Fp16DepthwiseConv2D", "Fp16OpsCpuIsa")
+OP_NAMES = (
+    "Fp16Conv2D",
+    "Fp16Conv2DBackpropInput",
+    "Fp16Conv2DBackpropFilter",
+    "Fp16DepthwiseConv2D",
+    "Fp16OpsCpuIsa",
+)
 
 
 def _remedy(built_for: str) -> str:
@@ -28,8 +34,10 @@ def _remedy(built_for: str) -> str:
     tree = LIBRARY_PATH.parent.parent
     if (tree / "Makefile").exists() and (tree / "BUILD").exists():
         return f"Rebuild it with `{REBUILD_COMMAND}` in the source tree ({tree})."
-    return (f"Install the TensorFlow it was built for (`pip install 'tensorflow=={built_for}'`, or "
-            f"`pip install 'tf_fp16ops[tf]'`), or build tf_fp16ops from source with `make wheel`.")
+    return (
+        f"Install the TensorFlow it was built for (`pip install 'tensorflow=={built_for}'`, or "
+        f"`pip install 'tf_fp16ops[tf]'`), or build tf_fp16ops from source with `make wheel`."
+    )
 
 
 def _built_for() -> str:
@@ -51,11 +59,15 @@ def load() -> ModuleType:
     """
     installed = tf.__version__
     built_for = _built_for()
-    hint = (f"tf_fp16ops: the op library {LIBRARY_PATH} was built for TensorFlow {built_for}; "
-            f"TensorFlow {installed} is installed. {_remedy(built_for)}")
+    hint = (
+        f"tf_fp16ops: the op library {LIBRARY_PATH} was built for TensorFlow {built_for}; "
+        f"TensorFlow {installed} is installed. {_remedy(built_for)}"
+    )
     if not LIBRARY_PATH.exists():
-        raise ImportError(f"tf_fp16ops: the op library {LIBRARY_PATH} is missing (built for TensorFlow "
-                          f"{built_for}; TensorFlow {installed} is installed). {_remedy(built_for)}")
+        raise ImportError(
+            f"tf_fp16ops: the op library {LIBRARY_PATH} is missing (built for TensorFlow "
+            f"{built_for}; TensorFlow {installed} is installed). {_remedy(built_for)}"
+        )
     if built_for != installed:
         raise ImportError(hint)
     try:
@@ -71,15 +83,16 @@ def load() -> ModuleType:
 
 
 def _wrappers_from_registry() -> ModuleType:
-    from tensorflow.python.framework import _pywrap_python_op_gen
-    from tensorflow.python.framework import op_def_registry
+    from tensorflow.python.framework import _pywrap_python_op_gen, op_def_registry
 
     op_list = op_def_pb2.OpList()
     for name in OP_NAMES:
         op_def = op_def_registry.get(name)
         if op_def is None:
-            raise ImportError(f"tf_fp16ops: op {name} is not registered after loading {LIBRARY_PATH}; "
-                              f"rebuild with `{REBUILD_COMMAND}`")
+            raise ImportError(
+                f"tf_fp16ops: op {name} is not registered after loading {LIBRARY_PATH}; "
+                f"rebuild with `{REBUILD_COMMAND}`"
+            )
         op_list.op.add().CopyFrom(op_def)
     module = ModuleType("tf_fp16ops._generated_ops")
     exec(_pywrap_python_op_gen.GetPythonWrappers(op_list.SerializeToString()), module.__dict__)

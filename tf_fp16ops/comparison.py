@@ -10,6 +10,7 @@ when they match), computed in float64 from `model(inputs, training=False)`:
 An element that is non-finite in one output and not equal in the other counts as an infinite
 difference; nonfinite_a / nonfinite_b count inf and NaN elements.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,14 +45,23 @@ class ComparisonReport:
 
     def summary(self) -> str:
         return "\n".join(
-            f"{o.name} {list(o.shape)}: max abs diff {o.max_abs:.3e}, max rel diff {o.max_rel:.3e}, "
+            f"{o.name} {list(o.shape)}: max abs diff {o.max_abs:.3e}, "
+            f"max rel diff {o.max_rel:.3e}, "
             f"mean abs diff {o.mean_abs:.3e}, {o.num_unequal}/{o.num_elements} elements differ"
-            + (f", non-finite a/b {o.nonfinite_a}/{o.nonfinite_b}" if o.nonfinite_a or o.nonfinite_b else "")
-            for o in self.outputs)
+            + (
+                f", non-finite a/b {o.nonfinite_a}/{o.nonfinite_b}"
+                if o.nonfinite_a or o.nonfinite_b
+                else ""
+            )
+            for o in self.outputs
+        )
 
 
 def difference(name: str, a, b) -> OutputDifference:
-    """OutputDifference of two arrays of equal shape (see the module docstring for the definitions)."""
+    """OutputDifference of two arrays of equal shape.
+
+    See the module docstring for the definitions.
+    """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
@@ -67,10 +77,17 @@ def difference(name: str, a, b) -> OutputDifference:
         max_rel = 0.0
     else:
         max_rel = max_abs / scale if scale > 0 else float("inf")
-    return OutputDifference(name=name, shape=tuple(a.shape), max_abs=max_abs, max_rel=float(max_rel),
-                            mean_abs=float(diff.mean()) if diff.size else 0.0, num_elements=int(a.size),
-                            num_unequal=int((~equal).sum()), nonfinite_a=int((~np.isfinite(a)).sum()),
-                            nonfinite_b=int((~np.isfinite(b)).sum()))
+    return OutputDifference(
+        name=name,
+        shape=tuple(a.shape),
+        max_abs=max_abs,
+        max_rel=float(max_rel),
+        mean_abs=float(diff.mean()) if diff.size else 0.0,
+        num_elements=int(a.size),
+        num_unequal=int((~equal).sum()),
+        nonfinite_a=int((~np.isfinite(a)).sum()),
+        nonfinite_b=int((~np.isfinite(b)).sum()),
+    )
 
 
 def compare(model_a, model_b, inputs) -> ComparisonReport:
@@ -96,5 +113,9 @@ def compare(model_a, model_b, inputs) -> ComparisonReport:
     names = list(getattr(model_a, "output_names", None) or [])
     if len(names) != len(outs_a):
         names = [f"output_{i}" for i in range(len(outs_a))]
-    return ComparisonReport(tuple(difference(n, keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
-                                  for n, a, b in zip(names, outs_a, outs_b)))
+    return ComparisonReport(
+        tuple(
+            difference(n, keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+            for n, a, b in zip(names, outs_a, outs_b, strict=True)
+        )
+    )

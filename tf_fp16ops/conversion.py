@@ -15,11 +15,12 @@ family), EinsumDense (general einsum equations), quantized
 Dense layers, subclasses of the converted classes (they may override call()), layers left out by
 `layers`, and such layers inside custom layers that cannot be rebuilt from outside.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, Union
 
 import keras
 
@@ -27,12 +28,13 @@ from tf_fp16ops.layers import KERAS_EQUIVALENTS, canonical_accumulation
 
 _LOG = logging.getLogger(__name__)
 
-LayerSelection = Union[None, str, Iterable[str], Callable[[keras.layers.Layer], bool]]
+LayerSelection = None | str | Iterable[str] | Callable[[keras.layers.Layer], bool]
 
 
 @dataclass(frozen=True)
 class NotConverted:
     """A convolution or Dense layer left unchanged, with the reason."""
+
     name: str
     class_name: str
     reason: str
@@ -43,6 +45,7 @@ class ConversionReport:
     """What `convert` did: `converted` layer names in model order; `not_converted` convolution
     and Dense layers left unchanged; `converted_classes` the Keras class name of each converted
     layer (same order)."""
+
     accumulation: str
     converted: tuple[str, ...]
     not_converted: tuple[NotConverted, ...]
@@ -57,16 +60,22 @@ class ConversionReport:
 
     def summary(self) -> str:
         per_class = ", ".join(f"{n} {c}" for c, n in self.counts().items())
-        lines = [f"{len(self.converted)} layer(s) converted to tf_fp16ops.layers "
-                 f"(accumulation={self.accumulation})" + (f": {per_class}" if per_class else "")
-                 + f"; {len(self.not_converted)} convolution/Dense layer(s) not converted"]
-        lines += [f"  not converted: {n.name} ({n.class_name}): {n.reason}" for n in self.not_converted]
+        lines = [
+            f"{len(self.converted)} layer(s) converted to tf_fp16ops.layers "
+            f"(accumulation={self.accumulation})"
+            + (f": {per_class}" if per_class else "")
+            + f"; {len(self.not_converted)} convolution/Dense layer(s) not converted"
+        ]
+        lines += [
+            f"  not converted: {n.name} ({n.class_name}): {n.reason}" for n in self.not_converted
+        ]
         return "\n".join(lines)
 
 
 @dataclass(frozen=True)
 class Conversion:
     """The converted model and its report."""
+
     model: keras.Model
     report: ConversionReport
 
@@ -93,8 +102,18 @@ def _is_convolution(layer) -> bool:
     from keras.src.layers.convolutional.base_conv_transpose import BaseConvTranspose
     from keras.src.layers.convolutional.base_depthwise_conv import BaseDepthwiseConv
     from keras.src.layers.convolutional.base_separable_conv import BaseSeparableConv
-    return isinstance(layer, (BaseConv, BaseConvTranspose, BaseDepthwiseConv, BaseSeparableConv,
-                              keras.layers.Dense, keras.layers.EinsumDense))
+
+    return isinstance(
+        layer,
+        (
+            BaseConv,
+            BaseConvTranspose,
+            BaseDepthwiseConv,
+            BaseSeparableConv,
+            keras.layers.Dense,
+            keras.layers.EinsumDense,
+        ),
+    )
 
 
 def _not_convertible_reason(layer) -> str:
@@ -111,6 +130,7 @@ def _not_convertible_reason(layer) -> str:
 def _is_rebuilt_container(layer) -> bool:
     """Models that clone_model(recursive=True) rebuilds layer by layer."""
     from keras.src.models.functional import Functional
+
     return isinstance(layer, (keras.Sequential, Functional))
 
 
@@ -125,8 +145,10 @@ def _selector(layers: LayerSelection, model) -> Callable[[keras.layers.Layer], b
         return layers
     names = {layers} if isinstance(layers, str) else set(layers)
     if not all(isinstance(n, str) for n in names):
-        raise ValueError(f"layers must be None, a layer name, a list of layer names or a predicate "
-                         f"layer -> bool, got {layers!r}")
+        raise ValueError(
+            f"layers must be None, a layer name, a list of layer names or a predicate "
+            f"layer -> bool, got {layers!r}"
+        )
     by_name = {layer.name: layer for layer in _all_layers(model)}
     unknown = sorted(names - by_name.keys())
     if unknown:
@@ -135,20 +157,28 @@ def _selector(layers: LayerSelection, model) -> Callable[[keras.layers.Layer], b
     if wrong_kind:
         kinds = ", ".join(f"'{n}' is a {type(by_name[n]).__name__}" for n in wrong_kind)
         classes = ", ".join(c.__name__ for c in KERAS_EQUIVALENTS)
-        raise ValueError(f"layers names layers that convert cannot convert ({kinds}); only "
-                         f"{classes} layers can be converted")
+        raise ValueError(
+            f"layers names layers that convert cannot convert ({kinds}); only "
+            f"{classes} layers can be converted"
+        )
     return lambda layer: layer.name in names
 
 
-def convert_with_report(model: keras.Model, accumulation="float16", layers: LayerSelection = None) -> Conversion:
+def convert_with_report(
+    model: keras.Model, accumulation="float16", layers: LayerSelection = None
+) -> Conversion:
     """As `convert`, returning `Conversion(model, report)`."""
     accumulation = canonical_accumulation(accumulation)
     if not isinstance(model, keras.Model):
-        raise TypeError(f"model must be a keras.Model (Sequential or functional), got {type(model).__name__}")
+        raise TypeError(
+            f"model must be a keras.Model (Sequential or functional), got {type(model).__name__}"
+        )
     if not _is_rebuilt_container(model):
-        raise ValueError(f"model '{model.name}' is a subclassed {type(model).__name__}; convert rebuilds "
-                         f"Sequential and functional models only (build it from tf_fp16ops.layers.Conv2D "
-                         f"instead)")
+        raise ValueError(
+            f"model '{model.name}' is a subclassed {type(model).__name__}; convert rebuilds "
+            f"Sequential and functional models only (build it from tf_fp16ops.layers.Conv2D "
+            f"instead)"
+        )
     if not model.layers:
         raise ValueError(f"model '{model.name}' has no layers; there is nothing to convert")
     selected = _selector(layers, model)
@@ -166,15 +196,22 @@ def convert_with_report(model: keras.Model, accumulation="float16", layers: Laye
         else:
             new = layer.__class__.from_config(layer.get_config())
             if _is_convolution(layer):
-                reason = ("not selected by `layers`" if _is_convertible(layer) else
-                          _not_convertible_reason(layer))
+                reason = (
+                    "not selected by `layers`"
+                    if _is_convertible(layer)
+                    else _not_convertible_reason(layer)
+                )
                 skipped.append(NotConverted(layer.name, type(layer).__name__, reason))
             for inner in layer._flatten_layers(include_self=False, recursive=True):
                 if _is_convolution(inner):
-                    skipped.append(NotConverted(
-                        inner.name, type(inner).__name__,
-                        f"inside custom layer '{layer.name}' ({type(layer).__name__}), which convert copies "
-                        f"from its config without looking inside"))
+                    skipped.append(
+                        NotConverted(
+                            inner.name,
+                            type(inner).__name__,
+                            f"inside custom layer '{layer.name}' ({type(layer).__name__}), "
+                            "which convert copies from its config without looking inside",
+                        )
+                    )
         pairs.append((layer, new))
         return new
 
@@ -183,15 +220,19 @@ def convert_with_report(model: keras.Model, accumulation="float16", layers: Laye
         weights = old.get_weights()
         if weights:
             if not new.built:
-                raise ValueError(f"convert could not build the copy of layer '{old.name}' to give it the "
-                                 f"original weights; build the model (call it once) before converting")
+                raise ValueError(
+                    f"convert could not build the copy of layer '{old.name}' to give it the "
+                    f"original weights; build the model (call it once) before converting"
+                )
             new.set_weights(weights)
     report = ConversionReport(accumulation, tuple(converted), tuple(skipped), tuple(classes))
     _LOG.info("%s", report.summary())
     return Conversion(new_model, report)
 
 
-def convert(model: keras.Model, accumulation="float16", layers: LayerSelection = None) -> keras.Model:
+def convert(
+    model: keras.Model, accumulation="float16", layers: LayerSelection = None
+) -> keras.Model:
     """Returns a copy of `model` whose conv-like and Dense layers run the Fp16Conv2D ops.
 
     Args:

@@ -27,6 +27,7 @@ Which dtype the convolution runs in (T of the op):
 Under "mixed_float16" the variables stay float32 and are cast to float16 for the call (Keras
 autocasting), as for keras.layers.Conv2D. Bias and activation run in the compute dtype.
 """
+
 from __future__ import annotations
 
 import keras
@@ -74,9 +75,10 @@ class Conv2D(keras.layers.Conv2D):
         if self.compute_dtype not in _SUPPORTED_COMPUTE_DTYPES:
             raise ValueError(
                 f"tf_fp16ops.layers.Conv2D '{self.name}': the dtype policy "
-                f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; the Fp16Conv2D "
-                f"op computes in float16 or float32 only (use dtype 'float32', 'float16' or "
-                f"'mixed_float16')")
+                f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; "
+                "the Fp16Conv2D op computes in float16 or float32 only (use dtype 'float32', "
+                "'float16' or 'mixed_float16')"
+            )
         self.supports_jit = False
 
     def convolution_op(self, inputs, kernel):
@@ -120,7 +122,8 @@ class _Fp16AccumulationMixin:
                 f"tf_fp16ops.layers.{type(self).__name__} '{self.name}': the dtype policy "
                 f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; the "
                 f"Fp16Conv2D op computes in float16 or float32 only (use dtype 'float32', "
-                f"'float16' or 'mixed_float16')")
+                f"'float16' or 'mixed_float16')"
+            )
         self.supports_jit = False
 
     def _op_dtype(self) -> str:
@@ -178,8 +181,14 @@ def _depthwise(layer, inputs, kernel):
         strides, dilations = [1] + strides, [1] + dilations
     if nchw:
         x = tf.transpose(x, [0, 2, 3, 1])
-    y = ops.depthwise_conv2d(x, w, strides=strides, padding=layer.padding.upper(),
-                             dilations=dilations, accumulation=layer.accumulation)
+    y = ops.depthwise_conv2d(
+        x,
+        w,
+        strides=strides,
+        padding=layer.padding.upper(),
+        dilations=dilations,
+        accumulation=layer.accumulation,
+    )
     if nchw:
         y = tf.transpose(y, [0, 3, 1, 2])
     return tf.squeeze(y, 2 if nchw else 1) if one_d else y
@@ -192,8 +201,14 @@ def _pointwise(layer, depthwise):
     if layer.rank == 1:
         depthwise = tf.expand_dims(depthwise, 2 if nchw else 1)
         pointwise = tf.expand_dims(pointwise, 0)
-    y = ops.conv2d(depthwise, pointwise, strides=1, padding="VALID",
-                   data_format=_nhwc_or_nchw(layer.data_format), accumulation=layer.accumulation)
+    y = ops.conv2d(
+        depthwise,
+        pointwise,
+        strides=1,
+        padding="VALID",
+        data_format=_nhwc_or_nchw(layer.data_format),
+        accumulation=layer.accumulation,
+    )
     return tf.squeeze(y, 2 if nchw else 1) if layer.rank == 1 else y
 
 
@@ -260,12 +275,20 @@ class SeparableConv2D(_Fp16AccumulationMixin, keras.layers.SeparableConv2D):
 def _conv_transpose(layer, inputs):
     """Fp16Conv2DBackpropInput with Keras's output size (rank 1: height 1)."""
     from keras.src.backend.common.backend_utils import compute_conv_transpose_output_shape
+
     x, w = layer._cast_in(inputs, layer.kernel)
     dynamic = tf.shape(x)
     shape = [dynamic[i] if d is None else d for i, d in enumerate(x.shape)]
     out_shape = compute_conv_transpose_output_shape(
-        shape, layer.kernel_size, layer.filters, layer.strides, layer.padding,
-        layer.output_padding, layer.data_format, layer.dilation_rate)
+        shape,
+        layer.kernel_size,
+        layer.filters,
+        layer.strides,
+        layer.padding,
+        layer.output_padding,
+        layer.data_format,
+        layer.dilation_rate,
+    )
     strides, dilations = list(layer.strides), list(layer.dilation_rate)
     nchw = layer.data_format == "channels_first"
     if layer.rank == 1:
@@ -275,9 +298,15 @@ def _conv_transpose(layer, inputs):
         out_shape.insert(2 if nchw else 1, 1)
         strides, dilations = [1] + strides, [1] + dilations
     y = ops.conv2d_backprop_input(
-        tf.stack([tf.cast(d, tf.int32) for d in out_shape]), w, x, strides=strides,
-        padding=layer.padding.upper(), data_format=_nhwc_or_nchw(layer.data_format),
-        dilations=dilations, accumulation=layer.accumulation)
+        tf.stack([tf.cast(d, tf.int32) for d in out_shape]),
+        w,
+        x,
+        strides=strides,
+        padding=layer.padding.upper(),
+        data_format=_nhwc_or_nchw(layer.data_format),
+        dilations=dilations,
+        accumulation=layer.accumulation,
+    )
     return tf.squeeze(y, 2 if nchw else 1) if layer.rank == 1 else y
 
 
@@ -344,9 +373,15 @@ class Conv1D(_Fp16AccumulationMixin, keras.layers.Conv1D):
             padding = "valid"
         last = self.data_format == "channels_last"
         x = tf.expand_dims(x, 1 if last else 2)
-        outputs = ops.conv2d(x, tf.expand_dims(w, 0), strides=[1, self.strides[0]],
-                             padding=padding.upper(), data_format=_nhwc_or_nchw(self.data_format),
-                             dilations=[1, self.dilation_rate[0]], accumulation=self.accumulation)
+        outputs = ops.conv2d(
+            x,
+            tf.expand_dims(w, 0),
+            strides=[1, self.strides[0]],
+            padding=padding.upper(),
+            data_format=_nhwc_or_nchw(self.data_format),
+            dilations=[1, self.dilation_rate[0]],
+            accumulation=self.accumulation,
+        )
         outputs = tf.squeeze(outputs, 1 if last else 2)
         return self._finish(outputs, self.filters)
 
@@ -436,9 +471,14 @@ def dense_matmul(x, kernel, accumulation):
     lead = tf.shape(x)[:-1]
     rows = tf.reduce_prod(lead)
     q = tf.where(rows % 8 == 0, 8, tf.where(rows % 4 == 0, 4, tf.where(rows % 2 == 0, 2, 1)))
-    x4 = tf.reshape(x, tf.stack([rows // q, 1, q, cin]))   # batch rows // q: 0 rows is valid
-    y = ops.conv2d(x4, tf.reshape(kernel, [1, 1, cin, units]), strides=1, padding="VALID",
-                   accumulation=accumulation)
+    x4 = tf.reshape(x, tf.stack([rows // q, 1, q, cin]))  # batch rows // q: 0 rows is valid
+    y = ops.conv2d(
+        x4,
+        tf.reshape(kernel, [1, 1, cin, units]),
+        strides=1,
+        padding="VALID",
+        accumulation=accumulation,
+    )
     out = tf.reshape(y, tf.concat([lead, [units]], 0))
     if x.shape.rank is not None:
         out.set_shape(x.shape[:-1].concatenate([units]))
@@ -471,9 +511,11 @@ class Dense(_Fp16AccumulationMixin, keras.layers.Dense):
         if getattr(self, "_keras_path", False):
             return super().call(inputs, training=training)
         if getattr(self, "quantization_mode", None):
-            raise ValueError(f"tf_fp16ops.layers.Dense '{self.name}' is quantized "
-                             f"({self.quantization_mode}); the Fp16Conv2D op runs float kernels "
-                             f"only")
+            raise ValueError(
+                f"tf_fp16ops.layers.Dense '{self.name}' is quantized "
+                f"({self.quantization_mode}); the Fp16Conv2D op runs float kernels "
+                f"only"
+            )
         x, w = self._cast_in(inputs, self.kernel)
         outputs = tf.cast(dense_matmul(x, w, self.accumulation), self.compute_dtype)
         if self.bias is not None:

@@ -14,9 +14,10 @@ and effective filter sizes of at most 2**62. On the CPU, accumulation="float32" 
 inputs flushes float32 subnormals to zero under TensorFlow's thread settings (FTZ/DAZ);
 accumulation="float16" keeps float16 subnormals exactly (docs/numerics.md).
 """
+
 from __future__ import annotations
 
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -26,11 +27,15 @@ from tf_fp16ops._xla import check_not_in_xla
 
 _ops = _library.load()
 
-IntOrList = Union[int, Sequence[int]]
+IntOrList = int | Sequence[int]
 
 _ACCUMULATION_NAMES = {
-    "float16": tf.float16, "half": tf.float16, "fp16": tf.float16,
-    "float32": tf.float32, "float": tf.float32, "fp32": tf.float32,
+    "float16": tf.float16,
+    "half": tf.float16,
+    "fp16": tf.float16,
+    "float32": tf.float32,
+    "float": tf.float32,
+    "fp32": tf.float32,
 }
 
 
@@ -52,17 +57,20 @@ def accumulation_dtype(accumulation) -> tf.DType:
             dtype = None
         if dtype in (tf.float16, tf.float32):
             return dtype
-    raise ValueError(f"accumulation must be 'float16' or 'float32' (or tf.float16/tf.float32), "
-                     f"got {accumulation!r}")
+    raise ValueError(
+        f"accumulation must be 'float16' or 'float32' (or tf.float16/tf.float32), "
+        f"got {accumulation!r}"
+    )
 
 
 def cpu_isa() -> str:
     """The instruction-set path of the CPU kernels in this process: 'avx512fp16' (native binary16
-    FMA, Tacc=half), 'avx512', 'avx2' or 'scalar'. `TF_FP16OPS_CPU_ISA=avx512|avx2|scalar` caps it."""
+    FMA, Tacc=half), 'avx512', 'avx2' or 'scalar'. `TF_FP16OPS_CPU_ISA=avx512|avx2|scalar` caps
+    it."""
     return _ops.fp16_ops_cpu_isa().numpy().decode()
 
 
-_INT64_MAX = 2 ** 63 - 1
+_INT64_MAX = 2**63 - 1
 
 
 def _is_int(v) -> bool:
@@ -70,7 +78,10 @@ def _is_int(v) -> bool:
 
 
 def _int_list(name: str, value, what: str) -> list[int]:
-    """A list of Python ints from a sequence of ints (no strings, floats or bools), each within int64."""
+    """A list of Python ints from a sequence of ints (no strings, floats or bools).
+
+    Each must lie within int64.
+    """
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise ValueError(f"{name} must be {what}, got {value!r}")
     values = list(value)
@@ -98,18 +109,25 @@ def _window_attr(name: str, value, data_format: str) -> list[int]:
 
 
 def _padding_attrs(padding) -> tuple[str, list[int]]:
-    """'SAME' / 'VALID', or explicit [[0, 0], [top, bottom], [left, right], [0, 0]] in data_format order."""
+    """'SAME' / 'VALID', or explicit [[0, 0], [top, bottom], [left, right], [0, 0]].
+
+    The explicit pairs are in data_format order.
+    """
     if isinstance(padding, str):
         upper = padding.upper()
         if upper in ("SAME", "VALID"):
             return upper, []
-        raise ValueError(f"padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs, got {padding!r}")
+        raise ValueError(
+            f"padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs, got {padding!r}"
+        )
     what = "'SAME', 'VALID' or a list of 4 [before, after] pairs of ints"
     if not hasattr(padding, "__iter__") or isinstance(padding, bytes):
         raise ValueError(f"padding must be {what}, got {padding!r}")
     pairs = [_int_list("padding", p, what) for p in padding]
     if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
-        raise ValueError(f"explicit padding must be 4 [before, after] pairs (one per dimension), got {padding!r}")
+        raise ValueError(
+            f"explicit padding must be 4 [before, after] pairs (one per dimension), got {padding!r}"
+        )
     return "EXPLICIT", [v for p in pairs for v in p]
 
 
@@ -119,8 +137,16 @@ def _data_format(data_format: str) -> str:
     return data_format.upper()
 
 
-def conv2d(input, filters, strides: IntOrList, padding, data_format: str = "NHWC",
-           dilations: IntOrList | None = None, accumulation="float16", name: str | None = None) -> tf.Tensor:
+def conv2d(
+    input,
+    filters,
+    strides: IntOrList,
+    padding,
+    data_format: str = "NHWC",
+    dilations: IntOrList | None = None,
+    accumulation="float16",
+    name: str | None = None,
+) -> tf.Tensor:
     """2-D convolution like `tf.nn.conv2d`, with the accumulation precision chosen per call.
 
     Args:
@@ -162,13 +188,23 @@ def conv2d(input, filters, strides: IntOrList, padding, data_format: str = "NHWC
         input = tf.convert_to_tensor(input, name="input")
         filters = tf.convert_to_tensor(filters, name="filters")
         _check_dtypes(input=input, filters=filters)
-        return _ops.fp16_conv2d(input, filters, Tacc=tacc, strides=strides_attr, padding=padding_attr,
-                                explicit_paddings=explicit, data_format=data_format,
-                                dilations=dilations_attr)
+        return _ops.fp16_conv2d(
+            input,
+            filters,
+            Tacc=tacc,
+            strides=strides_attr,
+            padding=padding_attr,
+            explicit_paddings=explicit,
+            data_format=data_format,
+            dilations=dilations_attr,
+        )
 
 
 def _attrs_of(op) -> dict:
-    return {k: op.get_attr(k) for k in ("Tacc", "strides", "padding", "explicit_paddings", "data_format", "dilations")}
+    return {
+        k: op.get_attr(k)
+        for k in ("Tacc", "strides", "padding", "explicit_paddings", "data_format", "dilations")
+    }
 
 
 def _sizes(name: str, sizes) -> tf.Tensor:
@@ -180,7 +216,9 @@ def _sizes(name: str, sizes) -> tf.Tensor:
             shown = values.tolist() if values.dtype != object else sizes
             raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {shown!r}")
         if values.min() < 0 or values.max() > np.iinfo(np.int32).max:
-            raise ValueError(f"{name} must be 4 integers in [0, 2^31 - 1], got {list(values.tolist())}")
+            raise ValueError(
+                f"{name} must be 4 integers in [0, 2^31 - 1], got {list(values.tolist())}"
+            )
         return tf.constant(values, tf.int32, name=name)
     if sizes.dtype not in (tf.int32, tf.int64):
         raise ValueError(f"{name} must be an int32 (or int64) tensor, got dtype {sizes.dtype.name}")
@@ -190,8 +228,9 @@ def _sizes(name: str, sizes) -> tf.Tensor:
     if sizes.dtype == tf.int32:
         return sizes
     # Unknown int64 values: refuse at run time rather than wrap.
-    check = tf.debugging.assert_less_equal(sizes, tf.constant(np.iinfo(np.int32).max, tf.int64),
-                                           message=f"{name} must be below 2^31")
+    check = tf.debugging.assert_less_equal(
+        sizes, tf.constant(np.iinfo(np.int32).max, tf.int64), message=f"{name} must be below 2^31"
+    )
     with tf.control_dependencies([check]):
         return tf.cast(sizes, tf.int32)
 
@@ -204,14 +243,24 @@ def _check_dtypes(**tensors) -> tf.DType:
             raise ValueError(f"{name} must be float16 or float32, got dtype {t.dtype.name}")
         if dtype is not None and t.dtype != dtype:
             first = next(iter(tensors))
-            raise ValueError(f"{name} must have the {first}'s dtype {dtype.name}, got {t.dtype.name}")
+            raise ValueError(
+                f"{name} must have the {first}'s dtype {dtype.name}, got {t.dtype.name}"
+            )
         dtype = t.dtype
     return dtype
 
 
-def conv2d_backprop_input(input_sizes, filters, out_backprop, strides: IntOrList, padding,
-                          data_format: str = "NHWC", dilations: IntOrList | None = None,
-                          accumulation="float16", name: str | None = None) -> tf.Tensor:
+def conv2d_backprop_input(
+    input_sizes,
+    filters,
+    out_backprop,
+    strides: IntOrList,
+    padding,
+    data_format: str = "NHWC",
+    dilations: IntOrList | None = None,
+    accumulation="float16",
+    name: str | None = None,
+) -> tf.Tensor:
     """Gradient of `conv2d` with respect to its input (dgrad), like `tf.nn.conv2d_backprop_input`.
 
     Args:
@@ -238,16 +287,32 @@ def conv2d_backprop_input(input_sizes, filters, out_backprop, strides: IntOrList
         out_backprop = tf.convert_to_tensor(out_backprop, name="out_backprop")
         _check_dtypes(filters=filters, out_backprop=out_backprop)
         return _ops.fp16_conv2d_backprop_input(
-            _sizes("input_sizes", input_sizes), filters, out_backprop, Tacc=accumulation_dtype(accumulation),
-            strides=_window_attr("strides", strides, data_format), padding=padding_attr,
-            explicit_paddings=explicit, data_format=data_format,
-            dilations=_window_attr("dilations", 1 if dilations is None else dilations, data_format))
+            _sizes("input_sizes", input_sizes),
+            filters,
+            out_backprop,
+            Tacc=accumulation_dtype(accumulation),
+            strides=_window_attr("strides", strides, data_format),
+            padding=padding_attr,
+            explicit_paddings=explicit,
+            data_format=data_format,
+            dilations=_window_attr("dilations", 1 if dilations is None else dilations, data_format),
+        )
 
 
-def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides: IntOrList, padding,
-                           data_format: str = "NHWC", dilations: IntOrList | None = None,
-                           accumulation="float16", name: str | None = None) -> tf.Tensor:
-    """Gradient of `conv2d` with respect to its filters (wgrad), like `tf.nn.conv2d_backprop_filter`.
+def conv2d_backprop_filter(
+    input,
+    filter_sizes,
+    out_backprop,
+    strides: IntOrList,
+    padding,
+    data_format: str = "NHWC",
+    dilations: IntOrList | None = None,
+    accumulation="float16",
+    name: str | None = None,
+) -> tf.Tensor:
+    """Gradient of `conv2d` with respect to its filters (wgrad).
+
+    Like `tf.nn.conv2d_backprop_filter`.
 
     Args:
       input: the convolution's input, 4-D in data_format order, float16 or float32.
@@ -273,10 +338,16 @@ def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides: IntOrList
         out_backprop = tf.convert_to_tensor(out_backprop, name="out_backprop")
         _check_dtypes(input=input, out_backprop=out_backprop)
         return _ops.fp16_conv2d_backprop_filter(
-            input, _sizes("filter_sizes", filter_sizes), out_backprop, Tacc=accumulation_dtype(accumulation),
-            strides=_window_attr("strides", strides, data_format), padding=padding_attr,
-            explicit_paddings=explicit, data_format=data_format,
-            dilations=_window_attr("dilations", 1 if dilations is None else dilations, data_format))
+            input,
+            _sizes("filter_sizes", filter_sizes),
+            out_backprop,
+            Tacc=accumulation_dtype(accumulation),
+            strides=_window_attr("strides", strides, data_format),
+            padding=padding_attr,
+            explicit_paddings=explicit,
+            data_format=data_format,
+            dilations=_window_attr("dilations", 1 if dilations is None else dilations, data_format),
+        )
 
 
 # Gradients, as TensorFlow's nn_grad.py registers them for Conv2D and its backprops, with the
@@ -313,9 +384,15 @@ def _fp16_conv2d_backprop_filter_grad(op, grad):
     ]
 
 
-def depthwise_conv2d(input, filter, strides: IntOrList, padding: str,
-                     dilations: IntOrList | None = None, accumulation="float16",
-                     name: str | None = None) -> tf.Tensor:
+def depthwise_conv2d(
+    input,
+    filter,
+    strides: IntOrList,
+    padding: str,
+    dilations: IntOrList | None = None,
+    accumulation="float16",
+    name: str | None = None,
+) -> tf.Tensor:
     """Depthwise convolution like `tf.nn.depthwise_conv2d` (NHWC), accumulation chosen per call.
 
     Args:
@@ -353,8 +430,14 @@ def depthwise_conv2d(input, filter, strides: IntOrList, padding: str,
         input = tf.convert_to_tensor(input, name="input")
         filter = tf.convert_to_tensor(filter, name="filter")
         _check_dtypes(input=input, filter=filter)
-        return _ops.fp16_depthwise_conv2d(input, filter, Tacc=tacc, strides=strides_attr,
-                                          padding=padding.upper(), dilations=dilations_attr)
+        return _ops.fp16_depthwise_conv2d(
+            input,
+            filter,
+            Tacc=tacc,
+            strides=strides_attr,
+            padding=padding.upper(),
+            dilations=dilations_attr,
+        )
 
 
 @tf.RegisterGradient("Fp16DepthwiseConv2D")
@@ -364,9 +447,14 @@ def _fp16_depthwise_conv2d_grad(op, grad):
     x, w = op.inputs
     shape = tf.shape(w)
     grouped = tf.reshape(w, tf.stack([shape[0], shape[1], 1, shape[2] * shape[3]]))
-    a = dict(Tacc=op.get_attr("Tacc"), strides=op.get_attr("strides"),
-             padding=op.get_attr("padding"), explicit_paddings=[], data_format="NHWC",
-             dilations=op.get_attr("dilations"))
+    a = dict(
+        Tacc=op.get_attr("Tacc"),
+        strides=op.get_attr("strides"),
+        padding=op.get_attr("padding"),
+        explicit_paddings=[],
+        data_format="NHWC",
+        dilations=op.get_attr("dilations"),
+    )
     dx = _ops.fp16_conv2d_backprop_input(tf.shape(x), grouped, grad, **a)
     dw = _ops.fp16_conv2d_backprop_filter(x, tf.shape(grouped), grad, **a)
     return [dx, tf.reshape(dw, shape)]

@@ -11,6 +11,7 @@ or, where the Python package is not installed but the library file is,
 `tf.load_op_library("/path/to/tf_fp16ops/_fp16ops.so")` before loading. Loading the library
 again, or through a symlink to it, is harmless (TensorFlow keeps one registration per op name).
 """
+
 from __future__ import annotations
 
 import os
@@ -46,9 +47,11 @@ def load_saved_model(path: str | os.PathLike, tags=None, options=None):
     except (tf.errors.NotFoundError, RuntimeError) as e:
         if _NOT_REGISTERED not in str(e):
             raise
-        hint = (f"{e}\ntf_fp16ops: the Fp16Conv2D ops are registered (library {_library.LIBRARY_PATH}); the op "
-                f"named above comes from another library, which must be loaded with tf.load_op_library "
-                f"before loading this SavedModel.")
+        hint = (
+            f"{e}\ntf_fp16ops: the Fp16Conv2D ops are registered (library "
+            f"{_library.LIBRARY_PATH}); the op named above comes from another library, which must "
+            "be loaded with tf.load_op_library before loading this SavedModel."
+        )
         if isinstance(e, tf.errors.NotFoundError):
             raise tf.errors.NotFoundError(e.node_def, e.op, hint) from e
         raise RuntimeError(hint) from e

@@ -12,8 +12,10 @@ Before timing, each child runs gc.collect(), so that a collection owed by the im
 inside the first measurement that allocates enough objects (it mattered when the audit imported
 TensorFlow: ~0.2 s over its ~340k tracked objects). Pass --no-collect to measure without it.
 
-  python tools/audit_scale_bench.py [--functions 200] [--nodes-per-function 1001] [--convs-per-function 100]
+  python tools/audit_scale_bench.py [--functions 200] [--nodes-per-function 1001] \
+      [--convs-per-function 100]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -114,19 +116,32 @@ def _child(mode: str, path: str, collect: bool) -> None:
         dt = time.perf_counter() - t
         extra = {"call_sites": report.summary.call_sites, "conv_nodes": report.summary.conv_nodes}
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"seconds": dt, "peak_rss_growth_mb": (peak - base) / 1024, "peak_rss_mb": peak / 1024,
-                      **extra}))
+    print(
+        json.dumps(
+            {
+                "seconds": dt,
+                "peak_rss_growth_mb": (peak - base) / 1024,
+                "peak_rss_mb": peak / 1024,
+                **extra,
+            }
+        )
+    )
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--functions", type=int, default=200)
     p.add_argument("--nodes-per-function", type=int, default=1001)
     p.add_argument("--convs-per-function", type=int, default=100)
     p.add_argument("--depth", type=int, default=5, help="functions per nested call chain")
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--no-collect", action="store_true",
-                   help="do not run gc.collect() before timing (see the module doc)")
+    p.add_argument(
+        "--no-collect",
+        action="store_true",
+        help="do not run gc.collect() before timing (see the module doc)",
+    )
     p.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -145,8 +160,12 @@ def main(argv=None) -> int:
         results = {"parse": [], "audit": []}
         for _ in range(args.repeat):
             for mode in ("parse", "audit"):
-                cmd = [sys.executable, __file__, "--child", mode, path] + (["--no-collect"] if args.no_collect else [])
-                out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=dict(os.environ))
+                cmd = [sys.executable, __file__, "--child", mode, path] + (
+                    ["--no-collect"] if args.no_collect else []
+                )
+                out = subprocess.run(
+                    cmd, capture_output=True, text=True, check=True, env=dict(os.environ)
+                )
                 results[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
     tp = statistics.median(r["seconds"] for r in results["parse"])
     ta = statistics.median(r["seconds"] for r in results["audit"])
@@ -155,13 +174,25 @@ def main(argv=None) -> int:
     abs_a = max(r["peak_rss_mb"] for r in results["audit"])
     abs_p = max(r["peak_rss_mb"] for r in results["parse"])
     a0 = results["audit"][0]
-    print(f"graph: {nodes} nodes, {convs} Conv2D in {args.functions} functions (call chains {args.depth} deep), "
-          f"{size_mb:.1f} MB serialized")
+    print(
+        f"graph: {nodes} nodes, {convs} Conv2D in {args.functions} functions "
+        f"(call chains {args.depth} deep), "
+        f"{size_mb:.1f} MB serialized"
+    )
     print(f"audit found {a0['call_sites']} call sites / {a0['conv_nodes']} conv nodes")
-    print(f"parse alone: {tp:.3f} s (median of {args.repeat}), peak RSS growth {mem_p:.0f} MB (process peak {abs_p:.0f} MB)")
-    print(f"audit:       {ta:.3f} s (median of {args.repeat}), peak RSS growth {mem_a:.0f} MB (process peak {abs_a:.0f} MB)")
-    print(f"ratio audit/parse time: {ta / tp:.2f}x   machine: {platform.machine()} {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, gc.collect() before timing: {'no' if args.no_collect else 'yes'}")
+    print(
+        f"parse alone: {tp:.3f} s (median of {args.repeat}), peak RSS growth {mem_p:.0f} MB "
+        f"(process peak {abs_p:.0f} MB)"
+    )
+    print(
+        f"audit:       {ta:.3f} s (median of {args.repeat}), peak RSS growth {mem_a:.0f} MB "
+        f"(process peak {abs_a:.0f} MB)"
+    )
+    print(
+        f"ratio audit/parse time: {ta / tp:.2f}x   machine: {platform.machine()} "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"gc.collect() before timing: {'no' if args.no_collect else 'yes'}"
+    )
     return 0
 
 

@@ -13,6 +13,7 @@ the CPU has (TF_FP16OPS_CPU_ISA, one subprocess each). Each conv shape's fp16-ac
 is reported as a fraction of the ceiling of the path the op library chose.
 Usage: python tools/benchmark_cpu.py [--repeats R] [--markdown FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,6 +36,8 @@ SHAPES = [  # name, x NHWC, w HWIO, padding
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Key of the table row for tf.nn.conv2d with its float16-accumulation switch.
+TF_FP16ACC_KEY = "tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1"
 CEILING_SHIM = r"""
 #include <cstdint>
 #include "cc/kernels/cpu/accumulate.h"
@@ -60,10 +63,25 @@ def build_ceiling_lib(tmp):
     with open(src, "w") as f:
         f.write(CEILING_SHIM)
     lib = os.path.join(tmp, "ceiling.so")
-    subprocess.run(["g++", "-O3", "-std=c++17", "-fno-fast-math", "-shared", "-fPIC", "-I", ROOT,
-                    src, os.path.join(ROOT, "cc/kernels/cpu/accumulate.cc"),
-                    os.path.join(ROOT, "cc/kernels/cpu/fprop_fp16.cc"), "-o", lib],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "g++",
+            "-O3",
+            "-std=c++17",
+            "-fno-fast-math",
+            "-shared",
+            "-fPIC",
+            "-I",
+            ROOT,
+            src,
+            os.path.join(ROOT, "cc/kernels/cpu/accumulate.cc"),
+            os.path.join(ROOT, "cc/kernels/cpu/fprop_fp16.cc"),
+            "-o",
+            lib,
+        ],
+        check=True,
+        capture_output=True,
+    )
     return lib
 
 
@@ -71,6 +89,7 @@ def ceiling_steps_per_s(lib_path, threads, repeats):
     """fp16 steps per second of the path TF_FP16OPS_CPU_ISA selects, `threads` threads."""
     import ctypes
     import threading
+
     lib = ctypes.CDLL(lib_path)
     lib.isa.restype = ctypes.c_char_p
     lib.run.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 3
@@ -84,12 +103,17 @@ def ceiling_steps_per_s(lib_path, threads, repeats):
     steps = lib.run(1, accs[0].ctypes.data, x.ctypes.data, w.ctypes.data)  # steps per term
 
     def once():
-        ts = [threading.Thread(target=lib.run, args=(terms, a.ctypes.data, x.ctypes.data,
-                                                     w.ctypes.data)) for a in accs]
+        ts = [
+            threading.Thread(
+                target=lib.run, args=(terms, a.ctypes.data, x.ctypes.data, w.ctypes.data)
+            )
+            for a in accs
+        ]
         for t in ts:
             t.start()
         for t in ts:
             t.join()
+
     cpu_sec = median_seconds(once, repeats, clock=time.process_time)
     return lib.isa().decode(), threads * steps * terms / cpu_sec
 
@@ -108,14 +132,17 @@ def median_seconds(fn, repeats: int, clock=time.perf_counter) -> float:
 
 def inputs(xs, ws, dtype):
     rng = np.random.default_rng(0)
-    return rng.random(xs).astype(np.float16).astype(dtype), (rng.random(ws) - 0.5).astype(np.float16).astype(dtype)
+    return rng.random(xs).astype(np.float16).astype(dtype), (rng.random(ws) - 0.5).astype(
+        np.float16
+    ).astype(dtype)
 
 
 def cpu_model() -> str:
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        return next(ln.split(":", 1)[1].strip() for ln in out.splitlines()
-                    if ln.startswith("Model name"))
+        return next(
+            ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")
+        )
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
 
@@ -129,15 +156,20 @@ def flops(xs, ws, padding):
 
 def tf_only(repeats: int) -> dict:
     import tensorflow as tf
+
     out = {}
     for name, xs, ws, pad in SHAPES:
         x, w = inputs(xs, ws, np.float16)
-        out[name] = median_seconds(lambda: tf.nn.conv2d(x, w, 1, pad).numpy(), repeats)
+        out[name] = median_seconds(
+            lambda x=x, w=w, pad=pad: tf.nn.conv2d(x, w, 1, pad).numpy(), repeats
+        )
     return out
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--markdown", help="also write the table to this Markdown file")
     parser.add_argument("--tf-only-json", action="store_true", help=argparse.SUPPRESS)
@@ -152,12 +184,19 @@ def main(argv=None) -> int:
         return 0
 
     env = dict(os.environ, TF_CONV2D_USE_FP16_ACCUMULATE="1", TF_CPP_MIN_LOG_LEVEL="3")
-    sub = subprocess.run([sys.executable, __file__, "--tf-only-json", "--repeats", str(args.repeats)],
-                         env=env, capture_output=True, text=True, check=True)
+    sub = subprocess.run(
+        [sys.executable, __file__, "--tf-only-json", "--repeats", str(args.repeats)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     tf_fp16acc = json.loads(sub.stdout.strip().splitlines()[-1])
 
     import tempfile
+
     import tensorflow as tf
+
     import tf_fp16ops
     from tf_fp16ops.ops import _ops  # noqa: F401  (loaded library)
 
@@ -166,10 +205,20 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         lib = build_ceiling_lib(tmp)
         for isa in ("avx512fp16", "avx512", "avx2", "scalar"):
-            r = subprocess.run([sys.executable, __file__, "--ceiling-json", f"{lib},{threads}",
-                                "--repeats", str(args.repeats)],
-                               env=dict(os.environ, TF_FP16OPS_CPU_ISA=isa),
-                               capture_output=True, text=True, check=True)
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--ceiling-json",
+                    f"{lib},{threads}",
+                    "--repeats",
+                    str(args.repeats),
+                ],
+                env=dict(os.environ, TF_FP16OPS_CPU_ISA=isa),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             got, rate = json.loads(r.stdout.strip().splitlines()[-1])
             if got == isa:
                 ceilings[isa] = rate
@@ -181,40 +230,81 @@ def main(argv=None) -> int:
         x16, w16 = inputs(xs, ws, np.float16)
         x32, w32 = inputs(xs, ws, np.float32)
         t = {
-            "ours fp16 in, fp16 acc": median_seconds(lambda: tf_fp16ops.conv2d(x16, w16, 1, pad, accumulation="float16").numpy(), args.repeats),
-            "ours fp16 in, fp32 acc": median_seconds(lambda: tf_fp16ops.conv2d(x16, w16, 1, pad, accumulation="float32").numpy(), args.repeats),
-            "ours fp32 in, fp32 acc": median_seconds(lambda: tf_fp16ops.conv2d(x32, w32, 1, pad, accumulation="float32").numpy(), args.repeats),
-            "tf.nn.conv2d fp16": median_seconds(lambda: tf.nn.conv2d(x16, w16, 1, pad).numpy(), args.repeats),
-            "tf.nn.conv2d fp32": median_seconds(lambda: tf.nn.conv2d(x32, w32, 1, pad).numpy(), args.repeats),
-            "tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1": tf_fp16acc[name],
+            "ours fp16 in, fp16 acc": median_seconds(
+                lambda x16=x16, w16=w16, pad=pad: tf_fp16ops.conv2d(
+                    x16, w16, 1, pad, accumulation="float16"
+                ).numpy(),
+                args.repeats,
+            ),
+            "ours fp16 in, fp32 acc": median_seconds(
+                lambda x16=x16, w16=w16, pad=pad: tf_fp16ops.conv2d(
+                    x16, w16, 1, pad, accumulation="float32"
+                ).numpy(),
+                args.repeats,
+            ),
+            "ours fp32 in, fp32 acc": median_seconds(
+                lambda x32=x32, w32=w32, pad=pad: tf_fp16ops.conv2d(
+                    x32, w32, 1, pad, accumulation="float32"
+                ).numpy(),
+                args.repeats,
+            ),
+            "tf.nn.conv2d fp16": median_seconds(
+                lambda x16=x16, w16=w16, pad=pad: tf.nn.conv2d(x16, w16, 1, pad).numpy(),
+                args.repeats,
+            ),
+            "tf.nn.conv2d fp32": median_seconds(
+                lambda x32=x32, w32=w32, pad=pad: tf.nn.conv2d(x32, w32, 1, pad).numpy(),
+                args.repeats,
+            ),
+            TF_FP16ACC_KEY: tf_fp16acc[name],
         }
         gf = {k: fl / v / 1e9 for k, v in t.items()}
         # Fraction of the ceiling in steps per CPU second (all threads), so that other load
         # on a shared machine slows both alike.
-        cpu_sec = median_seconds(lambda: tf_fp16ops.conv2d(x16, w16, 1, pad, accumulation="float16").numpy(),
-                                 args.repeats, clock=time.process_time)
+        cpu_sec = median_seconds(
+            lambda x16=x16, w16=w16, pad=pad: tf_fp16ops.conv2d(
+                x16, w16, 1, pad, accumulation="float16"
+            ).numpy(),
+            args.repeats,
+            clock=time.process_time,
+        )
         rows.append((name, gf, fl / 2 / cpu_sec / ceilings[chosen]))
 
-    lines = [f"CPU benchmark, {datetime.date.today().isoformat()}, {cpu_model()}, "
-             f"{os.cpu_count()} cores, TensorFlow {tf.__version__}, median of {args.repeats}, GFLOP/s",
-             "", f"fp16-step ceiling ({threads} threads, G steps per CPU second; 1 step = 1 multiply-add): "
-             + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in ceilings.items())
-             + f"; the op library uses {chosen}",
-             "", "| shape | path | GFLOP/s |", "|---|---|---|"]
+    lines = [
+        f"CPU benchmark, {datetime.date.today().isoformat()}, {cpu_model()}, "
+        f"{os.cpu_count()} cores, TensorFlow {tf.__version__}, median of {args.repeats}, GFLOP/s",
+        "",
+        f"fp16-step ceiling ({threads} threads, G steps per CPU second; 1 step = 1 multiply-add): "
+        + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in ceilings.items())
+        + f"; the op library uses {chosen}",
+        "",
+        "| shape | path | GFLOP/s |",
+        "|---|---|---|",
+    ]
     for name, gf, _ in rows:
         for k, v in gf.items():
             lines.append(f"| {name} | {k} | {v:.1f} |")
-    lines += ["", "| shape | ours fp16-acc / ceiling | ours fp16-acc / TF fp16-acc path | ours fp32-acc (fp32 in) / tf.nn.conv2d fp32 | ours fp32-acc (fp16 in) / tf.nn.conv2d fp16 |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| shape | ours fp16-acc / ceiling | ours fp16-acc / TF fp16-acc path "
+        "| ours fp32-acc (fp32 in) / tf.nn.conv2d fp32 "
+        "| ours fp32-acc (fp16 in) / tf.nn.conv2d fp16 |",
+        "|---|---|---|---|---|",
+    ]
     for name, gf, frac in rows:
-        lines.append(f"| {name} | {100 * frac:.0f}% | {gf['ours fp16 in, fp16 acc'] / gf['tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1']:.2f}x "
-                     f"| {gf['ours fp32 in, fp32 acc'] / gf['tf.nn.conv2d fp32']:.2f}x "
-                     f"| {gf['ours fp16 in, fp32 acc'] / gf['tf.nn.conv2d fp16']:.2f}x |")
+        lines.append(
+            f"| {name} | {100 * frac:.0f}% "
+            f"| {gf['ours fp16 in, fp16 acc'] / gf[TF_FP16ACC_KEY]:.2f}x "
+            f"| {gf['ours fp32 in, fp32 acc'] / gf['tf.nn.conv2d fp32']:.2f}x "
+            f"| {gf['ours fp16 in, fp32 acc'] / gf['tf.nn.conv2d fp16']:.2f}x |"
+        )
     text = "\n".join(lines)
     print(text)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(text + "\n\nCommand: `python tools/benchmark_cpu.py --repeats %d`\n" % args.repeats)
+            f.write(
+                text + f"\n\nCommand: `python tools/benchmark_cpu.py --repeats {args.repeats}`\n"
+            )
     return 0
 
 

@@ -6,6 +6,7 @@
   is (CUDA 13.0 runtime, SASS list, PTX arch), and a launch without a usable driver fails with
   FailedPrecondition before any kernel runs.
 Usage: python tools/check_cuda_build.py [bazel-bin/_fp16ops.so [libtf_fp16ops_gpu.so]]"""
+
 import os
 import sys
 
@@ -22,12 +23,20 @@ OPS = ("Fp16Conv2D", "Fp16Conv2DBackpropInput", "Fp16Conv2DBackpropFilter")
 def check_op_library(path: str, failures: list) -> None:
     module = tf.load_op_library(path)
     for op in OPS:
-        registered = {(k.device_type, tf.as_dtype(k.constraint[0].allowed_values.list.type[0]).name)
-                      for k in kernels.get_registered_kernels_for_op(op).kernel}
-        for want in (("GPU", "float16"), ("GPU", "float32"), ("CPU", "float16"), ("CPU", "float32")):
+        registered = {
+            (k.device_type, tf.as_dtype(k.constraint[0].allowed_values.list.type[0]).name)
+            for k in kernels.get_registered_kernels_for_op(op).kernel
+        }
+        for want in (
+            ("GPU", "float16"),
+            ("GPU", "float32"),
+            ("CPU", "float16"),
+            ("CPU", "float32"),
+        ):
             if want not in registered:
-                failures.append(f"{op}: no {want[0]} kernel for T={want[1]} "
-                                f"(registered: {sorted(registered)})")
+                failures.append(
+                    f"{op}: no {want[0]} kernel for T={want[1]} (registered: {sorted(registered)})"
+                )
     x = np.full([1, 9, 9, 1], 0.2, np.float16)
     w = np.full([7, 7, 1, 1], 0.1, np.float16)
     y = module.fp16_conv2d(x, w, Tacc=tf.float16, strides=[1, 1, 1, 1], padding="VALID").numpy()
@@ -38,8 +47,11 @@ def check_op_library(path: str, failures: list) -> None:
 def check_abi_library(path: str, failures: list) -> None:
     lib = Library(path)
     info = lib.build_info()
-    if info["runtime_version"] // 1000 != 13 or 90 not in info["sass_archs"] or \
-            info["ptx_arch"] != info["sass_archs"][-1]:
+    if (
+        info["runtime_version"] // 1000 != 13
+        or 90 not in info["sass_archs"]
+        or info["ptx_arch"] != info["sass_archs"][-1]
+    ):
         failures.append(f"{path}: unexpected build info {info}")
     driver = lib.query_device()[0]
     if driver >= info["runtime_version"]:

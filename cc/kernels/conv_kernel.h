@@ -45,13 +45,13 @@ class Fp16ConvOp : public tensorflow::OpKernel {
       a = &ctx->input(0);
       b = &ctx->input(1);
     } else if constexpr (kPass == Pass::kDgrad) {
-      OP_REQUIRES_OK(ctx, DgradGeometry(attrs_, ctx->input(0), ctx->input(1), ctx->input(2), &g,
-                                        &out_shape));
+      OP_REQUIRES_OK(
+          ctx, DgradGeometry(attrs_, ctx->input(0), ctx->input(1), ctx->input(2), &g, &out_shape));
       a = &ctx->input(1);
       b = &ctx->input(2);
     } else {
-      OP_REQUIRES_OK(ctx, WgradGeometry(attrs_, ctx->input(0), ctx->input(1), ctx->input(2), &g,
-                                        &out_shape));
+      OP_REQUIRES_OK(
+          ctx, WgradGeometry(attrs_, ctx->input(0), ctx->input(1), ctx->input(2), &g, &out_shape));
       a = &ctx->input(0);
       b = &ctx->input(2);
     }

@@ -38,16 +38,18 @@ std::string ListStr(const std::vector<V>& v) {
 
 Status CheckWindowAttr(const char* name, const std::vector<int32_t>& v, bool nchw) {
   if (v.size() != 4) {
-    return errors::InvalidArgument(name, " must have 4 entries (one per dimension of the input), got ",
+    return errors::InvalidArgument(name,
+                                   " must have 4 entries (one per dimension of the input), got ",
                                    v.size(), ": ", ListStr(v));
   }
   if (v[BatchIndex(nchw)] != 1 || v[ChannelIndex(nchw)] != 1) {
-    return errors::InvalidArgument(name, " must be 1 in the batch and channel dimensions, got ", ListStr(v),
-                                   " with data_format ", nchw ? "NCHW" : "NHWC");
+    return errors::InvalidArgument(name, " must be 1 in the batch and channel dimensions, got ",
+                                   ListStr(v), " with data_format ", nchw ? "NCHW" : "NHWC");
   }
   for (int i = 0; i < 2; ++i) {
     if (v[SpatialIndex(nchw, i)] < 1) {
-      return errors::InvalidArgument(name, " must be positive in the spatial dimensions, got ", ListStr(v));
+      return errors::InvalidArgument(name, " must be positive in the spatial dimensions, got ",
+                                     ListStr(v));
     }
   }
   return Status();
@@ -71,27 +73,31 @@ Status ValidateConvAttrs(const ConvAttrs& a) {
   TF_RETURN_IF_ERROR(CheckWindowAttr("dilations", a.dilations, a.nchw));
   if (a.padding == PaddingKind::kExplicit) {
     if (a.explicit_paddings.size() != 8) {
-      return errors::InvalidArgument("explicit_paddings must have 8 entries (before/after per dimension) "
-                                     "when padding is EXPLICIT, got ",
-                                     a.explicit_paddings.size(), ": ", ListStr(a.explicit_paddings));
+      return errors::InvalidArgument(
+          "explicit_paddings must have 8 entries (before/after per dimension) "
+          "when padding is EXPLICIT, got ",
+          a.explicit_paddings.size(), ": ", ListStr(a.explicit_paddings));
     }
     for (int64_t v : a.explicit_paddings) {
       if (v < 0) {
-        return errors::InvalidArgument("explicit_paddings must be non-negative, got ", ListStr(a.explicit_paddings));
+        return errors::InvalidArgument("explicit_paddings must be non-negative, got ",
+                                       ListStr(a.explicit_paddings));
       }
       if (v > std::numeric_limits<int32_t>::max()) {
         return errors::InvalidArgument("explicit_paddings entry ", v, " is too large");
       }
     }
     const int b = BatchIndex(a.nchw), c = ChannelIndex(a.nchw);
-    if (a.explicit_paddings[2 * b] || a.explicit_paddings[2 * b + 1] || a.explicit_paddings[2 * c] ||
-        a.explicit_paddings[2 * c + 1]) {
-      return errors::InvalidArgument("explicit_paddings must be 0 in the batch and channel dimensions, got ",
-                                     ListStr(a.explicit_paddings));
+    if (a.explicit_paddings[2 * b] || a.explicit_paddings[2 * b + 1] ||
+        a.explicit_paddings[2 * c] || a.explicit_paddings[2 * c + 1]) {
+      return errors::InvalidArgument(
+          "explicit_paddings must be 0 in the batch and channel dimensions, got ",
+          ListStr(a.explicit_paddings));
     }
   } else if (!a.explicit_paddings.empty()) {
-    return errors::InvalidArgument("explicit_paddings must be empty unless padding is EXPLICIT, got ",
-                                   ListStr(a.explicit_paddings));
+    return errors::InvalidArgument(
+        "explicit_paddings must be empty unless padding is EXPLICIT, got ",
+        ListStr(a.explicit_paddings));
   }
   return Status();
 }
@@ -147,12 +153,10 @@ ConvWindow WindowOf(const ConvAttrs& a) {
 }
 
 Status ComputeConvGeometry(const ConvAttrs& a, const int64_t input_dims[4],
-                           const int64_t filter_dims[4], cpu::ConvGeometry* g,
-                           bool check_counts) {
+                           const int64_t filter_dims[4], cpu::ConvGeometry* g, bool check_counts) {
   const Dims4 d = ToNHWC(a, input_dims);
   const int64_t in[4] = {d.n, d.h, d.w, d.c};
-  const std::string err =
-      ComputeConvProblem(in, filter_dims, WindowOf(a), a.nchw, check_counts, g);
+  const std::string err = ComputeConvProblem(in, filter_dims, WindowOf(a), a.nchw, check_counts, g);
   if (!err.empty()) return errors::InvalidArgument(err);
   return Status();
 }
@@ -182,37 +186,42 @@ void DimsOf(const tensorflow::Tensor& t, int64_t d[4]) {
 Status SizesOf(const char* name, const tensorflow::Tensor& t, int64_t d[4]) {
   if (t.dtype() != tensorflow::DT_INT32 || t.dims() != 1 || t.NumElements() != 4) {
     return errors::InvalidArgument(name, " must be a 1-D tensor of 4 int32 values, got ",
-                                   tensorflow::DataTypeString(t.dtype()), " of shape ", t.shape().DebugString());
+                                   tensorflow::DataTypeString(t.dtype()), " of shape ",
+                                   t.shape().DebugString());
   }
   auto v = t.flat<int32_t>();
   for (int i = 0; i < 4; ++i) {
     if (v(i) < 0) {
-      return errors::InvalidArgument(name, " must be non-negative, got [", v(0), ", ", v(1), ", ", v(2), ", ",
-                                     v(3), "]");
+      return errors::InvalidArgument(name, " must be non-negative, got [", v(0), ", ", v(1), ", ",
+                                     v(2), ", ", v(3), "]");
     }
     d[i] = v(i);
   }
   return Status();
 }
 
-std::string Dims4Str(const int64_t d[4]) { return absl::StrCat("[", absl::StrJoin(d, d + 4, ", "), "]"); }
+std::string Dims4Str(const int64_t d[4]) {
+  return absl::StrCat("[", absl::StrJoin(d, d + 4, ", "), "]");
+}
 
-Status CheckOutBackprop(const ConvAttrs& a, const cpu::ConvGeometry& g, const tensorflow::Tensor& dy,
-                        const std::string& what) {
+Status CheckOutBackprop(const ConvAttrs& a, const cpu::ConvGeometry& g,
+                        const tensorflow::Tensor& dy, const std::string& what) {
   int64_t o[4], d[4];
   OutputDims(a, g, o);
   DimsOf(dy, d);
   if (!std::equal(o, o + 4, d)) {
-    return errors::InvalidArgument("out_backprop has shape ", dy.shape().DebugString(), " but the convolution of ",
-                                   what, " has output shape ", Dims4Str(o));
+    return errors::InvalidArgument("out_backprop has shape ", dy.shape().DebugString(),
+                                   " but the convolution of ", what, " has output shape ",
+                                   Dims4Str(o));
   }
   return Status();
 }
 
 }  // namespace
 
-Status FpropGeometry(const ConvAttrs& a, const tensorflow::Tensor& input, const tensorflow::Tensor& filter,
-                     cpu::ConvGeometry* g, tensorflow::TensorShape* output_shape) {
+Status FpropGeometry(const ConvAttrs& a, const tensorflow::Tensor& input,
+                     const tensorflow::Tensor& filter, cpu::ConvGeometry* g,
+                     tensorflow::TensorShape* output_shape) {
   TF_RETURN_IF_ERROR(CheckRank4("input", input));
   TF_RETURN_IF_ERROR(CheckRank4("filter", filter));
   int64_t in[4], f[4], o[4];
@@ -223,9 +232,9 @@ Status FpropGeometry(const ConvAttrs& a, const tensorflow::Tensor& input, const 
   return tensorflow::TensorShape::BuildTensorShape({o[0], o[1], o[2], o[3]}, output_shape);
 }
 
-Status DgradGeometry(const ConvAttrs& a, const tensorflow::Tensor& input_sizes, const tensorflow::Tensor& filter,
-                     const tensorflow::Tensor& out_backprop, cpu::ConvGeometry* g,
-                     tensorflow::TensorShape* output_shape) {
+Status DgradGeometry(const ConvAttrs& a, const tensorflow::Tensor& input_sizes,
+                     const tensorflow::Tensor& filter, const tensorflow::Tensor& out_backprop,
+                     cpu::ConvGeometry* g, tensorflow::TensorShape* output_shape) {
   int64_t in[4], f[4];
   TF_RETURN_IF_ERROR(SizesOf("input_sizes", input_sizes, in));
   TF_RETURN_IF_ERROR(CheckRank4("filter", filter));
@@ -233,13 +242,14 @@ Status DgradGeometry(const ConvAttrs& a, const tensorflow::Tensor& input_sizes, 
   DimsOf(filter, f);
   TF_RETURN_IF_ERROR(ComputeConvGeometry(a, in, f, g));
   TF_RETURN_IF_ERROR(CheckOutBackprop(
-      a, *g, out_backprop, absl::StrCat("input_sizes ", Dims4Str(in), " with filter ", filter.shape().DebugString())));
+      a, *g, out_backprop,
+      absl::StrCat("input_sizes ", Dims4Str(in), " with filter ", filter.shape().DebugString())));
   return tensorflow::TensorShape::BuildTensorShape({in[0], in[1], in[2], in[3]}, output_shape);
 }
 
-Status WgradGeometry(const ConvAttrs& a, const tensorflow::Tensor& input, const tensorflow::Tensor& filter_sizes,
-                     const tensorflow::Tensor& out_backprop, cpu::ConvGeometry* g,
-                     tensorflow::TensorShape* output_shape) {
+Status WgradGeometry(const ConvAttrs& a, const tensorflow::Tensor& input,
+                     const tensorflow::Tensor& filter_sizes, const tensorflow::Tensor& out_backprop,
+                     cpu::ConvGeometry* g, tensorflow::TensorShape* output_shape) {
   int64_t in[4], f[4];
   TF_RETURN_IF_ERROR(CheckRank4("input", input));
   TF_RETURN_IF_ERROR(SizesOf("filter_sizes", filter_sizes, f));
@@ -247,7 +257,8 @@ Status WgradGeometry(const ConvAttrs& a, const tensorflow::Tensor& input, const 
   DimsOf(input, in);
   TF_RETURN_IF_ERROR(ComputeConvGeometry(a, in, f, g));
   TF_RETURN_IF_ERROR(CheckOutBackprop(
-      a, *g, out_backprop, absl::StrCat("input ", input.shape().DebugString(), " with filter_sizes ", Dims4Str(f))));
+      a, *g, out_backprop,
+      absl::StrCat("input ", input.shape().DebugString(), " with filter_sizes ", Dims4Str(f))));
   return tensorflow::TensorShape::BuildTensorShape({f[0], f[1], f[2], f[3]}, output_shape);
 }
 

@@ -20,8 +20,8 @@ namespace tf_fp16ops {
 struct ConvAttrs {
   tensorflow::DataType T = tensorflow::DT_INVALID;
   tensorflow::DataType Tacc = tensorflow::DT_INVALID;
-  std::vector<int32_t> strides;          // 4 entries, in data_format order
-  std::vector<int32_t> dilations;        // 4 entries, in data_format order
+  std::vector<int32_t> strides;    // 4 entries, in data_format order
+  std::vector<int32_t> dilations;  // 4 entries, in data_format order
   PaddingKind padding = PaddingKind::kValid;
   std::vector<int64_t> explicit_paddings;  // 8 entries when EXPLICIT, in data_format order
   bool nchw = false;
@@ -60,11 +60,13 @@ tensorflow::Status FpropGeometry(const ConvAttrs& attrs, const tensorflow::Tenso
                                  const tensorflow::Tensor& filter, cpu::ConvGeometry* g,
                                  tensorflow::TensorShape* output_shape);
 tensorflow::Status DgradGeometry(const ConvAttrs& attrs, const tensorflow::Tensor& input_sizes,
-                                 const tensorflow::Tensor& filter, const tensorflow::Tensor& out_backprop,
-                                 cpu::ConvGeometry* g, tensorflow::TensorShape* output_shape);
+                                 const tensorflow::Tensor& filter,
+                                 const tensorflow::Tensor& out_backprop, cpu::ConvGeometry* g,
+                                 tensorflow::TensorShape* output_shape);
 tensorflow::Status WgradGeometry(const ConvAttrs& attrs, const tensorflow::Tensor& input,
-                                 const tensorflow::Tensor& filter_sizes, const tensorflow::Tensor& out_backprop,
-                                 cpu::ConvGeometry* g, tensorflow::TensorShape* output_shape);
+                                 const tensorflow::Tensor& filter_sizes,
+                                 const tensorflow::Tensor& out_backprop, cpu::ConvGeometry* g,
+                                 tensorflow::TensorShape* output_shape);
 
 // 'half' / 'float' for messages.
 std::string TypeName(tensorflow::DataType t);

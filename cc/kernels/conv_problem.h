@@ -23,14 +23,14 @@ enum class Pass : int {
 };
 
 struct ConvProblem {
-  int64_t N = 0, H = 0, W = 0, C = 0;   // input batch, height, width, channels (all groups)
+  int64_t N = 0, H = 0, W = 0, C = 0;     // input batch, height, width, channels (all groups)
   int64_t KH = 0, KW = 0, Cg = 0, K = 0;  // filter HWIO; Cg = C / groups; K output channels
-  int64_t groups = 1;                   // C / Cg
-  int64_t P = 0, Q = 0;                 // output height and width
+  int64_t groups = 1;                     // C / Cg
+  int64_t P = 0, Q = 0;                   // output height and width
   int64_t stride_h = 1, stride_w = 1;
   int64_t dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0;    // bottom/right padding is implied by P and Q
-  bool nchw = false;                    // activations NCHW instead of NHWC
+  int64_t pad_top = 0, pad_left = 0;  // bottom/right padding is implied by P and Q
+  bool nchw = false;                  // activations NCHW instead of NHWC
 };
 
 }  // namespace tf_fp16ops

@@ -99,8 +99,10 @@ std::string ComputeConvProblem(const int64_t in[4], const int64_t f[4], const Co
     }
   }
   if (f[0] < 1 || f[1] < 1 || f[2] < 1) {
-    return Cat("filter sizes [KH, KW, in_channels, out_channels] must be positive in the first "
-               "three dimensions, got ", Dims(f));
+    return Cat(
+        "filter sizes [KH, KW, in_channels, out_channels] must be positive in the first "
+        "three dimensions, got ",
+        Dims(f));
   }
   int64_t groups = 0;
   std::string err = CheckChannels(in[3], f[2], f[3], &groups);
@@ -116,11 +118,11 @@ std::string ComputeConvProblem(const int64_t in[4], const int64_t f[4], const Co
   g.stride_h = win.stride_h, g.stride_w = win.stride_w;
   g.dilation_h = win.dilation_h, g.dilation_w = win.dilation_w;
   g.nchw = nchw;
-  err = WindowedOutputSize("height", g.H, g.KH, g.stride_h, g.dilation_h, win.padding,
-                           win.pad_top, win.pad_bottom, &g.P, &g.pad_top);
+  err = WindowedOutputSize("height", g.H, g.KH, g.stride_h, g.dilation_h, win.padding, win.pad_top,
+                           win.pad_bottom, &g.P, &g.pad_top);
   if (!err.empty()) return err;
-  err = WindowedOutputSize("width", g.W, g.KW, g.stride_w, g.dilation_w, win.padding,
-                           win.pad_left, win.pad_right, &g.Q, &g.pad_left);
+  err = WindowedOutputSize("width", g.W, g.KW, g.stride_w, g.dilation_w, win.padding, win.pad_left,
+                           win.pad_right, &g.Q, &g.pad_left);
   if (!err.empty()) return err;
   if (check_counts) {
     const int64_t o[4] = {g.N, g.P, g.Q, g.K};
@@ -133,8 +135,10 @@ std::string ComputeConvProblem(const int64_t in[4], const int64_t f[4], const Co
 std::string PartialOutputDims(const int64_t in[4], const int64_t f[4], const ConvWindow& win,
                               int64_t out[4]) {
   if (f[0] == 0 || f[1] == 0) {
-    return Cat("filter sizes [KH, KW, in_channels, out_channels] must be positive in the first "
-               "three dimensions, got ", Dims(f));
+    return Cat(
+        "filter sizes [KH, KW, in_channels, out_channels] must be positive in the first "
+        "three dimensions, got ",
+        Dims(f));
   }
   int64_t groups = 0;
   std::string err = CheckChannels(in[3], f[2], f[3], &groups);

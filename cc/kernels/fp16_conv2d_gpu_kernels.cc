@@ -35,12 +35,16 @@ gpu::DataType ToGpuType(tensorflow::DataType t) {
 
 Status FromGpuStatus(const gpu::Status& s, const std::string& op) {
   switch (s.code) {
-    case gpu::StatusCode::kOk: return Status();
-    case gpu::StatusCode::kInvalidArgument: return errors::InvalidArgument(op, ": ", s.message);
+    case gpu::StatusCode::kOk:
+      return Status();
+    case gpu::StatusCode::kInvalidArgument:
+      return errors::InvalidArgument(op, ": ", s.message);
     case gpu::StatusCode::kFailedPrecondition:
       return errors::FailedPrecondition(op, ": ", s.message);
-    case gpu::StatusCode::kUnimplemented: return errors::Unimplemented(op, ": ", s.message);
-    default: return errors::Internal(op, " GPU launch failed: ", s.message);
+    case gpu::StatusCode::kUnimplemented:
+      return errors::Unimplemented(op, ": ", s.message);
+    default:
+      return errors::Internal(op, " GPU launch failed: ", s.message);
   }
 }
 
@@ -60,8 +64,8 @@ struct ConvLaunch<GpuDevice, T, kPass> {
     Tensor holder;
     void* ws = nullptr;
     if (bytes > 0) {
-      TF_RETURN_IF_ERROR(ctx->allocate_temp(
-          tensorflow::DT_UINT8, TensorShape({static_cast<int64_t>(bytes)}), &holder));
+      TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_UINT8,
+                                            TensorShape({static_cast<int64_t>(bytes)}), &holder));
       ws = holder.flat<uint8_t>().data();
     }
     const gpu::Status st = gpu::Launch(kPass, StreamOf(ctx), g, t, tacc, a.data(), b.data(),
@@ -74,19 +78,19 @@ struct ConvLaunch<GpuDevice, T, kPass> {
 
 namespace {
 
-#define TF_FP16OPS_REGISTER_GPU(T)                                                             \
-  REGISTER_KERNEL_BUILDER(                                                                     \
-      Name("Fp16Conv2D").Device(tensorflow::DEVICE_GPU).TypeConstraint<T>("T"),               \
-      (Fp16ConvOp<GpuDevice, T, Pass::kFprop>));                                               \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                                      \
-                              .Device(tensorflow::DEVICE_GPU)                                  \
-                              .TypeConstraint<T>("T")                                          \
-                              .HostMemory("input_sizes"),                                      \
-                          (Fp16ConvOp<GpuDevice, T, Pass::kDgrad>));                           \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                                     \
-                              .Device(tensorflow::DEVICE_GPU)                                  \
-                              .TypeConstraint<T>("T")                                          \
-                              .HostMemory("filter_sizes"),                                     \
+#define TF_FP16OPS_REGISTER_GPU(T)                                              \
+  REGISTER_KERNEL_BUILDER(                                                      \
+      Name("Fp16Conv2D").Device(tensorflow::DEVICE_GPU).TypeConstraint<T>("T"), \
+      (Fp16ConvOp<GpuDevice, T, Pass::kFprop>));                                \
+  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                       \
+                              .Device(tensorflow::DEVICE_GPU)                   \
+                              .TypeConstraint<T>("T")                           \
+                              .HostMemory("input_sizes"),                       \
+                          (Fp16ConvOp<GpuDevice, T, Pass::kDgrad>));            \
+  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                      \
+                              .Device(tensorflow::DEVICE_GPU)                   \
+                              .TypeConstraint<T>("T")                           \
+                              .HostMemory("filter_sizes"),                      \
                           (Fp16ConvOp<GpuDevice, T, Pass::kWgrad>));
 
 TF_FP16OPS_REGISTER_GPU(Eigen::half);

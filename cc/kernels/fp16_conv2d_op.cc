@@ -37,7 +37,8 @@ cpu::Accumulation AccOf(const ConvAttrs& a) {
 
 // Float copy of a tensor of type T; `nchw_to_nhwc` transposes a 4-D activation.
 template <typename T>
-Status ToFloat(OpKernelContext* ctx, const Tensor& t, bool nchw_to_nhwc, Tensor* out, const float** data) {
+Status ToFloat(OpKernelContext* ctx, const Tensor& t, bool nchw_to_nhwc, Tensor* out,
+               const float** data) {
   const int64_t n = t.NumElements();
   if (std::is_same<T, float>::value && !nchw_to_nhwc) {
     *data = reinterpret_cast<const float*>(t.flat<T>().data());
@@ -53,7 +54,8 @@ Status ToFloat(OpKernelContext* ctx, const Tensor& t, bool nchw_to_nhwc, Tensor*
     const int64_t N = t.dim_size(0), C = t.dim_size(1), H = t.dim_size(2), W = t.dim_size(3);
     for (int64_t b = 0; b < N; ++b)
       for (int64_t c = 0; c < C; ++c)
-        for (int64_t hw = 0; hw < H * W; ++hw) dst[(b * H * W + hw) * C + c] = static_cast<float>(src[(b * C + c) * H * W + hw]);
+        for (int64_t hw = 0; hw < H * W; ++hw)
+          dst[(b * H * W + hw) * C + c] = static_cast<float>(src[(b * C + c) * H * W + hw]);
   }
   *data = dst;
   return Status();
@@ -61,7 +63,8 @@ Status ToFloat(OpKernelContext* ctx, const Tensor& t, bool nchw_to_nhwc, Tensor*
 
 // Stores a float NHWC buffer [N, H, W, C] into `out` (type T, data_format order).
 template <typename T>
-void FromFloat(const float* src, int64_t N, int64_t H, int64_t W, int64_t C, bool nhwc_to_nchw, Tensor* out) {
+void FromFloat(const float* src, int64_t N, int64_t H, int64_t W, int64_t C, bool nhwc_to_nchw,
+               Tensor* out) {
   T* dst = out->flat<T>().data();
   if (!nhwc_to_nchw) {
     const int64_t n = N * H * W * C;
@@ -69,13 +72,15 @@ void FromFloat(const float* src, int64_t N, int64_t H, int64_t W, int64_t C, boo
   } else {
     for (int64_t b = 0; b < N; ++b)
       for (int64_t c = 0; c < C; ++c)
-        for (int64_t hw = 0; hw < H * W; ++hw) dst[(b * C + c) * H * W + hw] = static_cast<T>(src[(b * H * W + hw) * C + c]);
+        for (int64_t hw = 0; hw < H * W; ++hw)
+          dst[(b * C + c) * H * W + hw] = static_cast<T>(src[(b * H * W + hw) * C + c]);
   }
 }
 
 // A float NHWC result buffer: the output itself when T=float and NHWC, else a temporary.
 template <typename T>
-Status ResultBuffer(OpKernelContext* ctx, Tensor* out, bool nchw, int64_t elems, Tensor* tmp, float** data) {
+Status ResultBuffer(OpKernelContext* ctx, Tensor* out, bool nchw, int64_t elems, Tensor* tmp,
+                    float** data) {
   if (std::is_same<T, float>::value && !nchw) {
     *data = reinterpret_cast<float*>(out->flat<T>().data());
     return Status();
@@ -149,19 +154,19 @@ struct ConvLaunch<CpuDevice, T, Pass::kWgrad> {
 
 namespace {
 
-#define REGISTER_CPU(T)                                                                        \
-  REGISTER_KERNEL_BUILDER(                                                                     \
-      Name("Fp16Conv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),               \
-      (Fp16ConvOp<CpuDevice, T, Pass::kFprop>));                                               \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                                      \
-                              .Device(tensorflow::DEVICE_CPU)                                  \
-                              .TypeConstraint<T>("T")                                          \
-                              .HostMemory("input_sizes"),                                      \
-                          (Fp16ConvOp<CpuDevice, T, Pass::kDgrad>));                           \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                                     \
-                              .Device(tensorflow::DEVICE_CPU)                                  \
-                              .TypeConstraint<T>("T")                                          \
-                              .HostMemory("filter_sizes"),                                     \
+#define REGISTER_CPU(T)                                                         \
+  REGISTER_KERNEL_BUILDER(                                                      \
+      Name("Fp16Conv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
+      (Fp16ConvOp<CpuDevice, T, Pass::kFprop>));                                \
+  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                       \
+                              .Device(tensorflow::DEVICE_CPU)                   \
+                              .TypeConstraint<T>("T")                           \
+                              .HostMemory("input_sizes"),                       \
+                          (Fp16ConvOp<CpuDevice, T, Pass::kDgrad>));            \
+  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                      \
+                              .Device(tensorflow::DEVICE_CPU)                   \
+                              .TypeConstraint<T>("T")                           \
+                              .HostMemory("filter_sizes"),                      \
                           (Fp16ConvOp<CpuDevice, T, Pass::kWgrad>));
 
 REGISTER_CPU(Eigen::half);

@@ -15,7 +15,6 @@ using tensorflow::shape_inference::DimensionHandle;
 using tensorflow::shape_inference::InferenceContext;
 using tensorflow::shape_inference::ShapeHandle;
 
-
 // Fills dims[4] from a rank-4 shape; returns false when some dimension is unknown.
 // Rank check naming the argument (WithRank's message names only the node).
 Status WithRank4(InferenceContext* c, int index, const char* name, ShapeHandle* out) {
@@ -65,8 +64,8 @@ Status Fp16Conv2DShape(InferenceContext* c) {
   if (!err.empty()) return tensorflow::errors::InvalidArgument(err);
   std::vector<DimensionHandle> dims;
   for (int64_t v : out) dims.push_back(v >= 0 ? c->MakeDim(v) : c->UnknownDim());
-  c->set_output(0, attrs.nchw ? c->MakeShape({dims[0], dims[3], dims[1], dims[2]})
-                              : c->MakeShape(dims));
+  c->set_output(
+      0, attrs.nchw ? c->MakeShape({dims[0], dims[3], dims[1], dims[2]}) : c->MakeShape(dims));
   return Status();
 }
 
@@ -85,14 +84,16 @@ Status BackpropShape(InferenceContext* c, int sizes_input, int known_input, bool
   int64_t o[4], k[4], d[4];
   if (KnownDims(c, out, o) && KnownDims(c, known, k) && KnownDims(c, dy, d)) {
     cpu::ConvGeometry g;
-    TF_RETURN_IF_ERROR(known_is_filter ? ComputeConvGeometry(attrs, o, k, &g) : ComputeConvGeometry(attrs, k, o, &g));
+    TF_RETURN_IF_ERROR(known_is_filter ? ComputeConvGeometry(attrs, o, k, &g)
+                                       : ComputeConvGeometry(attrs, k, o, &g));
     int64_t expect[4];
     OutputDims(attrs, g, expect);
     for (int i = 0; i < 4; ++i) {
       if (expect[i] != d[i]) {
         return tensorflow::errors::InvalidArgument(
-            "out_backprop has shape [", d[0], ", ", d[1], ", ", d[2], ", ", d[3], "] but the convolution's output has shape [",
-            expect[0], ", ", expect[1], ", ", expect[2], ", ", expect[3], "]");
+            "out_backprop has shape [", d[0], ", ", d[1], ", ", d[2], ", ", d[3],
+            "] but the convolution's output has shape [", expect[0], ", ", expect[1], ", ",
+            expect[2], ", ", expect[3], "]");
       }
     }
   }
@@ -103,21 +104,20 @@ Status BackpropShape(InferenceContext* c, int sizes_input, int known_input, bool
 }  // namespace
 }  // namespace tf_fp16ops
 
-#define FP16_CONV_ATTRS                                                   \
-  Attr("T: {half, float}")                                                \
-      .Attr("Tacc: {half, float}")                              \
-      .Attr("strides: list(int)")                                         \
-      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")                     \
-      .Attr("explicit_paddings: list(int) = []")                          \
-      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")                     \
+#define FP16_CONV_ATTRS                               \
+  Attr("T: {half, float}")                            \
+      .Attr("Tacc: {half, float}")                    \
+      .Attr("strides: list(int)")                     \
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}") \
+      .Attr("explicit_paddings: list(int) = []")      \
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'") \
       .Attr("dilations: list(int) = [1, 1, 1, 1]")
 
 REGISTER_OP("Fp16Conv2D")
     .Input("input: T")
     .Input("filter: T")
     .Output("output: T")
-    .FP16_CONV_ATTRS
-    .SetShapeFn(tf_fp16ops::Fp16Conv2DShape)
+    .FP16_CONV_ATTRS.SetShapeFn(tf_fp16ops::Fp16Conv2DShape)
     .Doc(R"doc(
 2-D convolution with a selectable accumulation type, like Conv2D plus the attr Tacc.
 

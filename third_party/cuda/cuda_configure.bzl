@@ -40,8 +40,10 @@ def _find_cutlass(ctx):
     return res.stdout.strip().splitlines()[-1]
 
 def _toolkit_root(ctx, nvcc):
-    """The toolkit root as nvcc itself reports it (`#$ TOP=...` of a dry run): nvcc on PATH may be
-    a wrapper script outside the toolkit."""
+    """The toolkit root as nvcc itself reports it (`#$ TOP=...` of a dry run).
+
+    nvcc on PATH may be a wrapper script outside the toolkit.
+    """
     res = ctx.execute([str(nvcc), "--dryrun", "-c", "-x", "cu", "/dev/null", "-o", "/dev/null"], quiet = True)
     for line in (res.stderr + res.stdout).splitlines():
         if line.startswith("#$ TOP="):

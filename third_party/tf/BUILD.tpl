@@ -1,12 +1,15 @@
-package(default_visibility = ["//visibility:public"])
-
 load(":tf_flags.bzl", "TF_COPTS")
+
+package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "tf_header_lib",
-    hdrs = glob(["include/**/*"], exclude = ["include/**/*.py"]),
-    includes = ["include"],
+    hdrs = glob(
+        ["include/**/*"],
+        exclude = ["include/**/*.py"],
+    ),
     copts = TF_COPTS,
+    includes = ["include"],
 )
 
 cc_library(

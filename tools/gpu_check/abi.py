@@ -6,23 +6,24 @@ Problem sizes are elements; layouts as TensorFlow's: activations NHWC (NCHW when
 HWIO [KH, KW, C/groups, K]. Pointers are plain integers (device pointers for the device library,
 host pointers for the host library).
 """
+
 from __future__ import annotations
 
 import ctypes
 import dataclasses
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 OPS = ("fprop", "dgrad", "wgrad")
 PATHS = {"auto": 0, "sm90": 1, "sm80": 2, "simt": 3, "fallback": 4}
 PATH_NAMES = {v: k for k, v in PATHS.items()}
 DTYPES = {"half": 0, "float": 1}
-CODES = {0: "OK", 1: "InvalidArgument", 2: "Internal", 3: "FailedPrecondition",
-         4: "Unimplemented"}
+CODES = {0: "OK", 1: "InvalidArgument", 2: "Internal", 3: "FailedPrecondition", 4: "Unimplemented"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
     """One 2-D convolution. pad = (top, bottom, left, right); P and Q follow from it."""
+
     name: str
     N: int
     H: int
@@ -48,9 +49,24 @@ class Problem:
         return (self.W + self.pad[2] + self.pad[3] - eff) // self.stride[1] + 1
 
     def dims(self) -> list:
-        return [self.N, self.H, self.W, self.C, self.KH, self.KW, self.K, self.groups, self.P,
-                self.Q, self.stride[0], self.stride[1], self.dil[0], self.dil[1], self.pad[0],
-                self.pad[2]]
+        return [
+            self.N,
+            self.H,
+            self.W,
+            self.C,
+            self.KH,
+            self.KW,
+            self.K,
+            self.groups,
+            self.P,
+            self.Q,
+            self.stride[0],
+            self.stride[1],
+            self.dil[0],
+            self.dil[1],
+            self.pad[0],
+            self.pad[2],
+        ]
 
     def flops(self) -> float:
         return 2.0 * self.N * self.P * self.Q * self.K * (self.C // self.groups) * self.KH * self.KW
@@ -82,7 +98,7 @@ def _dims(p: Problem):
     return (ctypes.c_int64 * 16)(*p.dims())
 
 
-def _device(device: Optional[Sequence[int]]):
+def _device(device: Sequence[int] | None):
     if device is None:
         return None
     return (ctypes.c_int * 3)(*[int(v) for v in device])
@@ -96,8 +112,12 @@ class Library:
         self.path = path
         lib = self.lib = ctypes.CDLL(path)
         i, p64, vp = ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p
-        ip, u64, u64p, cp = ctypes.POINTER(ctypes.c_int), ctypes.c_uint64, \
-            ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p
+        ip, u64, u64p, cp = (
+            ctypes.POINTER(ctypes.c_int),
+            ctypes.c_uint64,
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.c_char_p,
+        )
         lib.tfo_select.argtypes = [i, p64, i, i, i, i, ip, ip, u64p, cp, i]
         lib.tfo_launch.argtypes = [i, p64, i, i, i, vp, vp, vp, vp, u64, vp, i, ip, ip, cp, i]
         lib.tfo_query_device.argtypes = [ip, cp, i]
@@ -106,27 +126,71 @@ class Library:
         lib.tfo_direct_wgrad_splits.argtypes = [p64, i]
         lib.tfo_direct_wgrad_splits.restype = ctypes.c_int64
 
-    def select(self, op: str, p: Problem, t: str, tacc: str, path: str = "auto",
-               device: Optional[Sequence[int]] = None):
+    def select(
+        self,
+        op: str,
+        p: Problem,
+        t: str,
+        tacc: str,
+        path: str = "auto",
+        device: Sequence[int] | None = None,
+    ):
         """(implementation name, workspace bytes) the table picks; AbiError if none can run."""
         chosen, nbytes = ctypes.c_int(0), ctypes.c_uint64(0)
         msg = ctypes.create_string_buffer(512)
-        rc = self.lib.tfo_select(OPS.index(op), _dims(p), int(p.nchw), DTYPES[t], DTYPES[tacc],
-                                 PATHS[path], _device(device), ctypes.byref(chosen),
-                                 ctypes.byref(nbytes), msg, 512)
+        rc = self.lib.tfo_select(
+            OPS.index(op),
+            _dims(p),
+            int(p.nchw),
+            DTYPES[t],
+            DTYPES[tacc],
+            PATHS[path],
+            _device(device),
+            ctypes.byref(chosen),
+            ctypes.byref(nbytes),
+            msg,
+            512,
+        )
         if rc != 0:
             raise AbiError(rc, msg.value.decode())
         return PATH_NAMES[chosen.value], int(nbytes.value)
 
-    def launch(self, op: str, p: Problem, t: str, tacc: str, a: int, b: int, out: int,
-               workspace: int, workspace_bytes: int, stream: int = 0, path: str = "auto",
-               device: Optional[Sequence[int]] = None) -> str:
+    def launch(
+        self,
+        op: str,
+        p: Problem,
+        t: str,
+        tacc: str,
+        a: int,
+        b: int,
+        out: int,
+        workspace: int,
+        workspace_bytes: int,
+        stream: int = 0,
+        path: str = "auto",
+        device: Sequence[int] | None = None,
+    ) -> str:
         """Runs one pass; returns the implementation that ran; AbiError on a non-OK status."""
         used = ctypes.c_int(-1)
         msg = ctypes.create_string_buffer(512)
-        rc = self.lib.tfo_launch(OPS.index(op), _dims(p), int(p.nchw), DTYPES[t], DTYPES[tacc],
-                                 a, b, out, workspace, workspace_bytes, stream, PATHS[path],
-                                 _device(device), ctypes.byref(used), msg, 512)
+        rc = self.lib.tfo_launch(
+            OPS.index(op),
+            _dims(p),
+            int(p.nchw),
+            DTYPES[t],
+            DTYPES[tacc],
+            a,
+            b,
+            out,
+            workspace,
+            workspace_bytes,
+            stream,
+            PATHS[path],
+            _device(device),
+            ctypes.byref(used),
+            msg,
+            512,
+        )
         if rc != 0:
             raise AbiError(rc, msg.value.decode())
         return PATH_NAMES.get(used.value, str(used.value))
@@ -144,16 +208,21 @@ class Library:
         rt, ptx, n = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
         archs = (ctypes.c_int * 32)()
         self.lib.tfo_build_info(ctypes.byref(rt), ctypes.byref(ptx), archs, 32, ctypes.byref(n))
-        return {"runtime_version": rt.value, "ptx_arch": ptx.value,
-                "sass_archs": list(archs[:n.value])}
+        return {
+            "runtime_version": rt.value,
+            "ptx_arch": ptx.value,
+            "sass_archs": list(archs[: n.value]),
+        }
 
-    def check_device(self, device: Sequence[int], runtime_version: int, ptx_arch: int,
-                     archs: Sequence[int]) -> None:
+    def check_device(
+        self, device: Sequence[int], runtime_version: int, ptx_arch: int, archs: Sequence[int]
+    ) -> None:
         """CheckDevice on given values; AbiError when the build cannot serve the device."""
         msg = ctypes.create_string_buffer(512)
         arr = (ctypes.c_int * max(1, len(archs)))(*archs)
-        rc = self.lib.tfo_check_device(_device(device), runtime_version, ptx_arch, arr,
-                                       len(archs), msg, 512)
+        rc = self.lib.tfo_check_device(
+            _device(device), runtime_version, ptx_arch, arr, len(archs), msg, 512
+        )
         if rc != 0:
             raise AbiError(rc, msg.value.decode())
 

@@ -37,6 +37,7 @@ Sections (checks that can fail, with their rules):
              ResNet-50 3x3 layer and Tacc=float >= 0.9x cuDNN through PyTorch on every ResNet-50
              layer.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,16 +51,16 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from abi import OPS, AbiError, Library, Problem  # noqa: E402
 import problems  # noqa: E402
 import refs  # noqa: E402
+from abi import OPS, AbiError, Library, Problem  # noqa: E402
 
 PAIRS = (("half", "half"), ("half", "float"), ("float", "float"))
-UNIT_ROUNDOFF = {"half": 2.0 ** -11, "float": 2.0 ** -24}
+UNIT_ROUNDOFF = {"half": 2.0**-11, "float": 2.0**-24}
 # Per-section timeouts (seconds): 5.5 minutes in all, under the 6-minute budget.
 SECTIONS = {"facts": 40, "exactness": 70, "random": 70, "cases": 30, "bench": 120}
 FORCEABLE = ("sm90", "sm80", "simt", "fallback")
@@ -73,13 +74,17 @@ DRY_RUN = False
 def sync() -> None:
     if DEVICE == "cuda":
         import torch
+
         torch.cuda.synchronize()
+
+
 TARGET_HALF_VS_CUDNN_HALF = 1.5
 TARGET_FLOAT_VS_TORCH = 0.9
 
 
 # --------------------------------------------------------------------------------------------
 # Results: JSON lines, written as they come.
+
 
 class Recorder:
     def __init__(self, path: str, section: str):
@@ -93,7 +98,7 @@ class Recorder:
     def start(self, kernel: str) -> None:
         self._write({"section": self.section, "event": "start", "kernel": kernel})
 
-    def result(self, kernel: str, ok: Optional[bool], **fields) -> None:
+    def result(self, kernel: str, ok: bool | None, **fields) -> None:
         """ok: True/False for an asserted check, None for a recorded-only value."""
         row = {"section": self.section, "event": "result", "kernel": kernel, "ok": ok, **fields}
         self._write(row)
@@ -115,7 +120,7 @@ def read_rows(path: str) -> list:
     return rows
 
 
-def unfinished_kernel(rows: list, section: str) -> Optional[str]:
+def unfinished_kernel(rows: list, section: str) -> str | None:
     """The kernel a section started and never reported (the one running when it died)."""
     pending = None
     for r in rows:
@@ -131,6 +136,7 @@ def unfinished_kernel(rows: list, section: str) -> Optional[str]:
 # --------------------------------------------------------------------------------------------
 # Parent: device facts, preflight, one subprocess per section, summary.
 
+
 def library_facts(lib: Library) -> dict:
     facts = {"lib": lib.path, "lib_bytes": os.path.getsize(lib.path), **lib.build_info()}
     try:
@@ -141,20 +147,24 @@ def library_facts(lib: Library) -> dict:
     return facts
 
 
-def preflight(facts: dict) -> Optional[str]:
+def preflight(facts: dict) -> str | None:
     """A message when the check cannot run on this machine, else None."""
     if "query_error" in facts:
         return f"cannot query the CUDA device: {facts['query_error']}"
     rt, drv = facts["runtime_version"], facts["driver_version"]
     if drv <= 0:
-        return (f"no CUDA driver found (cudaDriverGetVersion() = {drv}); the library needs one "
-                f"for CUDA {rt // 1000}.{rt % 1000 // 10} or newer. Nothing was run.")
+        return (
+            f"no CUDA driver found (cudaDriverGetVersion() = {drv}); the library needs one "
+            f"for CUDA {rt // 1000}.{rt % 1000 // 10} or newer. Nothing was run."
+        )
     if drv < rt:
-        return (f"the GPU driver supports CUDA {drv // 1000}.{drv % 1000 // 10} "
-                f"(cudaDriverGetVersion() = {drv}), older than the CUDA {rt // 1000}."
-                f"{rt % 1000 // 10} runtime the library is built with (linked statically); it "
-                f"needs a driver for CUDA {rt // 1000}.{rt % 1000 // 10} or newer (R580+ for "
-                f"13.0). Nothing was run.")
+        return (
+            f"the GPU driver supports CUDA {drv // 1000}.{drv % 1000 // 10} "
+            f"(cudaDriverGetVersion() = {drv}), older than the CUDA {rt // 1000}."
+            f"{rt % 1000 // 10} runtime the library is built with (linked statically); it "
+            f"needs a driver for CUDA {rt // 1000}.{rt % 1000 // 10} or newer (R580+ for "
+            f"13.0). Nothing was run."
+        )
     if facts["compute_capability"] < 75:
         return f"compute capability {facts['compute_capability'] / 10:.1f} < 7.5: not supported"
     return None
@@ -171,10 +181,15 @@ def run_section(name: str, cmd: list, timeout: float, jsonl: str) -> dict:
     rows = [r for r in read_rows(jsonl) if r.get("section") == name]
     results = [r for r in rows if r.get("event") == "result"]
     failed = [r["kernel"] for r in results if r.get("ok") is False]
-    info = {"section": name, "status": status, "seconds": round(time.time() - t0, 1),
-            "results": len(results), "failed": failed,
-            "asserted_ok": sum(1 for r in results if r.get("ok") is True),
-            "recorded_only": sum(1 for r in results if r.get("ok") is None)}
+    info = {
+        "section": name,
+        "status": status,
+        "seconds": round(time.time() - t0, 1),
+        "results": len(results),
+        "failed": failed,
+        "asserted_ok": sum(1 for r in results if r.get("ok") is True),
+        "recorded_only": sum(1 for r in results if r.get("ok") is None),
+    }
     if status != "ran":
         info["verdict"] = "ERROR"
         info["running_kernel"] = unfinished_kernel(rows, name)
@@ -183,24 +198,39 @@ def run_section(name: str, cmd: list, timeout: float, jsonl: str) -> dict:
     return info
 
 
-def write_summary(out: str, facts: dict, sections: list, stopped: Optional[str]) -> dict:
+def write_summary(out: str, facts: dict, sections: list, stopped: str | None) -> dict:
     verdicts = [s["verdict"] for s in sections]
-    summary = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-               "facts": facts, "stopped": stopped, "sections": sections,
-               "verdict": "STOPPED" if stopped else
-               ("PASS" if verdicts and all(v == "PASS" for v in verdicts) else "FAIL")}
+    summary = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "facts": facts,
+        "stopped": stopped,
+        "sections": sections,
+        "verdict": "STOPPED"
+        if stopped
+        else ("PASS" if verdicts and all(v == "PASS" for v in verdicts) else "FAIL"),
+    }
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, default=str)
-    lines = [f"# GPU check of {os.path.basename(facts.get('lib', '?'))} - {summary['date']}", "",
-             f"- Facts: {json.dumps(facts, default=str)}", f"- Verdict: **{summary['verdict']}**"]
+    lines = [
+        f"# GPU check of {os.path.basename(facts.get('lib', '?'))} - {summary['date']}",
+        "",
+        f"- Facts: {json.dumps(facts, default=str)}",
+        f"- Verdict: **{summary['verdict']}**",
+    ]
     if stopped:
         lines.append(f"- Stopped: {stopped}")
-    lines += ["", "| section | verdict | status | s | asserted ok | failed | recorded only |"
-              " running kernel |", "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| section | verdict | status | s | asserted ok | failed | recorded only |"
+        " running kernel |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for s in sections:
-        lines.append(f"| {s['section']} | {s['verdict']} | {s['status']} | {s['seconds']} | "
-                     f"{s['asserted_ok']} | {len(s['failed'])} | {s['recorded_only']} | "
-                     f"{s.get('running_kernel') or ''} |")
+        lines.append(
+            f"| {s['section']} | {s['verdict']} | {s['status']} | {s['seconds']} | "
+            f"{s['asserted_ok']} | {len(s['failed'])} | {s['recorded_only']} | "
+            f"{s.get('running_kernel') or ''} |"
+        )
     for s in sections:
         for k in s["failed"][:50]:
             lines.append(f"- FAIL {s['section']}: {k}")
@@ -226,15 +256,30 @@ def parent(args) -> int:
         for name, timeout in SECTIONS.items():
             if name in skip:
                 continue
-            cmd = [sys.executable, os.path.abspath(__file__), "--lib", args.lib, "--out", args.out,
-                   "--section", name] + (["--cpu-dry-run"] if DRY_RUN else [])
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--lib",
+                args.lib,
+                "--out",
+                args.out,
+                "--section",
+                name,
+            ] + (["--cpu-dry-run"] if DRY_RUN else [])
             print(f"[{name}] (timeout {timeout} s)", flush=True)
             info = run_section(name, cmd, timeout * args.timeout_scale, jsonl)
             sections.append(info)
-            print(f"[{name}] {info['verdict']}: {info['status']}, {info['asserted_ok']} ok, "
-                  f"{len(info['failed'])} failed, {info['recorded_only']} recorded, "
-                  f"{info['seconds']} s" + (f"; running kernel: {info['running_kernel']}"
-                                           if info.get("running_kernel") else ""), flush=True)
+            print(
+                f"[{name}] {info['verdict']}: {info['status']}, {info['asserted_ok']} ok, "
+                f"{len(info['failed'])} failed, {info['recorded_only']} recorded, "
+                f"{info['seconds']} s"
+                + (
+                    f"; running kernel: {info['running_kernel']}"
+                    if info.get("running_kernel")
+                    else ""
+                ),
+                flush=True,
+            )
     summary = write_summary(args.out, facts, sections, stopped)
     print(f"verdict {summary['verdict']}; {os.path.join(args.out, 'summary.md')}", flush=True)
     return 0 if summary["verdict"] == "PASS" else (2 if stopped else 1)
@@ -243,9 +288,11 @@ def parent(args) -> int:
 # --------------------------------------------------------------------------------------------
 # Child sections (PyTorch from here on).
 
+
 def _torch():
     import torch
     import torch.nn.functional as F
+
     return torch, F
 
 
@@ -267,8 +314,11 @@ def full_reference(p: Problem, x, w, dy):
     xp = F.pad(x64, (left, right, top, bottom))
     y = F.conv2d(xp, w64, stride=p.stride, dilation=p.dil, groups=p.groups)
     y.backward(act_to_nchw(dy, p.nchw).double())
-    return (act_from_nchw(y.detach(), p.nchw), act_from_nchw(x64.grad, p.nchw),
-            w64.grad.permute(2, 3, 1, 0).contiguous())
+    return (
+        act_from_nchw(y.detach(), p.nchw),
+        act_from_nchw(x64.grad, p.nchw),
+        w64.grad.permute(2, 3, 1, 0).contiguous(),
+    )
 
 
 def operands(op, x, w, dy):
@@ -297,8 +347,20 @@ class Gpu:
 
         def run() -> str:
             _ = ws
-            return self.lib.launch(op, p, t, tacc, a.data_ptr(), b.data_ptr(), out.data_ptr(),
-                                   ws.data_ptr(), nbytes, stream, path)
+            return self.lib.launch(
+                op,
+                p,
+                t,
+                tacc,
+                a.data_ptr(),
+                b.data_ptr(),
+                out.data_ptr(),
+                ws.data_ptr(),
+                nbytes,
+                stream,
+                path,
+            )
+
         return run
 
     def run(self, op, p, t, tacc, a, b, out, path="auto") -> str:
@@ -327,16 +389,24 @@ def section_facts(lib: Library, rec: Recorder) -> None:
         rec.result("device facts", None, device="cpu (dry run)", torch=torch.__version__)
         return
     props = torch.cuda.get_device_properties(0)
-    facts = {"gpu": torch.cuda.get_device_name(0), "capability": f"{props.major}.{props.minor}",
-             "memory_gib": round(props.total_memory / 2 ** 30, 1),
-             "sms": props.multi_processor_count,
-             "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-             "cudnn": torch.backends.cudnn.version(), "python": sys.version.split()[0]}
+    facts = {
+        "gpu": torch.cuda.get_device_name(0),
+        "capability": f"{props.major}.{props.minor}",
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "sms": props.multi_processor_count,
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "python": sys.version.split()[0],
+    }
     print("device facts (PyTorch):", json.dumps(facts), flush=True)
     rec.result("device facts", None, **facts)
     lib_cc = lib.query_device()[1]
-    rec.result("library and PyTorch see the same device", lib_cc == props.major * 10 + props.minor,
-               library_cc=lib_cc)
+    rec.result(
+        "library and PyTorch see the same device",
+        lib_cc == props.major * 10 + props.minor,
+        library_cc=lib_cc,
+    )
 
 
 def section_exactness(lib: Library, rec: Recorder) -> None:
@@ -347,8 +417,10 @@ def section_exactness(lib: Library, rec: Recorder) -> None:
         xs, ws, ys = p.shapes()
         longest = max(p.reduction_length(op) for op in OPS)
         bound = max(1, min(3, int(math.sqrt(2048.0 / longest))))
-        draw = lambda s: torch.randint(-bound, bound + 1, s, generator=gen,  # noqa: E731
-                                       device=DEVICE).double()
+
+        def draw(s, bound=bound):
+            return torch.randint(-bound, bound + 1, s, generator=gen, device=DEVICE).double()
+
         x, w, dy = draw(xs), draw(ws), draw(ys)
         refs_ = full_reference(p, x, w, dy)
         worst = max(float(r.max()) for r in full_reference(p, x.abs(), w.abs(), dy.abs()))
@@ -369,8 +441,12 @@ def section_exactness(lib: Library, rec: Recorder) -> None:
                     if path != "auto" and path not in paths:
                         try:
                             used = gpu.run(op, p, t, tacc, a, b, out, path)
-                            rec.result(kernel, False if asserted else None, used=used,
-                                       error="ran although the expectation says it cannot")
+                            rec.result(
+                                kernel,
+                                False if asserted else None,
+                                used=used,
+                                error="ran although the expectation says it cannot",
+                            )
                         except AbiError as e:
                             rec.result(kernel, e.code == "InvalidArgument", refused=e.message)
                         continue
@@ -381,8 +457,9 @@ def section_exactness(lib: Library, rec: Recorder) -> None:
                         continue
                     mism = int(((out.double() - ref) != 0).sum()) + int(torch.isnan(out).sum())
                     ok = mism == 0 and (used == want or not asserted)
-                    rec.result(kernel, ok, used=used, expected=want, mismatches=mism,
-                               elements=out.numel())
+                    rec.result(
+                        kernel, ok, used=used, expected=want, mismatches=mism, elements=out.numel()
+                    )
 
 
 def section_random(lib: Library, rec: Recorder) -> None:
@@ -414,32 +491,46 @@ def section_random(lib: Library, rec: Recorder) -> None:
                         rec.result(kernel, False, error=str(e))
                         continue
                     err = (out.double() - ref).abs()
-                    row = {"used": used, "K": k, "nonfinite": int((~torch.isfinite(out)).sum()),
-                           "rel_err_norm": float(err.norm() / ref.norm())}
+                    row = {
+                        "used": used,
+                        "K": k,
+                        "nonfinite": int((~torch.isfinite(out)).sum()),
+                        "rel_err_norm": float(err.norm() / ref.norm()),
+                    }
                     if tacc == "float":
                         u_t = UNIT_ROUNDOFF[t]
-                        bound = refs.gamma(k, 2.0 ** -24) * s * (1 + u_t) + u_t * ref.abs() + \
-                            (2.0 ** -25 if t == "half" else 0.0)
+                        bound = (
+                            refs.gamma(k, 2.0**-24) * s * (1 + u_t)
+                            + u_t * ref.abs()
+                            + (2.0**-25 if t == "half" else 0.0)
+                        )
                         row["max_err_over_bound"] = float((err / bound.clamp_min(1e-300)).max())
                         ok = row["max_err_over_bound"] <= 1.0 and row["nonfinite"] == 0
                     else:
                         if seq is None:
                             seq = refs.seq_half(B, op, p, x, w, dy)
                         seq_err = (seq - ref).abs()
-                        row.update(gpu_max=float(err.max()), gpu_mean=float(err.mean()),
-                                   seq_max=float(seq_err.max()), seq_mean=float(seq_err.mean()))
+                        row.update(
+                            gpu_max=float(err.max()),
+                            gpu_mean=float(err.mean()),
+                            seq_max=float(seq_err.max()),
+                            seq_mean=float(seq_err.mean()),
+                        )
                         if used == "fallback":
                             row["mismatches_vs_sequential"] = int((out.double() != seq).sum())
                             ok = row["mismatches_vs_sequential"] == 0
                         else:
-                            ok = refs.half_error_ok(row["gpu_max"], row["gpu_mean"],
-                                                    row["seq_max"], row["seq_mean"],
-                                                    float(ref.abs().max()))
+                            ok = refs.half_error_ok(
+                                row["gpu_max"],
+                                row["gpu_mean"],
+                                row["seq_max"],
+                                row["seq_mean"],
+                                float(ref.abs().max()),
+                            )
                     rec.result(kernel, ok, **row)
 
 
-def one_by_one(gpu: Gpu, xs_vals, ws_vals, tacc: str, path: str, pad_to: int = 1,
-               k_out: int = 1):
+def one_by_one(gpu: Gpu, xs_vals, ws_vals, tacc: str, path: str, pad_to: int = 1, k_out: int = 1):
     """1x1 fprop over C = len(xs_vals) zero-padded to a multiple of pad_to, K = k_out copies;
     returns (first output, used)."""
     torch, _ = _torch()
@@ -489,9 +580,11 @@ def section_cases(lib: Library, rec: Recorder) -> None:
         used8 = gpu.run("fprop", p8, "half", tacc, x8, w8, out8)
         got8 = out8[..., 0].flatten().double().tolist()
         ok = (used8 == auto or not asserted) and (
-            all(same(g, expect) for g in got8) if tacc == "float" else True)
-        rec.result(kernel, ok, got=got8, expected=expect, used=used8,
-                   asserted_value=tacc == "float")
+            all(same(g, expect) for g in got8) if tacc == "float" else True
+        )
+        rec.result(
+            kernel, ok, got=got8, expected=expect, used=used8, asserted_value=tacc == "float"
+        )
     # C1: 49 taps of 0.2 * 0.1.
     x = torch.full((1, 9, 9, 1), 0.2, device=DEVICE).half()
     w = torch.full((7, 7, 1, 1), 0.1, device=DEVICE).half()
@@ -507,7 +600,7 @@ def section_cases(lib: Library, rec: Recorder) -> None:
     # Tacc=float asserted where every partial sum is exact in binary32 (exact_fp32), Tacc=half
     # only for the C4 inf/NaN results and the overflow to inf; the rest is recorded.
     cases = [
-        ("C2", [2050.0, 1 + 2 ** -10], [1.0, 1 - 2 ** -10], 2050.0, 2052.0, False),
+        ("C2", [2050.0, 1 + 2**-10], [1.0, 1 - 2**-10], 2050.0, 2052.0, False),
         ("C3 [65504,65504,-65504]", [65504.0, 65504.0, -65504.0], [1.0] * 3, inf, 65504.0, True),
         ("C3 [300,300]x[300,-300]", [300.0, 300.0], [300.0, -300.0], inf, 0.0, True),
         ("C3 [65504,65504]x[1,1]", [65504.0, 65504.0], [1.0, 1.0], inf, inf, True),
@@ -524,18 +617,26 @@ def section_cases(lib: Library, rec: Recorder) -> None:
             kernel = f"{name} Tacc={tacc} direct"
             rec.start(kernel)
             got, used, _ = one_by_one(gpu, xv, wv, tacc, "fallback")
-            rec.result(kernel, same(got, e) and used == "fallback", got=got, expected=e,
-                       used=used)
+            rec.result(kernel, same(got, e) and used == "fallback", got=got, expected=e, used=used)
             kernel = f"{name} Tacc={tacc} tensor-core"
             rec.start(kernel)
             got8, used8, p8 = one_by_one(gpu, xv, wv, tacc, "auto", pad_to=8, k_out=8)
             _, auto, asserted = expected_paths(lib, p8, "fprop", "half")
-            value_asserted = (exact_fp32 if tacc == "float" else
-                              name.startswith("C4") or name == "C3 [65504,65504]x[1,1]")
+            value_asserted = (
+                exact_fp32
+                if tacc == "float"
+                else name.startswith("C4") or name == "C3 [65504,65504]x[1,1]"
+            )
             path_ok = used8 == auto or not asserted
             ok = (path_ok and same(got8, e)) if value_asserted else (True if path_ok else False)
-            rec.result(kernel, ok if (value_asserted or not path_ok) else None, got=got8,
-                       contract=e, used=used8, value_asserted=value_asserted)
+            rec.result(
+                kernel,
+                ok if (value_asserted or not path_ok) else None,
+                got=got8,
+                contract=e,
+                used=used8,
+                value_asserted=value_asserted,
+            )
 
 
 class CudnnLegacy:
@@ -543,9 +644,15 @@ class CudnnLegacy:
     (2 = CUDNN_DATA_HALF, 0 = CUDNN_DATA_FLOAT) and math type (1 = CUDNN_TENSOR_OP_MATH)."""
 
     class Perf(ctypes.Structure):
-        _fields_ = [("algo", ctypes.c_int), ("status", ctypes.c_int), ("time", ctypes.c_float),
-                    ("memory", ctypes.c_size_t), ("determinism", ctypes.c_int),
-                    ("mathType", ctypes.c_int), ("reserved", ctypes.c_int * 3)]
+        _fields_ = [
+            ("algo", ctypes.c_int),
+            ("status", ctypes.c_int),
+            ("time", ctypes.c_float),
+            ("memory", ctypes.c_size_t),
+            ("determinism", ctypes.c_int),
+            ("mathType", ctypes.c_int),
+            ("reserved", ctypes.c_int * 3),
+        ]
 
     def __init__(self):
         torch, _ = _torch()
@@ -562,8 +669,12 @@ class CudnnLegacy:
             raise OSError("libcudnn not found")
         self.handle = ctypes.c_void_p()
         self._chk(self.lib.cudnnCreate(ctypes.byref(self.handle)), "cudnnCreate")
-        self._chk(self.lib.cudnnSetStream(self.handle, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)),
-                  "cudnnSetStream")
+        self._chk(
+            self.lib.cudnnSetStream(
+                self.handle, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+            ),
+            "cudnnSetStream",
+        )
 
     @staticmethod
     def _chk(rc: int, what: str):
@@ -573,7 +684,9 @@ class CudnnLegacy:
     def _tensor(self, n, c, h, w):
         d = ctypes.c_void_p()
         self._chk(self.lib.cudnnCreateTensorDescriptor(ctypes.byref(d)), "tensor desc")
-        self._chk(self.lib.cudnnSetTensor4dDescriptor(d, 1, 2, n, c, h, w), "set tensor (NHWC half)")
+        self._chk(
+            self.lib.cudnnSetTensor4dDescriptor(d, 1, 2, n, c, h, w), "set tensor (NHWC half)"
+        )
         return d
 
     def prepare(self, op: str, p: Problem, x, w_krsc, dy, out, compute: int, math_type: int):
@@ -587,43 +700,98 @@ class CudnnLegacy:
         self._chk(lib.cudnnSetFilter4dDescriptor(wd, 2, 1, p.K, p.C, p.KH, p.KW), "set filter")
         self._chk(lib.cudnnCreateConvolutionDescriptor(ctypes.byref(cd)), "conv desc")
         assert p.pad[0] == p.pad[1] and p.pad[2] == p.pad[3]
-        self._chk(lib.cudnnSetConvolution2dDescriptor(cd, p.pad[0], p.pad[2], p.stride[0], p.stride[1],
-                                                      p.dil[0], p.dil[1], 1, compute), "set conv")
+        self._chk(
+            lib.cudnnSetConvolution2dDescriptor(
+                cd, p.pad[0], p.pad[2], p.stride[0], p.stride[1], p.dil[0], p.dil[1], 1, compute
+            ),
+            "set conv",
+        )
         self._chk(lib.cudnnSetConvolutionMathType(cd, math_type), "math type")
         perfs = (self.Perf * 8)()
         cnt = ctypes.c_int()
         if op == "fprop":
-            self._chk(lib.cudnnFindConvolutionForwardAlgorithm(self.handle, xd, wd, cd, yd, 8,
-                                                               ctypes.byref(cnt), perfs), "find fwd")
+            self._chk(
+                lib.cudnnFindConvolutionForwardAlgorithm(
+                    self.handle, xd, wd, cd, yd, 8, ctypes.byref(cnt), perfs
+                ),
+                "find fwd",
+            )
         elif op == "dgrad":
-            self._chk(lib.cudnnFindConvolutionBackwardDataAlgorithm(self.handle, wd, yd, cd, xd, 8,
-                                                                    ctypes.byref(cnt), perfs), "find bwd data")
+            self._chk(
+                lib.cudnnFindConvolutionBackwardDataAlgorithm(
+                    self.handle, wd, yd, cd, xd, 8, ctypes.byref(cnt), perfs
+                ),
+                "find bwd data",
+            )
         else:
-            self._chk(lib.cudnnFindConvolutionBackwardFilterAlgorithm(self.handle, xd, yd, cd, wd, 8,
-                                                                      ctypes.byref(cnt), perfs), "find bwd filter")
-        good = [q for q in perfs[:cnt.value] if q.status == 0]
+            self._chk(
+                lib.cudnnFindConvolutionBackwardFilterAlgorithm(
+                    self.handle, xd, yd, cd, wd, 8, ctypes.byref(cnt), perfs
+                ),
+                "find bwd filter",
+            )
+        good = [q for q in perfs[: cnt.value] if q.status == 0]
         if not good:
             raise RuntimeError(f"cuDNN found no algorithm for {op}")
         best = good[0]
         ws = torch.empty(max(best.memory, 1), dtype=torch.uint8, device="cuda")
         alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
-        ptr = lambda t: ctypes.c_void_p(t.data_ptr())
+
+        def ptr(t):
+            return ctypes.c_void_p(t.data_ptr())
+
         keep = (xd, yd, wd, cd, ws)
 
         def run():
             _ = keep
             if op == "fprop":
-                rc = lib.cudnnConvolutionForward(self.handle, ctypes.byref(alpha), xd, ptr(x), wd, ptr(w_krsc), cd,
-                                                 best.algo, ptr(ws), ctypes.c_size_t(best.memory),
-                                                 ctypes.byref(beta), yd, ptr(out))
+                rc = lib.cudnnConvolutionForward(
+                    self.handle,
+                    ctypes.byref(alpha),
+                    xd,
+                    ptr(x),
+                    wd,
+                    ptr(w_krsc),
+                    cd,
+                    best.algo,
+                    ptr(ws),
+                    ctypes.c_size_t(best.memory),
+                    ctypes.byref(beta),
+                    yd,
+                    ptr(out),
+                )
             elif op == "dgrad":
-                rc = lib.cudnnConvolutionBackwardData(self.handle, ctypes.byref(alpha), wd, ptr(w_krsc), yd, ptr(dy),
-                                                      cd, best.algo, ptr(ws), ctypes.c_size_t(best.memory),
-                                                      ctypes.byref(beta), xd, ptr(out))
+                rc = lib.cudnnConvolutionBackwardData(
+                    self.handle,
+                    ctypes.byref(alpha),
+                    wd,
+                    ptr(w_krsc),
+                    yd,
+                    ptr(dy),
+                    cd,
+                    best.algo,
+                    ptr(ws),
+                    ctypes.c_size_t(best.memory),
+                    ctypes.byref(beta),
+                    xd,
+                    ptr(out),
+                )
             else:
-                rc = lib.cudnnConvolutionBackwardFilter(self.handle, ctypes.byref(alpha), xd, ptr(x), yd, ptr(dy),
-                                                        cd, best.algo, ptr(ws), ctypes.c_size_t(best.memory),
-                                                        ctypes.byref(beta), wd, ptr(out))
+                rc = lib.cudnnConvolutionBackwardFilter(
+                    self.handle,
+                    ctypes.byref(alpha),
+                    xd,
+                    ptr(x),
+                    yd,
+                    ptr(dy),
+                    cd,
+                    best.algo,
+                    ptr(ws),
+                    ctypes.c_size_t(best.memory),
+                    ctypes.byref(beta),
+                    wd,
+                    ptr(out),
+                )
             self._chk(rc, op)
 
         return run, best.algo, best.mathType
@@ -655,8 +823,7 @@ def sample_relerr(B, op, p, x, w, dy, out_ours_layout, gen, n: int) -> float:
     torch, _ = _torch()
     flat = out_ours_layout.reshape(-1)
     idx = torch.randint(0, flat.numel(), (n,), generator=gen, device=DEVICE)
-    exact = torch.tensor(refs.sampled(B, op, p, x, w, dy, idx), dtype=torch.float64,
-                         device=DEVICE)
+    exact = torch.tensor(refs.sampled(B, op, p, x, w, dy, idx), dtype=torch.float64, device=DEVICE)
     got = flat[idx].double()
     return float((got - exact).norm() / exact.norm().clamp_min(1e-300))
 
@@ -726,11 +893,27 @@ def section_bench(lib: Library, rec: Recorder) -> None:
                 ok &= row[f"ours_{tacc}_path"] != "fallback" or DRY_RUN  # tensor cores on GPUs
                 ok &= row[f"ours_{tacc}_path"] == want or not asserted
             if op == "fprop":
-                fn = lambda: F.conv2d(xt, wt, stride=p.stride, padding=pad, dilation=p.dil)  # noqa
+
+                def fn(xt=xt, wt=wt, p=p, pad=pad):
+                    return F.conv2d(xt, wt, stride=p.stride, padding=pad, dilation=p.dil)
             else:
                 mask = [op == "dgrad", op == "wgrad", False]
-                fn = lambda m=mask: torch.ops.aten.convolution_backward(  # noqa: E731
-                    dyt, xt, wt, None, list(p.stride), list(pad), list(p.dil), False, [0, 0], 1, m)
+
+                def fn(m=mask, dyt=dyt, xt=xt, wt=wt, p=p, pad=pad):
+                    return torch.ops.aten.convolution_backward(
+                        dyt,
+                        xt,
+                        wt,
+                        None,
+                        list(p.stride),
+                        list(pad),
+                        list(p.dil),
+                        False,
+                        [0, 0],
+                        1,
+                        m,
+                    )
+
             try:
                 row["torch_ms"] = time_ms(fn)
             except RuntimeError as e:  # e.g. a half convolution PyTorch's CPU build lacks
@@ -747,31 +930,47 @@ def section_bench(lib: Library, rec: Recorder) -> None:
                     row["cudnn_half_algo"], row["cudnn_half_mathType"] = algo, mt
                 except RuntimeError as e:
                     row["cudnn_half_error"] = str(e)
-            tf = lambda ms: row["gflop"] / ms if ms else None  # noqa: E731  (GFLOP/ms = TFLOP/s)
-            row.update(ours_half_tflops=tf(row["ours_half_ms"]),
-                       ours_float_tflops=tf(row["ours_float_ms"]),
-                       torch_tflops=tf(row["torch_ms"]),
-                       cudnn_half_tflops=tf(row.get("cudnn_half_ms")))
+
+            def tf(ms, row=row):  # GFLOP/ms = TFLOP/s
+                return row["gflop"] / ms if ms else None
+
+            row.update(
+                ours_half_tflops=tf(row["ours_half_ms"]),
+                ours_float_tflops=tf(row["ours_float_ms"]),
+                torch_tflops=tf(row["torch_ms"]),
+                cudnn_half_tflops=tf(row.get("cudnn_half_ms")),
+            )
             ok &= targets_met(row, p)
             rec.result(kernel, bool(ok), **row)
         del x, w, dy
         sync()
-    rows = [r for r in read_rows(rec.path) if r.get("section") == "bench" and
-            r.get("event") == "result" and "shape" in r]
+    rows = [
+        r
+        for r in read_rows(rec.path)
+        if r.get("section") == "bench" and r.get("event") == "result" and "shape" in r
+    ]
     for op in OPS:
-        for key, keep in (("half_vs_cudnn_half", lambda r: r["shape"].startswith("r50") and
-                           "3x3" in r["shape"]),
-                          ("float_vs_torch", lambda r: r["shape"].startswith("r50"))):
+        for key, keep in (
+            ("half_vs_cudnn_half", lambda r: r["shape"].startswith("r50") and "3x3" in r["shape"]),
+            ("float_vs_torch", lambda r: r["shape"].startswith("r50")),
+        ):
             vals = [r[key] for r in rows if r["op"] == op and keep(r) and r.get(key)]
             if vals:
-                rec.result(f"geomean {op} {key}", None,
-                           geomean=math.exp(sum(map(math.log, vals)) / len(vals)), n=len(vals))
+                rec.result(
+                    f"geomean {op} {key}",
+                    None,
+                    geomean=math.exp(sum(map(math.log, vals)) / len(vals)),
+                    n=len(vals),
+                )
 
 
-
-
-SECTION_FNS = {"facts": section_facts, "exactness": section_exactness, "random": section_random,
-               "cases": section_cases, "bench": section_bench}
+SECTION_FNS = {
+    "facts": section_facts,
+    "exactness": section_exactness,
+    "random": section_random,
+    "cases": section_cases,
+    "bench": section_bench,
+}
 
 
 def child(args) -> int:
@@ -786,18 +985,30 @@ def child(args) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lib", default=os.path.join(HERE, "libtf_fp16ops_gpu.so"),
-                    help="path of libtf_fp16ops_gpu.so (default: next to this script)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--lib",
+        default=os.path.join(HERE, "libtf_fp16ops_gpu.so"),
+        help="path of libtf_fp16ops_gpu.so (default: next to this script)",
+    )
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="output directory")
-    ap.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                    + ",".join(SECTIONS))
-    ap.add_argument("--timeout-scale", type=float, default=1.0,
-                    help="multiplies every section's timeout (slower GPUs)")
-    ap.add_argument("--cpu-dry-run", action="store_true",
-                    help="test this script without a GPU: --lib is the host library "
-                    "(make gpu-host-lib), tensors live on the CPU, small problems only")
+    ap.add_argument(
+        "--skip", default="", help="comma-separated sections to skip: " + ",".join(SECTIONS)
+    )
+    ap.add_argument(
+        "--timeout-scale",
+        type=float,
+        default=1.0,
+        help="multiplies every section's timeout (slower GPUs)",
+    )
+    ap.add_argument(
+        "--cpu-dry-run",
+        action="store_true",
+        help="test this script without a GPU: --lib is the host library "
+        "(make gpu-host-lib), tensors live on the CPU, small problems only",
+    )
     ap.add_argument("--section", choices=sorted(SECTIONS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     global DEVICE, DRY_RUN

@@ -5,6 +5,7 @@ implementation table of cc/kernels/gpu/conv2d_gpu.cu.cc (with CUTLASS's own can_
 agrees with h200_paths() for every shape here, so that a silent fallback to the direct kernel is
 caught before a GPU is involved.
 """
+
 from __future__ import annotations
 
 try:  # as a package module (tests) or next to check.py (the bundle)
@@ -28,8 +29,9 @@ EXACT_PROBLEMS = [
     Problem("resnet_like_64", 4, 14, 14, 64, 64, 3, 3, pad=(1, 1, 1, 1)),
     Problem("explicit_asym_pad", 2, 9, 8, 8, 16, 3, 2, pad=(2, 1, 0, 3)),
     Problem("channels4", 2, 6, 6, 4, 12, 3, 3, pad=(1, 1, 1, 1)),
-    Problem("stride_1x2_dil_2x1", 2, 9, 12, 8, 8, 3, 3, stride=(1, 2), dil=(2, 1),
-            pad=(1, 2, 0, 1)),
+    Problem(
+        "stride_1x2_dil_2x1", 2, 9, 12, 8, 8, 3, 3, stride=(1, 2), dil=(2, 1), pad=(1, 2, 0, 1)
+    ),
     Problem("wgrad_long_reduction", 2, 32, 32, 8, 8, 3, 3, pad=(1, 1, 1, 1)),  # 2048 terms
 ]
 
@@ -60,7 +62,8 @@ def case_problem(channels: int, k_out: int = 8) -> Problem:
 
 
 CASE_PROBLEMS = [case_problem(c) for c in (8, 4096, 3000)] + [
-    Problem("seed_probe_c8", 1, 1, 4, 8, 8, 1, 2)]
+    Problem("seed_probe_c8", 1, 1, 4, 8, 8, 1, 2)
+]
 
 ALL_PROBLEMS = EXACT_PROBLEMS + RANDOM_PROBLEMS + BENCH_PROBLEMS + CASE_PROBLEMS
 

@@ -13,6 +13,7 @@
   GFLOP of float64 work for full references).
 - half_error_ok / gamma_bound: the acceptance rules, stated with their factors.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,6 +30,7 @@ HALF_MEAN_FACTOR = 4.0
 class NumpyBackend:
     def __init__(self):
         import numpy as np
+
         self.np = np
 
     def f64(self, a):
@@ -40,10 +42,11 @@ class NumpyBackend:
     def pad(self, x, top, bottom, left, right):
         """Zero padding of NHWC H and W; negative amounts crop."""
         np = self.np
-        x = np.pad(x, ((0, 0), (max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0)),
-                       (0, 0)))
+        x = np.pad(
+            x, ((0, 0), (max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0)), (0, 0))
+        )
         h, w = x.shape[1], x.shape[2]
-        return x[:, max(-top, 0): h - max(-bottom, 0), max(-left, 0): w - max(-right, 0), :]
+        return x[:, max(-top, 0) : h - max(-bottom, 0), max(-left, 0) : w - max(-right, 0), :]
 
     def round16(self, d):
         """binary64 -> binary16 with one rounding (via round-to-odd binary32)."""
@@ -70,6 +73,7 @@ class TorchBackend:
     def __init__(self, device="cuda"):
         import torch
         import torch.nn.functional as F
+
         self.torch, self.F, self.device = torch, F, device
 
     def f64(self, a):
@@ -122,8 +126,12 @@ def seq_half(B, op, p, x, w, dy):
         cidx = (B.arange(p.K) // Kg) * Cg
         for kh in range(p.KH):
             for kw in range(p.KW):
-                rows = xp[:, kh * dh: kh * dh + (p.P - 1) * sh + 1: sh,
-                          kw * dw: kw * dw + (p.Q - 1) * sw + 1: sw, :]
+                rows = xp[
+                    :,
+                    kh * dh : kh * dh + (p.P - 1) * sh + 1 : sh,
+                    kw * dw : kw * dw + (p.Q - 1) * sw + 1 : sw,
+                    :,
+                ]
                 for ci in range(Cg):
                     acc = B.round16(rows[..., cidx + ci] * w[kh, kw, ci, :] + acc)
         return acc
@@ -137,9 +145,10 @@ def seq_half(B, op, p, x, w, dy):
                     for g in range(p.groups):
                         cs = slice(g * Cg, (g + 1) * Cg)
                         k = g * Kg + ko
-                        acc[:, hs, ws, cs] = B.round16(dy[:, :, :, k:k + 1] * w[kh, kw, :, k]
-                                                       + acc[:, hs, ws, cs])
-        return acc[:, top: top + p.H, left: left + p.W, :]
+                        acc[:, hs, ws, cs] = B.round16(
+                            dy[:, :, :, k : k + 1] * w[kh, kw, :, k] + acc[:, hs, ws, cs]
+                        )
+        return acc[:, top : top + p.H, left : left + p.W, :]
     xp = B.pad(x, top, bottom, left, right)
     acc = B.zeros((p.KH, p.KW, Cg, p.K), x)
     kh = B.arange(p.KH)[:, None, None, None]
@@ -172,8 +181,12 @@ def sampled(B, op, p, x, w, dy, idx):
         kw = B.arange(p.KW)[None, None, :, None]
         ci = B.arange(Cg)[None, None, None, :]
         c = ((k // Kg) * Cg)[:, None, None, None] + ci
-        patch = xp[n[:, None, None, None], pp[:, None, None, None] * sh + kh * dh,
-                   q[:, None, None, None] * sw + kw * dw, c]
+        patch = xp[
+            n[:, None, None, None],
+            pp[:, None, None, None] * sh + kh * dh,
+            q[:, None, None, None] * sw + kw * dw,
+            c,
+        ]
         wk = w[kh, kw, ci, k[:, None, None, None]]
         return B.sum_last(patch * wk, 3).tolist()
     if op == "dgrad":
@@ -187,8 +200,14 @@ def sampled(B, op, p, x, w, dy, idx):
             for kw in range(p.KW):
                 th = hi + top - kh * dh
                 tw = wi + left - kw * dw
-                ok = (th >= 0) & (th % sh == 0) & (th // sh < p.P) & \
-                     (tw >= 0) & (tw % sw == 0) & (tw // sw < p.Q)
+                ok = (
+                    (th >= 0)
+                    & (th % sh == 0)
+                    & (th // sh < p.P)
+                    & (tw >= 0)
+                    & (tw % sw == 0)
+                    & (tw // sw < p.Q)
+                )
                 pp = B.where(ok, th // sh, 0 * th)
                 qq = B.where(ok, tw // sw, 0 * tw)
                 k = ((c // Cg) * Kg)[:, None] + ko
@@ -204,7 +223,9 @@ def sampled(B, op, p, x, w, dy, idx):
     out = []
     for s_ in range(int(idx.shape[0])):
         h0, w0 = int(kh[s_]) * dh, int(kw[s_]) * dw
-        rows = xp[:, h0: h0 + (p.P - 1) * sh + 1: sh, w0: w0 + (p.Q - 1) * sw + 1: sw, int(c[s_])]
+        rows = xp[
+            :, h0 : h0 + (p.P - 1) * sh + 1 : sh, w0 : w0 + (p.Q - 1) * sw + 1 : sw, int(c[s_])
+        ]
         out.append(float((rows * dy[:, :, :, int(k[s_])]).sum()))
     return out
 
@@ -215,9 +236,12 @@ def gamma(k: int, u: float) -> float:
     return k * u / (1 - k * u) if k * u < 1 else math.inf
 
 
-def half_error_ok(gpu_max: float, gpu_mean: float, seq_max: float, seq_mean: float,
-                  exact_absmax: float) -> bool:
+def half_error_ok(
+    gpu_max: float, gpu_mean: float, seq_max: float, seq_mean: float, exact_absmax: float
+) -> bool:
     """The Tacc=half acceptance rule (module constants). Errors are |value - float64 exact|."""
-    ulp = 2.0 ** (math.floor(math.log2(exact_absmax)) - 10) if exact_absmax > 0 else 2.0 ** -24
-    return bool(gpu_max <= HALF_MAX_FACTOR * seq_max + ulp and
-                gpu_mean <= HALF_MEAN_FACTOR * seq_mean + 2.0 ** -24)
+    ulp = 2.0 ** (math.floor(math.log2(exact_absmax)) - 10) if exact_absmax > 0 else 2.0**-24
+    return bool(
+        gpu_max <= HALF_MAX_FACTOR * seq_max + ulp
+        and gpu_mean <= HALF_MEAN_FACTOR * seq_mean + 2.0**-24
+    )

@@ -67,10 +67,13 @@ void AccumulateScalar(Accumulation accumulation, float* acc, int64_t len, const 
 // An exact zero sum of opposite signs gives -0 down and +0 up, hence the bit pattern 1 (the
 // least binary32 subnormal), which the conversion rounds to +0, as round to nearest does
 // (IEEE 754-2019, 6.3). One conversion then rounds to binary16 (see RoundToOddSum).
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 HalfStep512(__m512 acc, __m512 x,
-                                                                                         __m512 w) {
-  const __m512i down = _mm512_castps_si512(_mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
-  const __m512i up = _mm512_castps_si512(_mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 HalfStep512(__m512 acc,
+                                                                                        __m512 x,
+                                                                                        __m512 w) {
+  const __m512i down = _mm512_castps_si512(
+      _mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+  const __m512i up = _mm512_castps_si512(
+      _mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
   const __m512i inexact = _mm512_min_epu32(_mm512_xor_si512(down, up), _mm512_set1_epi32(1));
   const __m512 odd = _mm512_castsi512_ps(_mm512_or_si512(_mm512_min_epu32(down, up), inexact));
   return _mm512_cvtph_ps(_mm512_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -78,9 +81,9 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 Half
 
 // M output rows at once, 16 lanes per step, the lane tail masked.
 template <int M, bool kHalfAcc>
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512(float* const* acc, int64_t len,
-                                                                  const float* const* xs, int64_t terms,
-                                                                  const float* rows, int64_t row_stride) {
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512(
+    float* const* acc, int64_t len, const float* const* xs, int64_t terms, const float* rows,
+    int64_t row_stride) {
   for (int64_t l = 0; l < len; l += 16) {
     const __mmask16 mask = len - l >= 16 ? static_cast<__mmask16>(0xFFFF)
                                          : static_cast<__mmask16>((1u << (len - l)) - 1u);
@@ -99,18 +102,26 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512(floa
 }
 
 template <bool kHalfAcc>
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispatch(int m, float* const* acc, int64_t len,
-                                                                          const float* const* xs, int64_t terms,
-                                                                          const float* rows, int64_t row_stride) {
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispatch(
+    int m, float* const* acc, int64_t len, const float* const* xs, int64_t terms, const float* rows,
+    int64_t row_stride) {
   switch (m) {
-    case 1: return Multi512<1, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
-    case 2: return Multi512<2, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
-    case 3: return Multi512<3, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
-    case 4: return Multi512<4, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
-    case 5: return Multi512<5, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
-    case 6: return Multi512<6, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
-    case 7: return Multi512<7, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
-    default: return Multi512<8, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 1:
+      return Multi512<1, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 2:
+      return Multi512<2, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 3:
+      return Multi512<3, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 4:
+      return Multi512<4, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 5:
+      return Multi512<5, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 6:
+      return Multi512<6, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    case 7:
+      return Multi512<7, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+    default:
+      return Multi512<8, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
   }
 }
 
@@ -129,9 +140,9 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispa
 TF_FP16OPS_FP16_TARGET inline __m512h Load32h(const float* p, __mmask32 mask) {
   const __m256i lo = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256i hi = _mm512_cvtps_ph(
-      _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask >> 16), p + 16),
-      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256i hi =
+      _mm512_cvtps_ph(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask >> 16), p + 16),
+                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   return _mm512_castsi512_ph(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
 }
 
@@ -186,14 +197,22 @@ TF_FP16OPS_FP16_TARGET void MultiFp16Dispatch(int m, float* const* acc, int64_t 
                                               const float* const* xs, int64_t terms,
                                               const float* rows, int64_t row_stride) {
   switch (m) {
-    case 1: return MultiFp16<1>(acc, len, xs, terms, rows, row_stride);
-    case 2: return MultiFp16<2>(acc, len, xs, terms, rows, row_stride);
-    case 3: return MultiFp16<3>(acc, len, xs, terms, rows, row_stride);
-    case 4: return MultiFp16<4>(acc, len, xs, terms, rows, row_stride);
-    case 5: return MultiFp16<5>(acc, len, xs, terms, rows, row_stride);
-    case 6: return MultiFp16<6>(acc, len, xs, terms, rows, row_stride);
-    case 7: return MultiFp16<7>(acc, len, xs, terms, rows, row_stride);
-    default: return MultiFp16<8>(acc, len, xs, terms, rows, row_stride);
+    case 1:
+      return MultiFp16<1>(acc, len, xs, terms, rows, row_stride);
+    case 2:
+      return MultiFp16<2>(acc, len, xs, terms, rows, row_stride);
+    case 3:
+      return MultiFp16<3>(acc, len, xs, terms, rows, row_stride);
+    case 4:
+      return MultiFp16<4>(acc, len, xs, terms, rows, row_stride);
+    case 5:
+      return MultiFp16<5>(acc, len, xs, terms, rows, row_stride);
+    case 6:
+      return MultiFp16<6>(acc, len, xs, terms, rows, row_stride);
+    case 7:
+      return MultiFp16<7>(acc, len, xs, terms, rows, row_stride);
+    default:
+      return MultiFp16<8>(acc, len, xs, terms, rows, row_stride);
   }
 }
 
@@ -202,11 +221,14 @@ __attribute__((target("avx2,f16c,fma"))) inline __m256 HalfStep256(__m256 acc, _
   __m256 s = _mm256_fmadd_ps(x, w, acc);
   __m256i sb = _mm256_castps_si256(s);
   const __m256i magnitude = _mm256_and_si256(sb, _mm256_set1_epi32(0x7FFFFFFF));
-  const __m256i midpoint = _mm256_cmpeq_epi32(_mm256_and_si256(sb, _mm256_set1_epi32(0x1FFF)), _mm256_set1_epi32(0x1000));
+  const __m256i midpoint = _mm256_cmpeq_epi32(_mm256_and_si256(sb, _mm256_set1_epi32(0x1FFF)),
+                                              _mm256_set1_epi32(0x1000));
   // 0 < |s| < 2^-14 as signed compares on the magnitude bits.
-  const __m256i small = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x38800000), magnitude),
-                                         _mm256_cmpgt_epi32(magnitude, _mm256_setzero_si256()));
-  if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(midpoint, small), _mm256_set1_epi32(-1)), 0)) {
+  const __m256i small =
+      _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x38800000), magnitude),
+                       _mm256_cmpgt_epi32(magnitude, _mm256_setzero_si256()));
+  if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(midpoint, small), _mm256_set1_epi32(-1)),
+                       0)) {
     const __m256 p = _mm256_mul_ps(x, w);
     const __m256 bb = _mm256_sub_ps(s, p);
     const __m256 e = _mm256_add_ps(_mm256_sub_ps(p, _mm256_sub_ps(s, bb)), _mm256_sub_ps(acc, bb));
@@ -222,9 +244,9 @@ __attribute__((target("avx2,f16c,fma"))) inline __m256 HalfStep256(__m256 acc, _
 }
 
 template <bool kHalfAcc>
-__attribute__((target("avx2,f16c,fma"))) void Accumulate256(float* acc, int64_t len, const float* xs,
-                                                           int64_t terms, const float* rows,
-                                                           int64_t row_stride) {
+__attribute__((target("avx2,f16c,fma"))) void Accumulate256(float* acc, int64_t len,
+                                                            const float* xs, int64_t terms,
+                                                            const float* rows, int64_t row_stride) {
   int64_t l = 0;
   for (; l + 32 <= len; l += 32) {
     __m256 a[4];
@@ -272,8 +294,8 @@ Isa DetectIsa() {
     return Isa::kAvx512Fp16;
   }
   if (allow_avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma")) {
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("f16c") &&
+      __builtin_cpu_supports("fma")) {
     return Isa::kAvx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
@@ -317,7 +339,8 @@ void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const fl
 }
 
 void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, int64_t len,
-                         const float* const* xs, int64_t terms, const float* rows, int64_t row_stride) {
+                         const float* const* xs, int64_t terms, const float* rows,
+                         int64_t row_stride) {
   if (len <= 0 || terms <= 0 || m <= 0) return;
 #if defined(__x86_64__)
   const Isa isa = ChosenIsa();
@@ -335,7 +358,8 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
     return;
   }
 #endif
-  for (int r = 0; r < m; ++r) AccumulateRows(accumulation, acc[r], len, xs[r], terms, rows, row_stride);
+  for (int r = 0; r < m; ++r)
+    AccumulateRows(accumulation, acc[r], len, xs[r], terms, rows, row_stride);
 }
 
 void RoundToHalfInPlace(float* values, int64_t n) {

@@ -1,6 +1,7 @@
 // Row accumulation primitive shared by the CPU fprop, dgrad and wgrad functors.
 //
-//   for t in [0, terms):  for l in [0, len):  acc[l] = Step(acc[l], xs[t], rows[t * row_stride + l])
+//   for t in [0, terms):  for l in [0, len):  acc[l] = Step(acc[l], xs[t], rows[t * row_stride +
+//   l])
 //
 // Every convolution on the CPU is a sequence of such calls: the scalar xs[t] is broadcast
 // across a contiguous row of `len` output lanes (output channels for fprop and wgrad, input
@@ -35,7 +36,8 @@ void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const fl
 // vector units independent dependency chains (the kHalf step is a long chain of operations).
 constexpr int kMaxRows = 8;
 void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, int64_t len,
-                         const float* const* xs, int64_t terms, const float* rows, int64_t row_stride);
+                         const float* const* xs, int64_t terms, const float* rows,
+                         int64_t row_stride);
 
 // Rounds n floats to binary16 (round to nearest even) in place: the final store of kFloat.
 void RoundToHalfInPlace(float* values, int64_t n);

@@ -56,7 +56,8 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
             const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
             const bool h_inside = h >= 0 && h < g.H;
             if (row_fits && h_inside) {
-              for (int i = 0; i < m; ++i) xs[i] = x + ((n * g.H + h) * g.W + w_first + i * g.stride_w) * g.C;
+              for (int i = 0; i < m; ++i)
+                xs[i] = x + ((n * g.H + h) * g.W + w_first + i * g.stride_w) * g.C;
               AccumulateRowsMulti(acc, m, accs, Kg, xs, g.KW * g.C, w + kh * g.KW * g.C * g.K, g.K);
               continue;
             }
@@ -76,8 +77,8 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   });
 }
 
-void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w, float* dx,
-                 const ParallelFor& parallel_for) {
+void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
+                 float* dx, const ParallelFor& parallel_for) {
   if (!HasWork(g)) {  // no (p, q) or no term reaches any input element
     std::fill(dx, dx + g.N * g.H * g.W * g.C, 0.0f);
     return;

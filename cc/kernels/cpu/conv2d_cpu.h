@@ -5,15 +5,18 @@
 // Values are binary16 or binary32 numbers held in float buffers; the caller converts T.
 //
 // Reduction order of every output (this is the order the kHalf accumulation rounds in):
-//   fprop  y[n,p,q,k]   = sum over (kh, kw, ci) of x[n, p*sh - pt + kh*dh, q*sw - pl + kw*dw, g*Cg + ci]
+//   fprop  y[n,p,q,k]   = sum over (kh, kw, ci) of x[n, p*sh - pt + kh*dh, q*sw - pl + kw*dw, g*Cg
+//   + ci]
 //                                                   * w[kh, kw, ci, k]
-//   dgrad  dx[n,h,w,c]  = sum over (kh, kw, ko) of dy[n, p, q, g*Kg + ko] * w[kh, kw, ci, g*Kg + ko]
+//   dgrad  dx[n,h,w,c]  = sum over (kh, kw, ko) of dy[n, p, q, g*Kg + ko] * w[kh, kw, ci, g*Kg +
+//   ko]
 //                         for the (p, q) with p*sh - pt + kh*dh == h and q*sw - pl + kw*dw == w
-//   wgrad  dw[kh,kw,ci,k] = sum over (n, p, q) of x[n, p*sh - pt + kh*dh, q*sw - pl + kw*dw, g*Cg + ci]
+//   wgrad  dw[kh,kw,ci,k] = sum over (n, p, q) of x[n, p*sh - pt + kh*dh, q*sw - pl + kw*dw, g*Cg +
+//   ci]
 //                                                   * dy[n, p, q, k]
 // each index ascending, the first named outermost. Padded input positions are zeros that
-// take part in fprop and wgrad (so 0 * inf gives NaN, as zero padding defines it); dgrad visits only the
-// (p, q) that exist. The accumulator starts at +0.
+// take part in fprop and wgrad (so 0 * inf gives NaN, as zero padding defines it); dgrad visits
+// only the (p, q) that exist. The accumulator starts at +0.
 #ifndef TF_FP16OPS_CC_KERNELS_CPU_CONV2D_CPU_H_
 #define TF_FP16OPS_CC_KERNELS_CPU_CONV2D_CPU_H_
 
@@ -26,23 +29,24 @@
 namespace tf_fp16ops {
 namespace cpu {
 
-// The problem type of cc/kernels/conv_problem.h (the CPU functors read NHWC buffers and ignore `nchw`).
+// The problem type of cc/kernels/conv_problem.h (the CPU functors read NHWC buffers and ignore
+// `nchw`).
 using ConvGeometry = ::tf_fp16ops::ConvProblem;
 
 // Runs fn(begin, end) over [0, total) split into shards; cost_per_unit is an estimate of the
 // work per unit in floating-point operations. The op kernel passes TensorFlow's Shard.
-using ParallelFor =
-    std::function<void(int64_t total, int64_t cost_per_unit, const std::function<void(int64_t, int64_t)>& fn)>;
+using ParallelFor = std::function<void(int64_t total, int64_t cost_per_unit,
+                                       const std::function<void(int64_t, int64_t)>& fn)>;
 
 // y: [N, P, Q, K]
 void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w, float* y,
                  const ParallelFor& parallel_for);
 // dx: [N, H, W, C] from dy: [N, P, Q, K]
-void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w, float* dx,
-                 const ParallelFor& parallel_for);
+void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
+                 float* dx, const ParallelFor& parallel_for);
 // dw: [KH, KW, Cg, K] from x: [N, H, W, C] and dy: [N, P, Q, K]
-void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy, float* dw,
-                 const ParallelFor& parallel_for);
+void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
+                 float* dw, const ParallelFor& parallel_for);
 
 }  // namespace cpu
 }  // namespace tf_fp16ops

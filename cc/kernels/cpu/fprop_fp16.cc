@@ -89,12 +89,12 @@ using MicroF32Fn = void (*)(const float*, int64_t, const int64_t*, int, int64_t,
                             int64_t, int64_t, float*, int64_t);
 template <int M>
 constexpr MicroF32Fn kF32ByBlocks[kBlocks] = {&MicroF32<M, 1>, &MicroF32<M, 2>, &MicroF32<M, 3>};
-constexpr const MicroF32Fn* kF32Table[kRows] = {
-    kF32ByBlocks<1>, kF32ByBlocks<2>, kF32ByBlocks<3>, kF32ByBlocks<4>,
-    kF32ByBlocks<5>, kF32ByBlocks<6>, kF32ByBlocks<7>, kF32ByBlocks<8>};
+constexpr const MicroF32Fn* kF32Table[kRows] = {kF32ByBlocks<1>, kF32ByBlocks<2>, kF32ByBlocks<3>,
+                                                kF32ByBlocks<4>, kF32ByBlocks<5>, kF32ByBlocks<6>,
+                                                kF32ByBlocks<7>, kF32ByBlocks<8>};
 
-using MicroFn = void (*)(const _Float16*, int64_t, const int64_t*, int, int64_t,
-                         const _Float16*, int64_t, int64_t, _Float16*, int64_t);
+using MicroFn = void (*)(const _Float16*, int64_t, const int64_t*, int, int64_t, const _Float16*,
+                         int64_t, int64_t, _Float16*, int64_t);
 
 template <int M>
 constexpr MicroFn kByBlocks[kBlocks] = {&Micro<M, 1>, &Micro<M, 2>, &Micro<M, 3>};

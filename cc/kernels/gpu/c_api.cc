@@ -31,9 +31,22 @@ using tf_fp16ops::gpu::StatusCode;
 
 ConvProblem FromDims(const int64_t* d, int nchw) {
   ConvProblem p;
-  p.N = d[0]; p.H = d[1]; p.W = d[2]; p.C = d[3]; p.KH = d[4]; p.KW = d[5]; p.K = d[6];
-  p.groups = d[7]; p.P = d[8]; p.Q = d[9]; p.stride_h = d[10]; p.stride_w = d[11];
-  p.dilation_h = d[12]; p.dilation_w = d[13]; p.pad_top = d[14]; p.pad_left = d[15];
+  p.N = d[0];
+  p.H = d[1];
+  p.W = d[2];
+  p.C = d[3];
+  p.KH = d[4];
+  p.KW = d[5];
+  p.K = d[6];
+  p.groups = d[7];
+  p.P = d[8];
+  p.Q = d[9];
+  p.stride_h = d[10];
+  p.stride_w = d[11];
+  p.dilation_h = d[12];
+  p.dilation_w = d[13];
+  p.pad_top = d[14];
+  p.pad_left = d[15];
   p.Cg = p.groups > 0 ? p.C / p.groups : 0;
   p.nchw = nchw != 0;
   return p;
@@ -75,10 +88,9 @@ extern "C" {
 
 // The implementation the table picks and its workspace bytes.
 TFO_EXPORT int tfo_select(int op, const int64_t* dims, int nchw, int t, int tacc, int path,
-                          const int* device, int* chosen, uint64_t* bytes, char* msg,
-                          int msg_len) {
-  if (!ValidOp(op)) return Finish(Error("op must be 0 (fprop), 1 (dgrad) or 2 (wgrad)"), msg,
-                                  msg_len);
+                          const int* device, int* chosen, uint64_t* bytes, char* msg, int msg_len) {
+  if (!ValidOp(op))
+    return Finish(Error("op must be 0 (fprop), 1 (dgrad) or 2 (wgrad)"), msg, msg_len);
   DeviceInfo info;
   Status st;
   if (!GetDevice(device, &info, &st)) return Finish(st, msg, msg_len);
@@ -97,16 +109,16 @@ TFO_EXPORT int tfo_launch(int op, const int64_t* dims, int nchw, int t, int tacc
                           const void* b, void* out, void* workspace, uint64_t workspace_bytes,
                           void* stream, int path, const int* device, int* used_path, char* msg,
                           int msg_len) {
-  if (!ValidOp(op)) return Finish(Error("op must be 0 (fprop), 1 (dgrad) or 2 (wgrad)"), msg,
-                                  msg_len);
+  if (!ValidOp(op))
+    return Finish(Error("op must be 0 (fprop), 1 (dgrad) or 2 (wgrad)"), msg, msg_len);
   DeviceInfo info;
   Status st;
   if (!GetDevice(device, &info, &st)) return Finish(st, msg, msg_len);
   ConvPath used = ConvPath::kAuto;
   st = tf_fp16ops::gpu::LaunchOn(info, static_cast<Pass>(op), static_cast<cudaStream_t>(stream),
                                  FromDims(dims, nchw), static_cast<DataType>(t),
-                                 static_cast<DataType>(tacc), a, b, out, workspace,
-                                 workspace_bytes, static_cast<ConvPath>(path), &used);
+                                 static_cast<DataType>(tacc), a, b, out, workspace, workspace_bytes,
+                                 static_cast<ConvPath>(path), &used);
   if (used_path != nullptr) *used_path = static_cast<int>(used);
   return Finish(st, msg, msg_len);
 }

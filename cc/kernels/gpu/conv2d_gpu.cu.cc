@@ -49,7 +49,7 @@ constexpr size_t kAlign = 256;        // workspace sub-buffer alignment (bytes)
 constexpr int64_t kTile = 128;        // CUTLASS threadblock tile (M and N), split-K sizing
 constexpr int64_t kTargetCtas = 264;  // ~2 waves on a 132-SM H100/H200
 constexpr size_t kMaxSplitKBytes = size_t(256) << 20;
-constexpr int kMaxDevices = 64;        // per-device caches
+constexpr int kMaxDevices = 64;  // per-device caches
 
 Status MakeStatus(StatusCode code, const char* fmt, ...) {
   Status s;
@@ -115,13 +115,13 @@ const char* IgWhyNot(const ConvProblem& p, DataType T, const DeviceInfo& d) {
   if (p.N == 0 || p.H == 0 || p.W == 0 || p.C == 0 || p.K == 0 || p.P == 0 || p.Q == 0) {
     return "an empty tensor";
   }
-  const int64_t dims[] = {p.N, p.H, p.W, p.C, p.K, p.KH, p.KW, p.P, p.Q, p.pad_top, p.pad_left,
-                          p.stride_h, p.stride_w, p.dilation_h, p.dilation_w};
+  const int64_t dims[] = {p.N,        p.H,        p.W,        p.C,          p.K,
+                          p.KH,       p.KW,       p.P,        p.Q,          p.pad_top,
+                          p.pad_left, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w};
   for (int64_t v : dims) {
     if (!FitsInt32(v)) return "an extent beyond int32";
   }
-  const int64_t counts[] = {p.N * p.H * p.W * p.C, p.N * p.P * p.Q * p.K,
-                            p.K * p.KH * p.KW * p.C};
+  const int64_t counts[] = {p.N * p.H * p.W * p.C, p.N * p.P * p.Q * p.K, p.K * p.KH * p.KW * p.C};
   for (int64_t v : counts) {
     if (!FitsInt32(v)) return "a tensor with 2^31 or more elements";
   }
@@ -151,9 +151,9 @@ bool WgradFillsGpu(const ConvProblem& p) {
 }
 
 // Calls F<T, Tacc>::fn(args...) for the supported pair.
-#define TFO_BY_TYPES(T, Tacc, CALL)                                  \
-  ((T) == DataType::kHalf && (Tacc) == DataType::kHalf               \
-       ? CALL(DataType::kHalf, DataType::kHalf)                      \
+#define TFO_BY_TYPES(T, Tacc, CALL)                                        \
+  ((T) == DataType::kHalf && (Tacc) == DataType::kHalf                     \
+       ? CALL(DataType::kHalf, DataType::kHalf)                            \
        : ((T) == DataType::kHalf ? CALL(DataType::kHalf, DataType::kFloat) \
                                  : CALL(DataType::kFloat, DataType::kFloat)))
 
@@ -248,14 +248,17 @@ IgResult Sm80Go(const ConvProblem& p, DataType T, DataType Tacc, const void* a, 
 
 IgResult Sm80CanAny(Pass pass, const ConvProblem& p, DataType T, DataType Tacc) {
   switch (pass) {
-    case Pass::kFprop: return Sm80Can<Pass::kFprop>(p, T, Tacc, 1);
-    case Pass::kDgrad: return Sm80Can<Pass::kDgrad>(p, T, Tacc, 1);
-    default: return Sm80Can<Pass::kWgrad>(p, T, Tacc, WgradSplits(p, Tacc));
+    case Pass::kFprop:
+      return Sm80Can<Pass::kFprop>(p, T, Tacc, 1);
+    case Pass::kDgrad:
+      return Sm80Can<Pass::kDgrad>(p, T, Tacc, 1);
+    default:
+      return Sm80Can<Pass::kWgrad>(p, T, Tacc, WgradSplits(p, Tacc));
   }
 }
 
-const char* CutlassWhyNot(ConvPath path, Pass pass, const ConvProblem& p, DataType T,
-                          DataType Tacc, const DeviceInfo& d) {
+const char* CutlassWhyNot(ConvPath path, Pass pass, const ConvProblem& p, DataType T, DataType Tacc,
+                          const DeviceInfo& d) {
   if (path == ConvPath::kSm80 && T != DataType::kHalf) return "the sm80 kernels are for T=half";
   if (path == ConvPath::kSimt && T != DataType::kFloat) return "the simt kernels are for T=float";
   if (const char* why = IgWhyNot(p, T, d)) return why;
@@ -282,8 +285,8 @@ Status CutlassPlan(const Args& g, Carver* c, bool run, const char* kernel) {
     const size_t bytes = size_t(splits) * size_t(p.K * p.KH * p.KW * p.C) * ElemBytes(g.Tacc);
     void* partial = c->Take(bytes);
     if (!run) return Ok();
-    st = IgStatus(Sm80Go<Pass::kWgrad>(p, g.T, g.Tacc, s.dy, s.x, partial, splits, bytes,
-                                       g.stream), kernel);
+    st = IgStatus(Sm80Go<Pass::kWgrad>(p, g.T, g.Tacc, s.dy, s.x, partial, splits, bytes, g.stream),
+                  kernel);
     if (!st.ok()) return st;
     return CudaStatus(internal::ReduceKrscToHwio(g.T, g.Tacc, partial, splits, g.out, p.K, p.KH,
                                                  p.KW, p.C, g.stream),
@@ -291,8 +294,8 @@ Status CutlassPlan(const Args& g, Carver* c, bool run, const char* kernel) {
   }
   if (!run) return Ok();
   const IgResult r = g.pass == Pass::kFprop
-      ? Sm80Go<Pass::kFprop>(p, g.T, g.Tacc, s.x, s.w, s.out, 1, 0, g.stream)
-      : Sm80Go<Pass::kDgrad>(p, g.T, g.Tacc, s.dy, s.w, s.out, 1, 0, g.stream);
+                         ? Sm80Go<Pass::kFprop>(p, g.T, g.Tacc, s.x, s.w, s.out, 1, 0, g.stream)
+                         : Sm80Go<Pass::kDgrad>(p, g.T, g.Tacc, s.dy, s.w, s.out, 1, 0, g.stream);
   st = IgStatus(r, kernel);
   if (!st.ok()) return st;
   return Unstage(g, s);
@@ -344,8 +347,8 @@ const char* Sm90WhyNot(Pass pass, const ConvProblem& p, DataType T, DataType Tac
   if (const char* why = IgWhyNot(p, T, d)) return why;
   if (d.compute_capability != 90) return "the sm_90a kernels need compute capability 9.0";
   if (!d.sm90a_code) return "no sm_90a code for the Hopper kernels in this library";
-  if (pass != Pass::kFprop && (p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 ||
-                               p.dilation_w != 1)) {
+  if (pass != Pass::kFprop &&
+      (p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 || p.dilation_w != 1)) {
     return "the Hopper dgrad/wgrad kernels are used for unit strides and dilations only";
   }
   if (pass == Pass::kWgrad && !forced && !WgradFillsGpu(p)) {
@@ -366,9 +369,9 @@ Status Sm90Plan(const Args& g, Carver* c, bool run) {
     if (!run) return Ok();
     st = IgStatus(Sm90Go(Pass::kWgrad, p, g.Tacc, s.dy, s.x, dw_krsc, g.stream), kernel);
     if (!st.ok()) return st;
-    return CudaStatus(internal::ReduceKrscToHwio(g.T, g.T, dw_krsc, 1, g.out, p.K, p.KH, p.KW,
-                                                 p.C, g.stream),
-                      "filter transpose");
+    return CudaStatus(
+        internal::ReduceKrscToHwio(g.T, g.T, dw_krsc, 1, g.out, p.K, p.KH, p.KW, p.C, g.stream),
+        "filter transpose");
   }
   if (!run) return Ok();
   const IgResult r = g.pass == Pass::kFprop
@@ -387,8 +390,8 @@ const char* DirectWhyNot(Pass, const ConvProblem&, DataType, DataType, const Dev
 
 Status DirectPlan(const Args& g, Carver* c, bool run) {
   const ConvProblem& p = g.p;
-  void* ws = g.pass == Pass::kWgrad ? c->Take(internal::DirectWgradWorkspaceBytes(p, g.Tacc))
-                                    : nullptr;
+  void* ws =
+      g.pass == Pass::kWgrad ? c->Take(internal::DirectWgradWorkspaceBytes(p, g.Tacc)) : nullptr;
   if (!run) return Ok();
   cudaError_t e;
   switch (g.pass) {
@@ -425,9 +428,8 @@ constexpr Impl kTable[] = {
     {ConvPath::kFallback, DirectWhyNot, DirectPlan},
 };
 
-Status SelectImpl(Pass pass, const ConvProblem& p, DataType T, DataType Tacc,
-                  ConvPath requested, const DeviceInfo& device, const Impl** impl,
-                  size_t* bytes) {
+Status SelectImpl(Pass pass, const ConvProblem& p, DataType T, DataType Tacc, ConvPath requested,
+                  const DeviceInfo& device, const Impl** impl, size_t* bytes) {
   Status st = ValidateProblem(p, T, Tacc);
   if (!st.ok()) return st;
   if (int(pass) < 0 || int(pass) > int(Pass::kWgrad)) {
@@ -459,20 +461,28 @@ bool AnyNull(int64_t elements, const void* ptr) { return elements > 0 && ptr == 
 
 const char* ConvPathName(ConvPath path) {
   switch (path) {
-    case ConvPath::kAuto: return "auto";
-    case ConvPath::kSm90: return "sm90";
-    case ConvPath::kSm80: return "sm80";
-    case ConvPath::kSimt: return "simt";
-    case ConvPath::kFallback: return "fallback";
+    case ConvPath::kAuto:
+      return "auto";
+    case ConvPath::kSm90:
+      return "sm90";
+    case ConvPath::kSm80:
+      return "sm80";
+    case ConvPath::kSimt:
+      return "simt";
+    case ConvPath::kFallback:
+      return "fallback";
   }
   return "unknown";
 }
 
 const char* PassName(Pass pass) {
   switch (pass) {
-    case Pass::kFprop: return "fprop";
-    case Pass::kDgrad: return "dgrad";
-    case Pass::kWgrad: return "wgrad";
+    case Pass::kFprop:
+      return "fprop";
+    case Pass::kDgrad:
+      return "dgrad";
+    case Pass::kWgrad:
+      return "wgrad";
   }
   return "unknown";
 }
@@ -498,8 +508,8 @@ Status CheckDevice(const DeviceInfo& d, const BuildInfo& b) {
       return MakeStatus(StatusCode::kFailedPrecondition,
                         "no CUDA driver found (cudaDriverGetVersion() = %d); the tf_fp16ops GPU "
                         "kernels need a driver for CUDA %d.%d or newer. %s",
-                        d.driver_version, b.runtime_version / 1000,
-                        b.runtime_version % 1000 / 10, pin);
+                        d.driver_version, b.runtime_version / 1000, b.runtime_version % 1000 / 10,
+                        pin);
     }
     return MakeStatus(StatusCode::kFailedPrecondition,
                       "the GPU driver supports CUDA %d.%d (cudaDriverGetVersion() = %d), but the "
@@ -580,13 +590,28 @@ Status ValidateProblem(const ConvProblem& p, DataType T, DataType Tacc) {
                       "(float, float)",
                       TypeName(T), TypeName(Tacc));
   }
-  struct Named { const char* name; int64_t value; int64_t min; };
-  const Named fields[] = {
-      {"N", p.N, 0}, {"H", p.H, 0}, {"W", p.W, 0}, {"C", p.C, 0}, {"K", p.K, 0},
-      {"KH", p.KH, 1}, {"KW", p.KW, 1}, {"Cg", p.Cg, 0}, {"groups", p.groups, 1},
-      {"P", p.P, 0}, {"Q", p.Q, 0}, {"stride_h", p.stride_h, 1}, {"stride_w", p.stride_w, 1},
-      {"dilation_h", p.dilation_h, 1}, {"dilation_w", p.dilation_w, 1},
-      {"pad_top", p.pad_top, 0}, {"pad_left", p.pad_left, 0}};
+  struct Named {
+    const char* name;
+    int64_t value;
+    int64_t min;
+  };
+  const Named fields[] = {{"N", p.N, 0},
+                          {"H", p.H, 0},
+                          {"W", p.W, 0},
+                          {"C", p.C, 0},
+                          {"K", p.K, 0},
+                          {"KH", p.KH, 1},
+                          {"KW", p.KW, 1},
+                          {"Cg", p.Cg, 0},
+                          {"groups", p.groups, 1},
+                          {"P", p.P, 0},
+                          {"Q", p.Q, 0},
+                          {"stride_h", p.stride_h, 1},
+                          {"stride_w", p.stride_w, 1},
+                          {"dilation_h", p.dilation_h, 1},
+                          {"dilation_w", p.dilation_w, 1},
+                          {"pad_top", p.pad_top, 0},
+                          {"pad_left", p.pad_left, 0}};
   for (const Named& f : fields) {
     if (f.value < f.min || f.value > std::numeric_limits<int32_t>::max()) {
       return MakeStatus(StatusCode::kInvalidArgument, "%s = %lld is out of range [%lld, 2^31-1]",
@@ -600,16 +625,14 @@ Status ValidateProblem(const ConvProblem& p, DataType T, DataType Tacc) {
                       (long long)p.groups, (long long)p.C, (long long)p.K, (long long)p.Cg);
   }
   // Element counts must fit in int64 with room for byte sizes (each factor < 2^31).
-  const int64_t counts[][4] = {{p.N, p.H, p.W, p.C}, {p.N, p.P, p.Q, p.K},
-                               {p.KH, p.KW, p.Cg, p.K}};
+  const int64_t counts[][4] = {{p.N, p.H, p.W, p.C}, {p.N, p.P, p.Q, p.K}, {p.KH, p.KW, p.Cg, p.K}};
   for (const auto& c4 : counts) {
     int64_t prod = 1;
     for (int64_t v : c4) {
       if (v != 0 && prod > std::numeric_limits<int64_t>::max() / 1024 / v) {
         return MakeStatus(StatusCode::kInvalidArgument,
                           "tensor with %lld x %lld x %lld x %lld elements is too large",
-                          (long long)c4[0], (long long)c4[1], (long long)c4[2],
-                          (long long)c4[3]);
+                          (long long)c4[0], (long long)c4[1], (long long)c4[2], (long long)c4[3]);
       }
       prod *= v;
     }
@@ -645,8 +668,8 @@ Status Select(Pass pass, const ConvProblem& p, DataType T, DataType Tacc, ConvPa
 }
 
 Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const ConvProblem& p,
-                DataType T, DataType Tacc, const void* a, const void* b, void* out,
-                void* workspace, size_t workspace_bytes, ConvPath requested, ConvPath* used) {
+                DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
+                size_t workspace_bytes, ConvPath requested, ConvPath* used) {
   if (used) *used = ConvPath::kAuto;
   Status st = CheckDevice(device, ThisBuild());
   if (!st.ok()) return st;
@@ -667,8 +690,8 @@ Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const 
   const int64_t w_elems = p.KH * p.KW * p.Cg * p.K;
   const int64_t a_elems = pass == Pass::kDgrad ? w_elems : x_elems;
   const int64_t b_elems = pass == Pass::kFprop ? w_elems : y_elems;
-  const int64_t o_elems = pass == Pass::kFprop ? y_elems : (pass == Pass::kDgrad ? x_elems
-                                                                                 : w_elems);
+  const int64_t o_elems =
+      pass == Pass::kFprop ? y_elems : (pass == Pass::kDgrad ? x_elems : w_elems);
   if (AnyNull(a_elems, a) || AnyNull(b_elems, b) || AnyNull(o_elems, out)) {
     return MakeStatus(StatusCode::kInvalidArgument, "null device pointer for a non-empty tensor");
   }

@@ -76,15 +76,15 @@ const char* PassName(Pass pass);
 // What the launchers ask of the device, and what this build provides. Queried from the CUDA
 // runtime by QueryDevice() (device builds); the host tests pass made-up values.
 struct DeviceInfo {
-  int driver_version = 0;    // cudaDriverGetVersion(): 1000 * major + 10 * minor (0: no driver)
+  int driver_version = 0;      // cudaDriverGetVersion(): 1000 * major + 10 * minor (0: no driver)
   int compute_capability = 0;  // 10 * major + minor of the current device
-  bool sm90a_code = false;   // the sm_90a kernel images are present and loadable
+  bool sm90a_code = false;     // the sm_90a kernel images are present and loadable
 };
 struct BuildInfo {
-  int runtime_version = 0;     // CUDART_VERSION the library was built with (13000 for 13.0)
+  int runtime_version = 0;          // CUDART_VERSION the library was built with (13000 for 13.0)
   const int* sass_archs = nullptr;  // SASS targets of the portable kernels (e.g. 75, 80, 86, ...)
   int num_sass_archs = 0;
-  int ptx_arch = 0;            // compute_XY PTX embedded for JIT on newer GPUs (0: none)
+  int ptx_arch = 0;  // compute_XY PTX embedded for JIT on newer GPUs (0: none)
 };
 BuildInfo ThisBuild();
 // Queries the current device (device builds; the host build reports a made-up sm_90 device).
@@ -115,8 +115,8 @@ Status Launch(Pass pass, cudaStream_t stream, const ConvProblem& p, DataType T, 
               ConvPath requested = ConvPath::kAuto, ConvPath* used = nullptr);
 // The same on a given device description (the host tests fake it; Launch passes QueryDevice's).
 Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const ConvProblem& p,
-                DataType T, DataType Tacc, const void* a, const void* b, void* out,
-                void* workspace, size_t workspace_bytes, ConvPath requested, ConvPath* used);
+                DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
+                size_t workspace_bytes, ConvPath requested, ConvPath* used);
 
 // Workspace of Launch on the current device (0 on any error; Launch then reports the error).
 size_t WorkspaceBytes(Pass pass, const ConvProblem& p, DataType T, DataType Tacc,

@@ -6,13 +6,14 @@
 #include <cstdio>
 
 #include "cc/kernels/gpu/cutlass_sm90.h"  // first: its TMA hook precedes CUTE
+
 #include "cc/kernels/gpu/cutlass_sm80.h"
 
 namespace tf_fp16ops {
 namespace gpu {
 namespace internal {
 
-#define TF_FP16OPS_ALL_PAIRS(P)                                      \
+#define TF_FP16OPS_ALL_PAIRS(P)                                       \
   TF_FP16OPS_SM80_CAN_IMPLEMENT(P, DataType::kHalf, DataType::kHalf)  \
   TF_FP16OPS_SM80_CAN_IMPLEMENT(P, DataType::kHalf, DataType::kFloat) \
   TF_FP16OPS_SM80_CAN_IMPLEMENT(P, DataType::kFloat, DataType::kFloat)
@@ -38,7 +39,7 @@ TF_FP16OPS_SM90_CAN_IMPLEMENT(Pass::kWgrad, DataType::kFloat, sm90::WgradConv<Da
 // fails, so tests/test_gpu_host.py sees that a failure reaches the hook rather than an assert
 // compiled out by -DNDEBUG. `function` receives the failing entry point's name.
 extern "C" __attribute__((visibility("default"))) int tfo_host_tma_encode_probe(char* function,
-                                                                               int len) {
+                                                                                int len) {
   using namespace cute;
   static cutlass::half_t buffer[64 * 64];
   auto gmem = make_tensor(make_gmem_ptr(&buffer[0]),

@@ -7,6 +7,8 @@
 #include <type_traits>
 
 #include "cutlass/cutlass.h"
+
+// Original order kept (not every CUTLASS header includes what it uses).
 #include "cutlass/conv/conv2d_problem_size.h"
 #include "cutlass/conv/convolution.h"
 #include "cutlass/conv/device/implicit_gemm_convolution.h"
@@ -14,6 +16,7 @@
 #include "cutlass/conv/kernel/default_conv2d_fprop.h"
 #include "cutlass/conv/kernel/default_conv2d_wgrad.h"
 #include "cutlass/epilogue/thread/linear_combination.h"
+
 #include "cutlass/conv/threadblock/threadblock_swizzle.h"
 #include "cutlass/gemm/threadblock/threadblock_swizzle.h"
 #include "cutlass/layout/tensor.h"
@@ -35,13 +38,13 @@ using cutlass::conv::StrideSupport;
 using Layout = cutlass::layout::TensorNHWC;
 // Strided dgrad kernels iterate over filter phases and need their own swizzle.
 template <Operator Op, StrideSupport Stride>
-using SwizzleFor = std::conditional_t<
-    Op == Operator::kDgrad && Stride == StrideSupport::kStrided,
-    cutlass::conv::threadblock::StridedDgradIdentityThreadblockSwizzle<1>,
-    cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<>>;
+using SwizzleFor =
+    std::conditional_t<Op == Operator::kDgrad && Stride == StrideSupport::kStrided,
+                       cutlass::conv::threadblock::StridedDgradIdentityThreadblockSwizzle<1>,
+                       cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<>>;
 
-// Kernel for operator `Op`: tensor cores (mma.sync 16x8x16) when the element is half, SIMT FFMA when
-// float (true fp32, alignment 1, analytic iterators so any channel count runs).
+// Kernel for operator `Op`: tensor cores (mma.sync 16x8x16) when the element is half, SIMT FFMA
+// when float (true fp32, alignment 1, analytic iterators so any channel count runs).
 template <Operator Op, typename Element, typename Acc, typename Out, StrideSupport Stride>
 struct KernelFor;
 
@@ -49,27 +52,29 @@ template <Operator Op, typename Acc, typename Out, StrideSupport Stride>
 struct KernelFor<Op, cutlass::half_t, Acc, Out, Stride> {
   using Swizzle = SwizzleFor<Op, Stride>;
   using E = cutlass::half_t;
-  using Epilogue = cutlass::epilogue::thread::LinearCombination<
-      Out, 128 / cutlass::sizeof_bits<Out>::value, Acc, Acc>;
+  using Epilogue =
+      cutlass::epilogue::thread::LinearCombination<Out, 128 / cutlass::sizeof_bits<Out>::value, Acc,
+                                                   Acc>;
   using TB = cutlass::gemm::GemmShape<128, 128, 64>;
   using Warp = cutlass::gemm::GemmShape<64, 64, 64>;
   using Inst = cutlass::gemm::GemmShape<16, 8, 16>;
   static constexpr int kStages = 3;
   using Kernel = typename std::conditional_t<
       Op == Operator::kFprop,
-      cutlass::conv::kernel::DefaultConv2dFprop<E, Layout, E, Layout, Out, Layout, Acc,
-          cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80, TB, Warp, Inst, Epilogue, Swizzle,
-          kStages, cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kOptimized, Stride>,
+      cutlass::conv::kernel::DefaultConv2dFprop<
+          E, Layout, E, Layout, Out, Layout, Acc, cutlass::arch::OpClassTensorOp,
+          cutlass::arch::Sm80, TB, Warp, Inst, Epilogue, Swizzle, kStages,
+          cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kOptimized, Stride>,
       std::conditional_t<
           Op == Operator::kDgrad,
-          cutlass::conv::kernel::DefaultConv2dDgrad<E, Layout, E, Layout, Out, Layout, Acc,
-              cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80, TB, Warp, Inst, Epilogue,
-              Swizzle, kStages, cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kOptimized,
-              Stride>,
-          cutlass::conv::kernel::DefaultConv2dWgrad<E, Layout, E, Layout, Out, Layout, Acc,
-              cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80, TB, Warp, Inst, Epilogue,
-              Swizzle, kStages, cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kOptimized,
-              Stride>>>::Kernel;
+          cutlass::conv::kernel::DefaultConv2dDgrad<
+              E, Layout, E, Layout, Out, Layout, Acc, cutlass::arch::OpClassTensorOp,
+              cutlass::arch::Sm80, TB, Warp, Inst, Epilogue, Swizzle, kStages,
+              cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kOptimized, Stride>,
+          cutlass::conv::kernel::DefaultConv2dWgrad<
+              E, Layout, E, Layout, Out, Layout, Acc, cutlass::arch::OpClassTensorOp,
+              cutlass::arch::Sm80, TB, Warp, Inst, Epilogue, Swizzle, kStages,
+              cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kOptimized, Stride>>>::Kernel;
 };
 
 template <Operator Op, typename Acc, typename Out, StrideSupport Stride>
@@ -83,27 +88,29 @@ struct KernelFor<Op, float, Acc, Out, Stride> {
   static constexpr int kStages = 4;
   using Kernel = typename std::conditional_t<
       Op == Operator::kFprop,
-      cutlass::conv::kernel::DefaultConv2dFprop<E, Layout, E, Layout, Out, Layout, Acc,
-          cutlass::arch::OpClassSimt, cutlass::arch::Sm80, TB, Warp, Inst, Epilogue, Swizzle,
-          kStages, cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kAnalytic, Stride, 1, 1>,
+      cutlass::conv::kernel::DefaultConv2dFprop<
+          E, Layout, E, Layout, Out, Layout, Acc, cutlass::arch::OpClassSimt, cutlass::arch::Sm80,
+          TB, Warp, Inst, Epilogue, Swizzle, kStages, cutlass::arch::OpMultiplyAdd,
+          IteratorAlgorithm::kAnalytic, Stride, 1, 1>,
       std::conditional_t<
           Op == Operator::kDgrad,
-          cutlass::conv::kernel::DefaultConv2dDgrad<E, Layout, E, Layout, Out, Layout, Acc,
-              cutlass::arch::OpClassSimt, cutlass::arch::Sm80, TB, Warp, Inst, Epilogue, Swizzle,
-              kStages, cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kAnalytic, Stride, 1, 1>,
-          cutlass::conv::kernel::DefaultConv2dWgrad<E, Layout, E, Layout, Out, Layout, Acc,
-              cutlass::arch::OpClassSimt, cutlass::arch::Sm80, TB, Warp, Inst, Epilogue, Swizzle,
-              kStages, cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kAnalytic, Stride, 1,
-              1>>>::Kernel;
+          cutlass::conv::kernel::DefaultConv2dDgrad<
+              E, Layout, E, Layout, Out, Layout, Acc, cutlass::arch::OpClassSimt,
+              cutlass::arch::Sm80, TB, Warp, Inst, Epilogue, Swizzle, kStages,
+              cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kAnalytic, Stride, 1, 1>,
+          cutlass::conv::kernel::DefaultConv2dWgrad<
+              E, Layout, E, Layout, Out, Layout, Acc, cutlass::arch::OpClassSimt,
+              cutlass::arch::Sm80, TB, Warp, Inst, Epilogue, Swizzle, kStages,
+              cutlass::arch::OpMultiplyAdd, IteratorAlgorithm::kAnalytic, Stride, 1, 1>>>::Kernel;
 };
 
 // The caller (the implementation table, conv2d_gpu.cu.cc) has checked that every extent fits
 // int32 and groups == 1.
 inline cutlass::conv::Conv2dProblemSize ToCutlass(const ConvProblem& p, int split_k = 1) {
   return cutlass::conv::Conv2dProblemSize(
-      int(p.N), int(p.H), int(p.W), int(p.C), int(p.K), int(p.KH), int(p.KW), int(p.P),
-      int(p.Q), int(p.pad_top), int(p.pad_left), int(p.stride_h), int(p.stride_w),
-      int(p.dilation_h), int(p.dilation_w), cutlass::conv::Mode::kCrossCorrelation, split_k, 1);
+      int(p.N), int(p.H), int(p.W), int(p.C), int(p.K), int(p.KH), int(p.KW), int(p.P), int(p.Q),
+      int(p.pad_top), int(p.pad_left), int(p.stride_h), int(p.stride_w), int(p.dilation_h),
+      int(p.dilation_w), cutlass::conv::Mode::kCrossCorrelation, split_k, 1);
 }
 
 inline const char* CutlassStatusText(cutlass::Status s) { return cutlassGetStatusString(s); }
@@ -130,8 +137,7 @@ typename Device<Kernel>::Arguments MakeArguments(const cutlass::conv::Conv2dProb
   cutlass::TensorRef<EC, Layout> ref_d(
       static_cast<EC*>(d), Layout::packed(cutlass::conv::implicit_gemm_tensor_c_extent(kOp, ps)));
   // beta = 0: the source tensor C is never read (LinearCombination::is_source_needed()).
-  return typename Dev::Arguments(ps, ref_a, ref_b, ref_d, ref_d,
-                                 {Compute(1), Compute(0)}, mode);
+  return typename Dev::Arguments(ps, ref_a, ref_b, ref_d, ref_d, {Compute(1), Compute(0)}, mode);
 }
 
 // CUTLASS's own check (host code: problem extents, alignment, iterator limits, grid size).
@@ -146,9 +152,9 @@ IgResult CanImplementKernel(const ConvProblem& p, int splits, cutlass::conv::Spl
 // Runs one kernel on (a, b) -> d. `split_k_buffer` is CUTLASS's workspace (parallel split-K
 // partials), `split_k_bytes` its size.
 template <typename Kernel>
-IgResult RunKernel(const ConvProblem& p, int splits, cutlass::conv::SplitKMode mode,
-                   const void* a, const void* b, void* d, void* split_k_buffer,
-                   size_t split_k_bytes, cudaStream_t s) {
+IgResult RunKernel(const ConvProblem& p, int splits, cutlass::conv::SplitKMode mode, const void* a,
+                   const void* b, void* d, void* split_k_buffer, size_t split_k_bytes,
+                   cudaStream_t s) {
   using Dev = Device<Kernel>;
   auto args = MakeArguments<Kernel>(ToCutlass(p, splits), a, b, d, mode);
   cutlass::Status st = Dev::can_implement(args);
@@ -168,8 +174,8 @@ IgResult RunKernel(const ConvProblem& p, int splits, cutlass::conv::SplitKMode m
 }
 
 template <DataType T, DataType Tacc, StrideSupport Stride>
-using DgradKernel = typename KernelFor<Operator::kDgrad, Elem<T>, Elem<Tacc>, Elem<T>,
-                                       Stride>::Kernel;
+using DgradKernel =
+    typename KernelFor<Operator::kDgrad, Elem<T>, Elem<Tacc>, Elem<T>, Stride>::Kernel;
 template <DataType T, DataType Tacc>
 using FpropKernel = typename KernelFor<Operator::kFprop, Elem<T>, Elem<Tacc>, Elem<T>,
                                        StrideSupport::kUnity>::Kernel;  // any stride
@@ -183,12 +189,12 @@ template <DataType T, DataType Tacc>
 int DgradChoice(const ConvProblem& p, IgResult* why) {
   using cutlass::conv::SplitKMode;
   if (T == DataType::kHalf && p.stride_h == 1 && p.stride_w == 1) {
-    *why = CanImplementKernel<DgradKernel<T, Tacc, StrideSupport::kUnity>>(p, 1,
-                                                                           SplitKMode::kSerial);
+    *why =
+        CanImplementKernel<DgradKernel<T, Tacc, StrideSupport::kUnity>>(p, 1, SplitKMode::kSerial);
     if (why->code == IgCode::kOk) return 1;
   }
-  *why = CanImplementKernel<DgradKernel<T, Tacc, StrideSupport::kStrided>>(p, 1,
-                                                                           SplitKMode::kSerial);
+  *why =
+      CanImplementKernel<DgradKernel<T, Tacc, StrideSupport::kStrided>>(p, 1, SplitKMode::kSerial);
   return why->code == IgCode::kOk ? 2 : 0;
 }
 
@@ -218,11 +224,11 @@ IgResult Run(const ConvProblem& p, const void* a, const void* b, void* d, int sp
     const int choice = DgradChoice<T, Tacc>(p, &why);
     if (choice == 0) return IgError(why.what);
     if (choice == 1) {
-      return RunKernel<DgradKernel<T, Tacc, StrideSupport::kUnity>>(p, 1, SplitKMode::kSerial, a,
-                                                                    b, d, nullptr, 0, s);
+      return RunKernel<DgradKernel<T, Tacc, StrideSupport::kUnity>>(p, 1, SplitKMode::kSerial, a, b,
+                                                                    d, nullptr, 0, s);
     }
-    return RunKernel<DgradKernel<T, Tacc, StrideSupport::kStrided>>(p, 1, SplitKMode::kSerial, a,
-                                                                    b, d, nullptr, 0, s);
+    return RunKernel<DgradKernel<T, Tacc, StrideSupport::kStrided>>(p, 1, SplitKMode::kSerial, a, b,
+                                                                    d, nullptr, 0, s);
   } else {
     return RunKernel<WgradKernel<T, Tacc>>(p, splits, SplitKMode::kParallel, a, b, d, d, d_bytes,
                                            s);
@@ -235,21 +241,21 @@ IgResult Run(const ConvProblem& p, const void* a, const void* b, void* d, int sp
 }  // namespace tf_fp16ops
 
 // Explicit specializations for the .cu.cc files: can_implement and run of one pass.
-#define TF_FP16OPS_SM80(P, T, TACC)                                                          \
-  template <>                                                                                \
-  IgResult Sm80CanImplement<P, T, TACC>(const ConvProblem& p, int splits) {                  \
-    return sm80::CanImplement<P, T, TACC>(p, splits);                                        \
-  }                                                                                          \
-  template <>                                                                                \
-  IgResult Sm80Run<P, T, TACC>(const ConvProblem& p, const void* a, const void* b, void* d,  \
-                               int splits, size_t d_bytes, cudaStream_t s) {                 \
-    return sm80::Run<P, T, TACC>(p, a, b, d, splits, d_bytes, s);                            \
+#define TF_FP16OPS_SM80(P, T, TACC)                                                         \
+  template <>                                                                               \
+  IgResult Sm80CanImplement<P, T, TACC>(const ConvProblem& p, int splits) {                 \
+    return sm80::CanImplement<P, T, TACC>(p, splits);                                       \
+  }                                                                                         \
+  template <>                                                                               \
+  IgResult Sm80Run<P, T, TACC>(const ConvProblem& p, const void* a, const void* b, void* d, \
+                               int splits, size_t d_bytes, cudaStream_t s) {                \
+    return sm80::Run<P, T, TACC>(p, a, b, d, splits, d_bytes, s);                           \
   }
 // can_implement alone (the host build's table; no kernel is instantiated).
-#define TF_FP16OPS_SM80_CAN_IMPLEMENT(P, T, TACC)                                            \
-  template <>                                                                                \
-  IgResult Sm80CanImplement<P, T, TACC>(const ConvProblem& p, int splits) {                  \
-    return sm80::CanImplement<P, T, TACC>(p, splits);                                        \
+#define TF_FP16OPS_SM80_CAN_IMPLEMENT(P, T, TACC)                           \
+  template <>                                                               \
+  IgResult Sm80CanImplement<P, T, TACC>(const ConvProblem& p, int splits) { \
+    return sm80::CanImplement<P, T, TACC>(p, splits);                       \
   }
 
 #endif  // TF_FP16OPS_CC_KERNELS_GPU_CUTLASS_SM80_H_

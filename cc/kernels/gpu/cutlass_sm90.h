@@ -13,6 +13,8 @@
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/kernel_hardware_info.hpp"
+
+// After the two above: the conv collectives use cutlass::KernelHardwareInfo without including it.
 #include "cutlass/conv/collective/collective_builder.hpp"
 #include "cutlass/conv/convnd_problem_shape.hpp"
 #include "cutlass/conv/convolution.h"
@@ -50,8 +52,8 @@ struct Sm90Conv {
   static constexpr int kAlign = 128 / cutlass::sizeof_bits<E>::value;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, Acc, float,
-      void, LayoutOut, kAlign,  // no source tensor: D = alpha * acc
+      cutlass::epilogue::collective::EpilogueTileAuto, Acc, float, void, LayoutOut,
+      kAlign,  // no source tensor: D = alpha * acc
       E, LayoutOut, kAlign, cutlass::epilogue::TmaWarpSpecialized>::CollectiveOp;
   using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Op, E, Layout, kAlign, E, Layout, kAlign,
@@ -81,10 +83,9 @@ IgResult CanImplementConv(const ConvProblem& p, typename Conv::Device::Arguments
   }
   ProblemShape shape(cutlass::conv::Mode::kCrossCorrelation,
                      {int(p.N), int(p.H), int(p.W), int(p.C)},
-                     {int(p.K), int(p.KH), int(p.KW), int(p.C)},
-                     {int(p.pad_top), int(p.pad_left)}, {pad_bottom, pad_right},
-                     {int(p.stride_h), int(p.stride_w)}, {int(p.dilation_h), int(p.dilation_w)},
-                     1);
+                     {int(p.K), int(p.KH), int(p.KW), int(p.C)}, {int(p.pad_top), int(p.pad_left)},
+                     {pad_bottom, pad_right}, {int(p.stride_h), int(p.stride_w)},
+                     {int(p.dilation_h), int(p.dilation_w)}, 1);
   typename Kernel::StrideD stride_d{};
   if constexpr (Conv::kOp == cutlass::conv::Operator::kWgrad) {
     stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, shape.shape_C,
@@ -115,8 +116,7 @@ IgResult CanImplementConv(const ConvProblem& p, typename Conv::Device::Arguments
 template <typename Conv>
 bool CodePresent() {
   cudaFuncAttributes attr;
-  if (cudaFuncGetAttributes(&attr, cutlass::device_kernel<typename Conv::Kernel>) !=
-      cudaSuccess) {
+  if (cudaFuncGetAttributes(&attr, cutlass::device_kernel<typename Conv::Kernel>) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
@@ -133,12 +133,12 @@ IgResult Run(const ConvProblem& p, const void* a, const void* b, void* d, cudaSt
   tma_check::Clear();
   cutlass::Status st = op.initialize(args, nullptr, s);
   if (tma_check::LastFailure().result != 0) {
-    return IgError(tma_check::LastFailure().function == nullptr
-                       ? "TMA descriptor encode failed"
-                       : (std::string_view(tma_check::LastFailure().function) ==
-                                  "cuTensorMapEncodeIm2col"
-                              ? "TMA descriptor encode failed (cuTensorMapEncodeIm2col)"
-                              : "TMA descriptor encode failed (cuTensorMapEncodeTiled)"));
+    return IgError(
+        tma_check::LastFailure().function == nullptr
+            ? "TMA descriptor encode failed"
+            : (std::string_view(tma_check::LastFailure().function) == "cuTensorMapEncodeIm2col"
+                   ? "TMA descriptor encode failed (cuTensorMapEncodeIm2col)"
+                   : "TMA descriptor encode failed (cuTensorMapEncodeTiled)"));
   }
   if (st != cutlass::Status::kSuccess) return IgError(cutlassGetStatusString(st));
   st = op.run(s);
@@ -154,15 +154,14 @@ using cute::_64;
 using cute::Shape;
 
 template <DataType Tacc>
-using FpropConv = Sm90Conv<cutlass::conv::Operator::kFprop, Elem<Tacc>, Shape<_128, _128, Shape<_64>>,
-                           Shape<_1, _1, _1>>;
+using FpropConv = Sm90Conv<cutlass::conv::Operator::kFprop, Elem<Tacc>,
+                           Shape<_128, _128, Shape<_64>>, Shape<_1, _1, _1>>;
 template <DataType Tacc>
-using DgradConv = Sm90Conv<cutlass::conv::Operator::kDgrad, Elem<Tacc>, Shape<_128, _128, Shape<_64>>,
-                           Shape<_1, _1, _1>>;
+using DgradConv = Sm90Conv<cutlass::conv::Operator::kDgrad, Elem<Tacc>,
+                           Shape<_128, _128, Shape<_64>>, Shape<_1, _1, _1>>;
 template <DataType Tacc>
 using WgradConv = Sm90Conv<cutlass::conv::Operator::kWgrad, Elem<Tacc>,
-                           Shape<_128, Shape<_128>, Shape<_64>>,
-                           Shape<_1, _1, _1>>;
+                           Shape<_128, Shape<_128>, Shape<_64>>, Shape<_1, _1, _1>>;
 
 }  // namespace sm90
 }  // namespace internal
@@ -170,21 +169,21 @@ using WgradConv = Sm90Conv<cutlass::conv::Operator::kWgrad, Elem<Tacc>,
 }  // namespace tf_fp16ops
 
 // Explicit specializations for the cutlass_sm90_*.cu.cc files (Tacc = half or float).
-#define TF_FP16OPS_SM90_CAN_IMPLEMENT(P, TACC, CONV)                                        \
-  template <>                                                                               \
-  IgResult Sm90CanImplement<P, TACC>(const ConvProblem& p) {                                \
-    return sm90::CanImplementConv<CONV>(p, nullptr, nullptr, nullptr, nullptr);             \
+#define TF_FP16OPS_SM90_CAN_IMPLEMENT(P, TACC, CONV)                            \
+  template <>                                                                   \
+  IgResult Sm90CanImplement<P, TACC>(const ConvProblem& p) {                    \
+    return sm90::CanImplementConv<CONV>(p, nullptr, nullptr, nullptr, nullptr); \
   }
-#define TF_FP16OPS_SM90(P, TACC, CONV)                                                      \
-  TF_FP16OPS_SM90_CAN_IMPLEMENT(P, TACC, CONV)                                              \
-  template <>                                                                               \
-  bool Sm90CodePresent<P, TACC>() {                                                         \
-    return sm90::CodePresent<CONV>();                                                       \
-  }                                                                                         \
-  template <>                                                                               \
-  IgResult Sm90Run<P, TACC>(const ConvProblem& p, const void* a, const void* b, void* d,    \
-                            cudaStream_t s) {                                               \
-    return sm90::Run<CONV>(p, a, b, d, s);                                                  \
+#define TF_FP16OPS_SM90(P, TACC, CONV)                                                   \
+  TF_FP16OPS_SM90_CAN_IMPLEMENT(P, TACC, CONV)                                           \
+  template <>                                                                            \
+  bool Sm90CodePresent<P, TACC>() {                                                      \
+    return sm90::CodePresent<CONV>();                                                    \
+  }                                                                                      \
+  template <>                                                                            \
+  IgResult Sm90Run<P, TACC>(const ConvProblem& p, const void* a, const void* b, void* d, \
+                            cudaStream_t s) {                                            \
+    return sm90::Run<CONV>(p, a, b, d, s);                                               \
   }
 
 #endif  // TF_FP16OPS_CC_KERNELS_GPU_CUTLASS_SM90_H_

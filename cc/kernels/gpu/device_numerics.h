@@ -36,15 +36,23 @@ using DevElem = std::conditional_t<D == DataType::kHalf, Half, float>;
 template <typename To, typename From>
 TFO_DEVICE To Convert(From v);
 template <>
-TFO_DEVICE float Convert<float, float>(float v) { return v; }
+TFO_DEVICE float Convert<float, float>(float v) {
+  return v;
+}
 
 #if defined(TF_FP16OPS_HOST_BUILD)
 template <>
-TFO_DEVICE float Convert<float, Half>(Half v) { return static_cast<float>(v); }
+TFO_DEVICE float Convert<float, Half>(Half v) {
+  return static_cast<float>(v);
+}
 template <>
-TFO_DEVICE Half Convert<Half, float>(float v) { return static_cast<Half>(v); }
+TFO_DEVICE Half Convert<Half, float>(float v) {
+  return static_cast<Half>(v);
+}
 template <>
-TFO_DEVICE Half Convert<Half, Half>(Half v) { return v; }
+TFO_DEVICE Half Convert<Half, Half>(Half v) {
+  return v;
+}
 TFO_DEVICE Half MulAdd(Half a, Half b, Half acc) {
   return static_cast<Half>(static_cast<double>(a) * static_cast<double>(b) +
                            static_cast<double>(acc));
@@ -58,11 +66,17 @@ TFO_DEVICE Half Add(Half a, Half b) {
 }
 #else
 template <>
-TFO_DEVICE float Convert<float, Half>(Half v) { return __half2float(v); }
+TFO_DEVICE float Convert<float, Half>(Half v) {
+  return __half2float(v);
+}
 template <>
-TFO_DEVICE Half Convert<Half, float>(float v) { return __float2half_rn(v); }
+TFO_DEVICE Half Convert<Half, float>(float v) {
+  return __float2half_rn(v);
+}
 template <>
-TFO_DEVICE Half Convert<Half, Half>(Half v) { return v; }
+TFO_DEVICE Half Convert<Half, Half>(Half v) {
+  return v;
+}
 // acc + a*b with the product exact and one rounding to Acc (CUDA __hfma / fmaf semantics).
 TFO_DEVICE Half MulAdd(Half a, Half b, Half acc) { return __hfma(a, b, acc); }
 TFO_DEVICE float MulAdd(float a, float b, float acc) { return fmaf(a, b, acc); }
@@ -76,7 +90,9 @@ TFO_DEVICE Half Add(Half a, Half b) { return __hadd(a, b); }
 TFO_DEVICE float Add(float a, float b) { return a + b; }
 
 template <typename T>
-TFO_DEVICE T Zero() { return Convert<T, float>(0.0f); }
+TFO_DEVICE T Zero() {
+  return Convert<T, float>(0.0f);
+}
 
 }  // namespace internal
 }  // namespace gpu

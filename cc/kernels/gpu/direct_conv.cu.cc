@@ -56,21 +56,22 @@ cudaError_t DirectWgrad(const ConvProblem& p, const void* x, const void* dy, voi
   }
   const int64_t terms = p.N * p.P * p.Q;
   float* partial = static_cast<float*>(workspace);
-  WgradSliceBody<E> slices{p, static_cast<const E*>(x), static_cast<const E*>(dy), partial,
-                           outputs, (terms + splits - 1) / splits};
+  WgradSliceBody<E> slices{
+      p,       static_cast<const E*>(x),     static_cast<const E*>(dy), partial,
+      outputs, (terms + splits - 1) / splits};
   const cudaError_t e = Launch(slices, splits * outputs, s);
   if (e != cudaSuccess) return e;
   SliceSumBody<E> sum{partial, static_cast<E*>(dw), outputs, splits};
   return Launch(sum, outputs, s);
 }
 
-#define TF_FP16OPS_DIRECT(T, TACC)                                                             \
-  template cudaError_t DirectFprop<T, TACC>(const ConvProblem&, const void*, const void*,     \
-                                            void*, cudaStream_t);                              \
-  template cudaError_t DirectDgrad<T, TACC>(const ConvProblem&, const void*, const void*,     \
-                                            void*, cudaStream_t);                              \
-  template cudaError_t DirectWgrad<T, TACC>(const ConvProblem&, const void*, const void*,     \
-                                            void*, void*, cudaStream_t);
+#define TF_FP16OPS_DIRECT(T, TACC)                                                               \
+  template cudaError_t DirectFprop<T, TACC>(const ConvProblem&, const void*, const void*, void*, \
+                                            cudaStream_t);                                       \
+  template cudaError_t DirectDgrad<T, TACC>(const ConvProblem&, const void*, const void*, void*, \
+                                            cudaStream_t);                                       \
+  template cudaError_t DirectWgrad<T, TACC>(const ConvProblem&, const void*, const void*, void*, \
+                                            void*, cudaStream_t);
 TF_FP16OPS_DIRECT(DataType::kHalf, DataType::kHalf)
 TF_FP16OPS_DIRECT(DataType::kHalf, DataType::kFloat)
 TF_FP16OPS_DIRECT(DataType::kFloat, DataType::kFloat)

@@ -36,9 +36,19 @@ TFO_DEVICE int64_t ActOffset(bool nchw, int64_t n, int64_t h, int64_t w, int64_t
 TFO_DEVICE void ActCoord(bool nchw, int64_t i, int64_t H, int64_t W, int64_t C, int64_t* n,
                          int64_t* h, int64_t* w, int64_t* c) {
   if (nchw) {
-    *w = i % W; i /= W; *h = i % H; i /= H; *c = i % C; *n = i / C;
+    *w = i % W;
+    i /= W;
+    *h = i % H;
+    i /= H;
+    *c = i % C;
+    *n = i / C;
   } else {
-    *c = i % C; i /= C; *w = i % W; i /= W; *h = i % H; *n = i / H;
+    *c = i % C;
+    i /= C;
+    *w = i % W;
+    i /= W;
+    *h = i % H;
+    *n = i / H;
   }
 }
 
@@ -60,8 +70,8 @@ struct FpropBody {
         const bool inside = ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
         const T* wp = w + (kh * p.KW + kw) * p.Cg * p.K + k;
         for (int64_t ci = 0; ci < p.Cg; ++ci) {
-          const T xv = inside ? x[ActOffset(p.nchw, n, ih, iw, g * p.Cg + ci, p.H, p.W, p.C)]
-                              : Zero<T>();
+          const T xv =
+              inside ? x[ActOffset(p.nchw, n, ih, iw, g * p.Cg + ci, p.H, p.W, p.C)] : Zero<T>();
           acc = MulAdd(xv, wp[ci * p.K], acc);
         }
       }
@@ -102,11 +112,13 @@ struct DgradBody {
 
 // Sums terms [begin, end) of the (n, p, q) reduction of filter element i (HWIO linear index).
 template <typename T, typename Acc>
-TFO_DEVICE Acc WgradRange(const ConvProblem& p, const T* TFO_RESTRICT x,
-                          const T* TFO_RESTRICT dy, int64_t i, int64_t begin, int64_t end) {
+TFO_DEVICE Acc WgradRange(const ConvProblem& p, const T* TFO_RESTRICT x, const T* TFO_RESTRICT dy,
+                          int64_t i, int64_t begin, int64_t end) {
   int64_t t = i;
-  const int64_t k = t % p.K; t /= p.K;
-  const int64_t cl = t % p.Cg; t /= p.Cg;
+  const int64_t k = t % p.K;
+  t /= p.K;
+  const int64_t cl = t % p.Cg;
+  t /= p.Cg;
   const int64_t kw = t % p.KW;
   const int64_t kh = t / p.KW;
   const int64_t c = (k / (p.K / p.groups)) * p.Cg + cl;
@@ -120,7 +132,10 @@ TFO_DEVICE Acc WgradRange(const ConvProblem& p, const T* TFO_RESTRICT x,
     acc = MulAdd(xv, dy[ActOffset(p.nchw, n, op, oq, k, p.P, p.Q, p.K)], acc);
     if (++oq == p.Q) {
       oq = 0;
-      if (++op == p.P) { op = 0; ++n; }
+      if (++op == p.P) {
+        op = 0;
+        ++n;
+      }
     }
   }
   return acc;

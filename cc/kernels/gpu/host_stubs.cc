@@ -15,30 +15,34 @@ constexpr const char* kNoKernels = "host build: no GPU kernels";
 constexpr const char* kNoCutlass = "host build without nvcc: CUTLASS can_implement not compiled";
 }  // namespace
 
-#define TFO_STUB_PASS(P)                                                                  \
-  template <>                                                                             \
-  IgResult Sm90Run<P, DataType::kHalf>(const ConvProblem&, const void*, const void*,      \
-                                       void*, cudaStream_t) {                             \
-    return IgError(kNoKernels);                                                           \
-  }                                                                                       \
-  template <>                                                                             \
-  IgResult Sm90Run<P, DataType::kFloat>(const ConvProblem&, const void*, const void*,     \
-                                        void*, cudaStream_t) {                            \
-    return IgError(kNoKernels);                                                           \
-  }                                                                                       \
-  template <>                                                                             \
-  bool Sm90CodePresent<P, DataType::kHalf>() { return false; }                            \
-  template <>                                                                             \
-  bool Sm90CodePresent<P, DataType::kFloat>() { return false; }                           \
-  TFO_STUB_SM80_RUN(P, DataType::kHalf, DataType::kHalf)                                  \
-  TFO_STUB_SM80_RUN(P, DataType::kHalf, DataType::kFloat)                                 \
+#define TFO_STUB_PASS(P)                                                                     \
+  template <>                                                                                \
+  IgResult Sm90Run<P, DataType::kHalf>(const ConvProblem&, const void*, const void*, void*,  \
+                                       cudaStream_t) {                                       \
+    return IgError(kNoKernels);                                                              \
+  }                                                                                          \
+  template <>                                                                                \
+  IgResult Sm90Run<P, DataType::kFloat>(const ConvProblem&, const void*, const void*, void*, \
+                                        cudaStream_t) {                                      \
+    return IgError(kNoKernels);                                                              \
+  }                                                                                          \
+  template <>                                                                                \
+  bool Sm90CodePresent<P, DataType::kHalf>() {                                               \
+    return false;                                                                            \
+  }                                                                                          \
+  template <>                                                                                \
+  bool Sm90CodePresent<P, DataType::kFloat>() {                                              \
+    return false;                                                                            \
+  }                                                                                          \
+  TFO_STUB_SM80_RUN(P, DataType::kHalf, DataType::kHalf)                                     \
+  TFO_STUB_SM80_RUN(P, DataType::kHalf, DataType::kFloat)                                    \
   TFO_STUB_SM80_RUN(P, DataType::kFloat, DataType::kFloat)
 
-#define TFO_STUB_SM80_RUN(P, T, TACC)                                                     \
-  template <>                                                                             \
-  IgResult Sm80Run<P, T, TACC>(const ConvProblem&, const void*, const void*, void*, int,  \
-                               size_t, cudaStream_t) {                                    \
-    return IgError(kNoKernels);                                                           \
+#define TFO_STUB_SM80_RUN(P, T, TACC)                                                            \
+  template <>                                                                                    \
+  IgResult Sm80Run<P, T, TACC>(const ConvProblem&, const void*, const void*, void*, int, size_t, \
+                               cudaStream_t) {                                                   \
+    return IgError(kNoKernels);                                                                  \
   }
 
 TFO_STUB_PASS(Pass::kFprop)
@@ -46,22 +50,22 @@ TFO_STUB_PASS(Pass::kDgrad)
 TFO_STUB_PASS(Pass::kWgrad)
 
 #if !defined(TF_FP16OPS_HOST_CUTLASS)
-#define TFO_STUB_SM80_CAN(P, T, TACC)                                                     \
-  template <>                                                                             \
-  IgResult Sm80CanImplement<P, T, TACC>(const ConvProblem&, int) {                        \
-    return IgNotApplicable(kNoCutlass);                                                   \
+#define TFO_STUB_SM80_CAN(P, T, TACC)                              \
+  template <>                                                      \
+  IgResult Sm80CanImplement<P, T, TACC>(const ConvProblem&, int) { \
+    return IgNotApplicable(kNoCutlass);                            \
   }
-#define TFO_STUB_CAN(P)                                                                   \
-  TFO_STUB_SM80_CAN(P, DataType::kHalf, DataType::kHalf)                                  \
-  TFO_STUB_SM80_CAN(P, DataType::kHalf, DataType::kFloat)                                 \
-  TFO_STUB_SM80_CAN(P, DataType::kFloat, DataType::kFloat)                                \
-  template <>                                                                             \
-  IgResult Sm90CanImplement<P, DataType::kHalf>(const ConvProblem&) {                     \
-    return IgNotApplicable(kNoCutlass);                                                   \
-  }                                                                                       \
-  template <>                                                                             \
-  IgResult Sm90CanImplement<P, DataType::kFloat>(const ConvProblem&) {                    \
-    return IgNotApplicable(kNoCutlass);                                                   \
+#define TFO_STUB_CAN(P)                                                \
+  TFO_STUB_SM80_CAN(P, DataType::kHalf, DataType::kHalf)               \
+  TFO_STUB_SM80_CAN(P, DataType::kHalf, DataType::kFloat)              \
+  TFO_STUB_SM80_CAN(P, DataType::kFloat, DataType::kFloat)             \
+  template <>                                                          \
+  IgResult Sm90CanImplement<P, DataType::kHalf>(const ConvProblem&) {  \
+    return IgNotApplicable(kNoCutlass);                                \
+  }                                                                    \
+  template <>                                                          \
+  IgResult Sm90CanImplement<P, DataType::kFloat>(const ConvProblem&) { \
+    return IgNotApplicable(kNoCutlass);                                \
   }
 TFO_STUB_CAN(Pass::kFprop)
 TFO_STUB_CAN(Pass::kDgrad)

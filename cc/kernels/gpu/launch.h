@@ -39,10 +39,9 @@ __global__ void GridLoopKernel(Body body, int64_t total) {
 template <typename Body>
 cudaError_t Launch(const Body& body, int64_t total, cudaStream_t stream) {
   if (total <= 0) return cudaSuccess;
-  const int64_t blocks =
-      std::max<int64_t>(1, std::min<int64_t>((total + kLaunchThreads - 1) / kLaunchThreads,
-                                             int64_t(1) << 20));
-  GridLoopKernel<Body><<<static_cast<unsigned>(blocks), kLaunchThreads, 0, stream>>>(body, total);
+  const int64_t blocks = std::max<int64_t>(
+      1, std::min<int64_t>((total + kLaunchThreads - 1) / kLaunchThreads, int64_t(1) << 20));
+  GridLoopKernel<Body><<<static_cast<unsigned>(blocks), kLaunchThreads, 0, stream> > >(body, total);
   return cudaPeekAtLastError();
 }
 

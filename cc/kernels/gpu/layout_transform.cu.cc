@@ -9,8 +9,7 @@ namespace internal {
 namespace {
 
 template <typename E>
-cudaError_t Transpose(const void* src, void* dst, int64_t N, int64_t A, int64_t B,
-                      cudaStream_t s) {
+cudaError_t Transpose(const void* src, void* dst, int64_t N, int64_t A, int64_t B, cudaStream_t s) {
   BatchedTransposeBody<E> body{static_cast<const E*>(src), static_cast<E*>(dst), A, B};
   return Launch(body, N * A * B, s);
 }
@@ -23,10 +22,10 @@ cudaError_t Krsc(const void* hwio, void* krsc, int64_t R, int64_t S, int64_t C, 
 }
 
 template <typename E, typename Acc>
-cudaError_t Reduce(const void* partial, int64_t splits, void* hwio, int64_t K, int64_t R,
-                   int64_t S, int64_t C, cudaStream_t s) {
-  ReduceKrscToHwioBody<E, Acc> body{static_cast<const Acc*>(partial), static_cast<E*>(hwio),
-                                    splits, K, R, S, C};
+cudaError_t Reduce(const void* partial, int64_t splits, void* hwio, int64_t K, int64_t R, int64_t S,
+                   int64_t C, cudaStream_t s) {
+  ReduceKrscToHwioBody<E, Acc> body{
+      static_cast<const Acc*>(partial), static_cast<E*>(hwio), splits, K, R, S, C};
   return Launch(body, K * R * S * C, s);
 }
 

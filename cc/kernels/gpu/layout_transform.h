@@ -21,8 +21,10 @@ struct HwioToKrscBody {  // dst[k,r,s,c] = src[r,s,c,k]
   int64_t R, S, C, K;
   TFO_DEVICE void operator()(int64_t i) const {
     int64_t t = i;
-    const int64_t c = t % C; t /= C;
-    const int64_t sx = t % S; t /= S;
+    const int64_t c = t % C;
+    t /= C;
+    const int64_t sx = t % S;
+    t /= S;
     const int64_t r = t % R;
     const int64_t k = t / R;
     dst[i] = src[((r * S + sx) * C + c) * K + k];
@@ -50,8 +52,10 @@ struct ReduceKrscToHwioBody {  // hwio[r,s,c,k] = round_E(sum over splits of par
   TFO_DEVICE void operator()(int64_t i) const {
     const int64_t one = K * R * S * C;
     int64_t t = i;
-    const int64_t k = t % K; t /= K;
-    const int64_t c = t % C; t /= C;
+    const int64_t k = t % K;
+    t /= K;
+    const int64_t c = t % C;
+    t /= C;
     const int64_t sx = t % S;
     const int64_t r = t / S;
     const int64_t src = ((k * R + r) * S + sx) * C + c;

@@ -15,7 +15,7 @@ namespace internal {
 namespace tma_check {
 
 struct Failure {
-  int result = 0;              // CUresult of the first failing encode since Clear() (0: none)
+  int result = 0;  // CUresult of the first failing encode since Clear() (0: none)
   const char* function = nullptr;
 };
 inline Failure& LastFailure() {
