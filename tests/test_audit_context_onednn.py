@@ -38,7 +38,7 @@ ARROW_LAKE = {"avx2", "avx_vnni", "avx_ne_convert"}  # no AVX-512
     (EPYC_GENOA, None, False, "lacks avx512_fp16"),
     (EPYC_GENOA, "1", False, "lacks"),
     (EPYC_MILAN, None, False, "oneDNN off by default"),
-    (EPYC_MILAN | {"avx_ne_convert"}, "true", True, "TF_ENABLE_ONEDNN_OPTS='true'; CPU has avx_ne_convert"),
+    (EPYC_MILAN | {"avx_ne_convert"}, "true", True, "TF_ENABLE_ONEDNN_OPTS='true' turns oneDNN on; CPU has avx_ne_convert"),
     ({"avx512_fp16", "avx512_bf16"}, None, False, "lacks"),      # avx512_fp16 without avx512bw
 ])
 def test_rule_over_hand_written_flag_sets(flags, env, takes, why):

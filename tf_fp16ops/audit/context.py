@@ -64,9 +64,9 @@ def onednn_takes_half(flags, onednn_opts: str | None) -> tuple[bool, str]:
     if low in ("0", "false"):
         return False, f"TF_ENABLE_ONEDNN_OPTS={shown} turns oneDNN off"
     if low in ("1", "true"):
-        on = f"TF_ENABLE_ONEDNN_OPTS={shown}"
+        on = f"TF_ENABLE_ONEDNN_OPTS={shown} turns oneDNN on"
     elif default:
-        on = f"oneDNN on by default ({default[0]}; TF_ENABLE_ONEDNN_OPTS={shown})"
+        on = f"oneDNN on by default with {default[0]}, TF_ENABLE_ONEDNN_OPTS={shown}"
     else:
         return False, (f"oneDNN off by default (none of {', '.join(ONEDNN_DEFAULT_ON_FLAGS)}; "
                        f"TF_ENABLE_ONEDNN_OPTS={shown})")

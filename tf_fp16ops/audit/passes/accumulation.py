@@ -86,7 +86,7 @@ def effective(info: ConvOpInfo, T: str | None, Tacc: str | None, device: str,
     onednn, why = ctx.onednn_half() if info.name in ONEDNN_HALF_CONV_OPS else (False, "")
     if onednn:
         return Accumulation("fp32", f"CPU oneDNN (_MklNative{info.name.lstrip('_')}) T=half: fp32 accumulation; oneDNN "
-                                    f"takes T=half here ({why}); TF_CONV2D_USE_FP16_ACCUMULATE ignored; "
+                                    f"takes T=half on the target CPU ({why}); TF_CONV2D_USE_FP16_ACCUMULATE ignored; "
                                     "TF_ENABLE_ONEDNN_OPTS=0 runs the Eigen kernels")
     eigen = _cpu_eigen(info, ctx)
     if onednn is None and eigen.accumulation != "fp32":
