@@ -4,6 +4,7 @@ oneDNN on (TF_ENABLE_ONEDNN_OPTS unset: default on for avx512_vnni/avx512_bf16/a
 amx_int8/amx_bf16, tensorflow/core/util/port.cc) and DT_HALF supported, i.e. avx512bw with
 avx512_fp16 or amx_fp16, or avx_ne_convert (tensorflow/core/util/util.cc,
 IsDataTypeSupportedByOneDNNOnThisCPU)."""
+
 import os
 
 
@@ -28,10 +29,14 @@ def onednn_takes_half_here() -> bool:
     """The features, and oneDNN on in this process's environment."""
     f = _flags()
     env = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").lower()
-    on = env in ("1", "true") or (env not in ("0", "false") and bool(
-        f & {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"}))
+    on = env in ("1", "true") or (
+        env not in ("0", "false")
+        and bool(f & {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"})
+    )
     return on and has_half_features()
 
 
-ONEDNN_HALF_REASON = ("this CPU lacks the features for which TensorFlow hands T=half convs to oneDNN "
-                      "(avx512bw + avx512_fp16/amx_fp16, or avx_ne_convert)")
+ONEDNN_HALF_REASON = (
+    "this CPU lacks the features for which TensorFlow hands T=half convs to oneDNN "
+    "(avx512bw + avx512_fp16/amx_fp16, or avx_ne_convert)"
+)

@@ -6,41 +6,65 @@ and the CPU supports DT_HALF for oneDNN ((avx512bw and (avx512_fp16 or amx_fp16)
 tensorflow/core/util/util.cc IsDataTypeSupportedByOneDNNOnThisCPU). The flag sets below are written
 by hand after the CPUs' published feature lists.
 """
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
+from audit_helpers import conv_graph
 from tf_fp16ops.audit import SCHEMA_VERSION, RuntimeContext, audit
 from tf_fp16ops.audit.cli import main
 from tf_fp16ops.audit.context import onednn_takes_half, read_cpu_flags
 from tf_fp16ops.audit.render.markdown import render_markdown
 from tf_fp16ops.audit.render.terminal import render_terminal
 
-from audit_helpers import conv_graph
-
-SAPPHIRE_RAPIDS = {"avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
-                   "amx_tile", "amx_bf16", "amx_int8", "avx_vnni"}
-GRANITE_RAPIDS_NO_AVX512FP16 = {"avx512bw", "avx512_vnni", "amx_tile", "amx_fp16"}  # hypothetical mask
+SAPPHIRE_RAPIDS = {
+    "avx2",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "avx_vnni",
+}
+GRANITE_RAPIDS_NO_AVX512FP16 = {
+    "avx512bw",
+    "avx512_vnni",
+    "amx_tile",
+    "amx_fp16",
+}  # hypothetical mask
 EPYC_GENOA = {"avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16"}  # Zen 4
 EPYC_MILAN = {"avx", "avx2", "fma", "sse4_2"}  # Zen 3: none of oneDNN's default-on flags
 ARROW_LAKE = {"avx2", "avx_vnni", "avx_ne_convert"}  # no AVX-512
 
 
-@pytest.mark.parametrize("flags,env,takes,why", [
-    (SAPPHIRE_RAPIDS, None, True, "CPU has avx512bw+avx512_fp16"),
-    (SAPPHIRE_RAPIDS, "0", False, "TF_ENABLE_ONEDNN_OPTS='0' turns oneDNN off"),
-    (SAPPHIRE_RAPIDS, "FALSE", False, "turns oneDNN off"),       # ReadBoolFromEnvVar lower-cases
-    (SAPPHIRE_RAPIDS, "yes", True, "on by default"),             # not a boolean: the default stays
-    (GRANITE_RAPIDS_NO_AVX512FP16, None, True, "avx512bw+amx_fp16"),
-    (ARROW_LAKE, None, True, "avx_ne_convert"),
-    (EPYC_GENOA, None, False, "lacks avx512_fp16"),
-    (EPYC_GENOA, "1", False, "lacks"),
-    (EPYC_MILAN, None, False, "oneDNN off by default"),
-    (EPYC_MILAN | {"avx_ne_convert"}, "true", True, "TF_ENABLE_ONEDNN_OPTS='true' turns oneDNN on; CPU has avx_ne_convert"),
-    ({"avx512_fp16", "avx512_bf16"}, None, False, "lacks"),      # avx512_fp16 without avx512bw
-])
+@pytest.mark.parametrize(
+    "flags,env,takes,why",
+    [
+        (SAPPHIRE_RAPIDS, None, True, "CPU has avx512bw+avx512_fp16"),
+        (SAPPHIRE_RAPIDS, "0", False, "TF_ENABLE_ONEDNN_OPTS='0' turns oneDNN off"),
+        (SAPPHIRE_RAPIDS, "FALSE", False, "turns oneDNN off"),  # ReadBoolFromEnvVar lower-cases
+        (SAPPHIRE_RAPIDS, "yes", True, "on by default"),  # not a boolean: the default stays
+        (GRANITE_RAPIDS_NO_AVX512FP16, None, True, "avx512bw+amx_fp16"),
+        (ARROW_LAKE, None, True, "avx_ne_convert"),
+        (EPYC_GENOA, None, False, "lacks avx512_fp16"),
+        (EPYC_GENOA, "1", False, "lacks"),
+        (EPYC_MILAN, None, False, "oneDNN off by default"),
+        (
+            EPYC_MILAN | {"avx_ne_convert"},
+            "true",
+            True,
+            "TF_ENABLE_ONEDNN_OPTS='true' turns oneDNN on; CPU has avx_ne_convert",
+        ),
+        ({"avx512_fp16", "avx512_bf16"}, None, False, "lacks"),  # avx512_fp16 without avx512bw
+    ],
+)
 def test_rule_over_hand_written_flag_sets(flags, env, takes, why):
     got, reason = onednn_takes_half(flags, env)
     assert got is takes and why in reason, reason
@@ -48,8 +72,10 @@ def test_rule_over_hand_written_flag_sets(flags, env, takes, why):
 
 def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
     f = tmp_path / "cpuinfo"
-    f.write_text("processor\t: 0\nflags\t\t: fpu avx512bw avx512_fp16 avx512_bf16 sse2\n"
-                 "processor\t: 1\nflags\t\t: fpu\n")
+    f.write_text(
+        "processor\t: 0\nflags\t\t: fpu avx512bw avx512_fp16 avx512_bf16 sse2\n"
+        "processor\t: 1\nflags\t\t: fpu\n"
+    )
     assert read_cpu_flags(str(f)) == ("avx512_bf16", "avx512_fp16", "avx512bw")
     (tmp_path / "arm").write_text("processor\t: 0\nFeatures\t: fp asimd\n")
     assert read_cpu_flags(str(tmp_path / "arm")) is None
@@ -78,8 +104,12 @@ def _one(ctx, op="Conv2D", env=None):
 def test_onednn_cpu_half_convs_are_fp32_and_the_switch_is_ignored(op):
     f = _one(ONEDNN, op, {"TF_CONV2D_USE_FP16_ACCUMULATE": "1"})
     assert f.accumulation == "fp32" and f.audit_class == "fp16-storage"
-    for part in (f"_MklNative{op}", "avx512bw+avx512_fp16", "TF_ENABLE_ONEDNN_OPTS=0",
-                 "TF_CONV2D_USE_FP16_ACCUMULATE ignored"):
+    for part in (
+        f"_MklNative{op}",
+        "avx512bw+avx512_fp16",
+        "TF_ENABLE_ONEDNN_OPTS=0",
+        "TF_CONV2D_USE_FP16_ACCUMULATE ignored",
+    ):
         assert part in f.accumulation_reason
     r = audit(conv_graph(), ONEDNN.with_overrides(env={"TF_CONV2D_USE_FP16_ACCUMULATE": "1"}))
     sw = {s.name: s.effect for s in r.switches}
@@ -101,13 +131,17 @@ def test_eigen_cpu_keeps_the_eigen_rules():
 def test_unknown_cpu_says_so_rather_than_guess():
     # Conv2D with the switch unset is fp32 with either kernel; the others depend on the kernel.
     assert _one(UNKNOWN, "Conv2D").accumulation == "fp32"
-    for f in (_one(UNKNOWN, "Conv2D", {"TF_CONV2D_USE_FP16_ACCUMULATE": "1"}),
-              _one(UNKNOWN, "DepthwiseConv2dNative")):
+    for f in (
+        _one(UNKNOWN, "Conv2D", {"TF_CONV2D_USE_FP16_ACCUMULATE": "1"}),
+        _one(UNKNOWN, "DepthwiseConv2dNative"),
+    ):
         assert f.accumulation == "unknown", f.accumulation_reason
         assert "fp32 if oneDNN takes T=half" in f.accumulation_reason
         assert "not determined: CPU flags unknown" in f.accumulation_reason
     r = audit(conv_graph(), UNKNOWN)
-    assert "not determined" in {s.name: s.effect for s in r.switches}["TF_CONV2D_USE_FP16_ACCUMULATE"]
+    assert (
+        "not determined" in {s.name: s.effect for s in r.switches}["TF_CONV2D_USE_FP16_ACCUMULATE"]
+    )
     assert "oneDNN takes T=half CPU convs: unknown (CPU flags unknown" in render_terminal(r)
     assert "oneDNN takes T=half CPU convs: unknown" in render_markdown(r)
     assert r.to_dict()["context"]["cpu_onednn_fp16"] is None
@@ -126,16 +160,32 @@ def test_override_on_the_command_line_and_every_report_format(tmp_path, capsys):
     assert main([str(pb), "--device", "cpu", "--cpu-onednn-fp16", "no"]) == 0
     table = capsys.readouterr().out
     assert "oneDNN takes T=half CPU convs: no (--cpu-onednn-fp16 no)" in table
-    assert main([str(pb), "--cpu-onednn-fp16", "no", "--format", "markdown",
-                 "--logdir", str(tmp_path / "tb")]) == 0
+    assert (
+        main(
+            [
+                str(pb),
+                "--cpu-onednn-fp16",
+                "no",
+                "--format",
+                "markdown",
+                "--logdir",
+                str(tmp_path / "tb"),
+            ]
+        )
+        == 0
+    )
     md = capsys.readouterr().out
     assert "oneDNN takes T=half CPU convs: no (--cpu-onednn-fp16 no)" in md
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
     from tensorboard.util import tensor_util
 
-    texts = [tensor_util.make_ndarray(v.tensor).item().decode()
-             for path in (tmp_path / "tb" / "audit").glob("events.out.tfevents.*")
-             for ev in EventFileLoader(str(path)).Load() for v in ev.summary.value if v.tag == "audit/report"]
+    texts = [
+        tensor_util.make_ndarray(v.tensor).item().decode()
+        for path in (tmp_path / "tb" / "audit").glob("events.out.tfevents.*")
+        for ev in EventFileLoader(str(path)).Load()
+        for v in ev.summary.value
+        if v.tag == "audit/report"
+    ]
     assert texts and "oneDNN takes T=half CPU convs: no (--cpu-onednn-fp16 no)" in texts[0]
     with pytest.raises(SystemExit):
         main([str(pb), "--cpu-onednn-fp16", "maybe"])

@@ -2,9 +2,10 @@
 sites, contradictions, CLI and renderers. CPU only; probes run real TensorFlow kernels.
 
 Expected probe values come from a NumPy float64 reference with IEEE binary16 rounding (below),
-expected accumulations per TF kernel from the 49-tap measurements recorded in opsets.py. TensorFlow's
-own (Eigen) kernels are pinned in subprocesses with TF_ENABLE_ONEDNN_OPTS=0 (the Eigen kernel on
-every CPU); the oneDNN kernels where the CPU has the features (tests/cpu_features.py).
+expected accumulations per TF kernel from the 49-tap measurements recorded in opsets.py.
+TensorFlow's own (Eigen) kernels are pinned in subprocesses with TF_ENABLE_ONEDNN_OPTS=0 (the
+Eigen kernel on every CPU); the oneDNN kernels where the CPU has the features
+(tests/cpu_features.py).
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ _KERNEL_OPS = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "Depthwi
 
 @pytest.fixture(scope="module")
 def eigen_probes():
-    """TensorFlow's own kernels: TF_ENABLE_ONEDNN_OPTS=0 gives them on every CPU (a fresh process)."""
+    """TensorFlow's own kernels: TF_ENABLE_ONEDNN_OPTS=0 gives them on every CPU (fresh process)."""
     configs = [ProbeConfig(op, "half", None, "cpu") for op in _KERNEL_OPS]
     return {r.config.op: r for r in run_probes_subprocess(configs, {"TF_ENABLE_ONEDNN_OPTS": "0"})}
 
@@ -105,16 +106,18 @@ def test_eigen_kernels_in_a_subprocess(eigen_probes, op, expected):
 @pytest.mark.skipif(not has_half_features(), reason=ONEDNN_HALF_REASON)
 def test_onednn_kernels_accumulate_in_fp32_and_ignore_the_switch():
     env = {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CONV2D_USE_FP16_ACCUMULATE": "1"}
-    results = run_probes_subprocess([ProbeConfig(op, "half", None, "cpu") for op in _KERNEL_OPS], env)
+    configs = [ProbeConfig(op, "half", None, "cpu") for op in _KERNEL_OPS]
+    results = run_probes_subprocess(configs, env)
     for r in results:
         assert r.kernel.startswith(f"_MklNative{r.config.op}"), r
         # every probe gives the fp32-accumulation value of the NumPy reference (PROBES constants)
-        assert {o.probe: float(o.value) for o in r.outcomes} == {k: v[2] for k, v in PROBES.items()}, r
+        values = {o.probe: float(o.value) for o in r.outcomes}
+        assert values == {k: v[2] for k, v in PROBES.items()}, r
         assert r.observed == "fp32" and dict(r.switches) == env
 
 
 def test_static_onednn_rule_matches_the_kernel_that_runs_here():
-    """The static audit's CPU rule (no TensorFlow) predicts the kernel TensorFlow picks in this process."""
+    """The static audit's CPU rule (no TensorFlow) predicts the kernel TensorFlow picks here."""
     from tf_fp16ops.audit import RuntimeContext
 
     r = run_probes(ProbeConfig("Conv2DBackpropInput", "half", None, "cpu"))
@@ -137,7 +140,8 @@ def test_verify_reports_a_wrong_cpu_assumption_as_contradicted():
     here = onednn_takes_half_here()
     # The context derived from this process predicts what runs.
     (ok,) = verify(f, x, context=RuntimeContext.from_process()).findings
-    assert ok.observed.status == "confirmed" and ok.accumulation == ("fp32" if here else "fp16"), ok.observed
+    assert ok.observed.status == "confirmed", ok.observed
+    assert ok.accumulation == ("fp32" if here else "fp16")
     # The opposite assumption is reported as contradicted, naming the kernel that ran.
     wrong = CPU.with_overrides(cpu_onednn_fp16="no" if here else "yes")
     (bad,) = verify(f, x, context=wrong).findings
@@ -299,18 +303,20 @@ def test_cli_run_shows_contradictions_in_table_markdown_and_tensorboard(demo, ca
 
 
 def test_cli_run_probe_switch_and_help(demo, capsys):
-    switch = "TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=0"  # one subprocess, Eigen kernels
-    assert main([demo, "--run", "--signature", "conv16", "--probe-switch", switch, "--format", "json"]) == 0
+    switch = "TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=0"  # one subprocess, Eigen
+    args = [demo, "--run", "--signature", "conv16", "--probe-switch", switch, "--format", "json"]
+    assert main(args) == 0
     d = json.loads(capsys.readouterr().out)
     (sp,) = d["runtime"]["switch_probes"]
-    assert sp["key"] == "Conv2D:half:-:cpu" and sp["observed"] == "fp16" and sp["kernel"] == "Conv2D"
+    assert (sp["key"], sp["observed"], sp["kernel"]) == ("Conv2D:half:-:cpu", "fp16", "Conv2D")
     assert sp["switches"] == {"TF_CONV2D_USE_FP16_ACCUMULATE": "1", "TF_ENABLE_ONEDNN_OPTS": "0"}
     assert d["runtime"]["probes"][0]["observed"] == "fp32"
     assert d["context"]["cpu_onednn_fp16"] is onednn_takes_half_here()
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
-    assert "EXECUTE" in out and "--cpu-onednn-fp16 {yes,no}" in out and "TF_ENABLE_ONEDNN_OPTS" in out
+    assert "EXECUTE" in out and "--cpu-onednn-fp16 {yes,no}" in out
+    assert "TF_ENABLE_ONEDNN_OPTS" in out
 
 
 @pytest.mark.skipif(not has_half_features(), reason=ONEDNN_HALF_REASON)
@@ -319,7 +325,8 @@ def test_cli_run_probe_switch_notes_that_onednn_ignores_it(demo, capsys, monkeyp
     assert main([demo, "--run", "--signature", "conv16", "--probe-switch",
                  "TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=1"]) == 0
     out = capsys.readouterr().out
-    assert "ran oneDNN's _MklNativeConv2D in the subprocess, which ignores TF_CONV2D_USE_FP16_ACCUMULATE" in out
+    assert ("ran oneDNN's _MklNativeConv2D in the subprocess, "
+            "which ignores TF_CONV2D_USE_FP16_ACCUMULATE") in out
 
 
 def test_cli_run_errors(demo, tmp_path, capsys):

@@ -7,9 +7,8 @@ run in a fresh process with TF_ENABLE_ONEDNN_OPTS=0, which is the Eigen kernel o
 """
 import math
 
-from tf_fp16ops import demo
-
 from cpu_features import onednn_takes_half_here
+from tf_fp16ops import demo
 
 
 def test_seed_comparison_conclusions():

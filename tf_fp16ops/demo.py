@@ -158,14 +158,16 @@ def format_table(r: SeedResult) -> str:
     add("tf.nn.conv2d fp16  vs  fp32 conv cast to fp16 (this process)", r.tf_fp16_vs_fp32_cast)
     add("  same, TF_CONV2D_USE_FP16_ACCUMULATE=1 (fresh process)", r.tf_fp16_accumulate_vs_fp32_cast)
     if r.onednn_took_conv:
-        add("  same, also TF_ENABLE_ONEDNN_OPTS=0 (fresh process)", r.tf_fp16_accumulate_eigen_vs_fp32_cast)
+        add("  same, also TF_ENABLE_ONEDNN_OPTS=0 (fresh process)",
+            r.tf_fp16_accumulate_eigen_vs_fp32_cast)
     add("tf_fp16ops.conv2d accumulation=float16  vs  float32", r.ours_half_vs_float)
     w0 = max(len(a) for a, _, _ in rows)
     lines = [f"{a:<{w0}}  {b:>10}  {c:>19}" for a, b, c in rows]
     lines.insert(1, "-" * len(lines[0]))
     if r.onednn_took_conv:
-        lines += ["", f"Note: oneDNN ran the fp16 conv ({r.tf_fp16_accumulate_kernel}, fp32 accumulation) and "
-                      "ignores TF_CONV2D_USE_FP16_ACCUMULATE; TF_ENABLE_ONEDNN_OPTS=0 restores the Eigen kernel."]
+        lines += ["", f"Note: oneDNN ran the fp16 conv ({r.tf_fp16_accumulate_kernel}, fp32 "
+                      "accumulation) and ignores TF_CONV2D_USE_FP16_ACCUMULATE; "
+                      "TF_ENABLE_ONEDNN_OPTS=0 restores the Eigen kernel."]
     lines += ["", "Overflow probe: x = 65519 (65504 in fp16) x4, w = [65519, -65519], VALID",
               f"  tf_fp16ops.conv2d accumulation=float16 -> {list(r.overflow_half)}",
               f"  tf_fp16ops.conv2d accumulation=float32 -> {list(r.overflow_float)}"]

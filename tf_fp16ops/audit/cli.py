@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cudnn-version", metavar="X.Y.Z", help="cuDNN version, e.g. 8.9.7")
     g.add_argument("--cpu-onednn-fp16", choices=("yes", "no"),
                    help="whether TensorFlow's oneDNN rewrite takes T=half convs on the target CPU "
-                        "(fp32 accumulation, TF_CONV2D_USE_FP16_ACCUMULATE ignored); default: derived "
+                        "(fp32 accumulation, TF_CONV2D_USE_FP16_ACCUMULATE ignored); "
+                        "default: derived "
                         "from this machine's /proc/cpuinfo flags and TF_ENABLE_ONEDNN_OPTS")
     c = p.add_argument_group("CI gates (exit status 1 when failed)")
     c.add_argument("--fail-under", type=float, metavar="FRACTION",
@@ -98,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="--run: seed of the random inputs (default 0)")
     r.add_argument("--probe-switch", action="append", default=[], metavar="NAME=VALUE",
                    help="--run: also run the probes in a subprocess with this environment switch "
-                        "(e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1; several in one subprocess joined by "
+                        "(e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1; several in one subprocess "
+                        "joined by "
                         "commas, e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=0); "
                         "repeatable, one subprocess each")
     t = p.add_argument_group("TensorBoard")

@@ -139,9 +139,10 @@ class RuntimeContext:
         """(whether TensorFlow's oneDNN rewrite takes T=half convs on the target CPU, why); None
         when unknown (no CPU facts and no override)."""
         if self.cpu_onednn_fp16 is not None:
-            return self.cpu_onednn_fp16, "--cpu-onednn-fp16 " + ("yes" if self.cpu_onednn_fp16 else "no")
+            shown = "yes" if self.cpu_onednn_fp16 else "no"
+            return self.cpu_onednn_fp16, f"--cpu-onednn-fp16 {shown}"
         if self.cpu_flags is None:
-            return None, ("CPU flags unknown (no /proc/cpuinfo flags; pass --cpu-onednn-fp16 yes|no)")
+            return None, "CPU flags unknown (no /proc/cpuinfo flags; pass --cpu-onednn-fp16 yes|no)"
         return onednn_takes_half(self.cpu_flags, self.getenv("TF_ENABLE_ONEDNN_OPTS"))
 
     def getenv(self, name: str) -> str | None:
@@ -254,7 +255,8 @@ class RuntimeContext:
             elif cpu_onednn_fp16 in ("yes", "no"):
                 flag = cpu_onednn_fp16 == "yes"
             else:
-                raise ValueError(f"--cpu-onednn-fp16 must be 'yes' or 'no', got {cpu_onednn_fp16!r}")
+                raise ValueError(
+                    f"--cpu-onednn-fp16 must be 'yes' or 'no', got {cpu_onednn_fp16!r}")
             changes["cpu_onednn_fp16"] = flag
             notes.append(f"cpu_onednn_fp16={'yes' if flag else 'no'}")
         if not changes:

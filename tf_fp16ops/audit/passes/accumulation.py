@@ -85,14 +85,16 @@ def effective(info: ConvOpInfo, T: str | None, Tacc: str | None, device: str,
                                     '(only the exact string "0" selects fp16)')
     onednn, why = ctx.onednn_half() if info.name in ONEDNN_HALF_CONV_OPS else (False, "")
     if onednn:
-        return Accumulation("fp32", f"CPU oneDNN (_MklNative{info.name.lstrip('_')}) T=half: fp32 accumulation; oneDNN "
-                                    f"takes T=half on the target CPU ({why}); TF_CONV2D_USE_FP16_ACCUMULATE ignored; "
+        kernel = "_MklNative" + info.name.lstrip("_")
+        return Accumulation("fp32", f"CPU oneDNN ({kernel}) T=half: fp32 accumulation; "
+                                    f"oneDNN takes T=half on the target CPU ({why}); "
+                                    "TF_CONV2D_USE_FP16_ACCUMULATE ignored; "
                                     "TF_ENABLE_ONEDNN_OPTS=0 runs the Eigen kernels")
     eigen = _cpu_eigen(info, ctx)
     if onednn is None and eigen.accumulation != "fp32":
-        return Accumulation("unknown", f"CPU {info.name} T=half: fp32 if oneDNN takes T=half on the target "
-                                       f"CPU, else (Eigen) {eigen.accumulation}: {eigen.reason}; not "
-                                       f"determined: {why}")
+        return Accumulation("unknown", f"CPU {info.name} T=half: fp32 if oneDNN takes T=half on "
+                                       f"the target CPU, else (Eigen) {eigen.accumulation}: "
+                                       f"{eigen.reason}; not determined: {why}")
     return eigen
 
 
@@ -104,11 +106,12 @@ def _cpu_eigen(info: ConvOpInfo, ctx: RuntimeContext) -> Accumulation:
     where = "CPU (Eigen)" if onednn is False else "CPU"
     if info.name == "Conv2D":
         if v == "1":
-            return Accumulation("fp16", f'{where} Conv2D: TF_CONV2D_USE_FP16_ACCUMULATE="1" selects fp16 '
-                                        "accumulation")
-        return Accumulation("fp32", f"{where} Conv2D T=half: computed in fp32; TF_CONV2D_USE_FP16_ACCUMULATE="
-                                    f'{shown} (only the exact string "1" selects fp16)')
+            return Accumulation("fp16", f'{where} Conv2D: TF_CONV2D_USE_FP16_ACCUMULATE="1" '
+                                        "selects fp16 accumulation")
+        return Accumulation("fp32", f"{where} Conv2D T=half: computed in fp32; "
+                                    f"TF_CONV2D_USE_FP16_ACCUMULATE={shown} "
+                                    '(only the exact string "1" selects fp16)')
     if info.name in CPU_HALF_FP16_ACCUMULATE_MEASURED:
-        return Accumulation("fp16", f"{where} {info.name} T=half accumulates in fp16 whatever the switch "
-                                    "(measured, TF 2.21 CPU, 49-tap probe)")
+        return Accumulation("fp16", f"{where} {info.name} T=half accumulates in fp16 whatever the "
+                                    "switch (measured, TF 2.21 CPU, 49-tap probe)")
     return Accumulation("unknown", f"CPU {info.name} T=half: accumulator not determined statically")

@@ -23,10 +23,12 @@ def switch_statuses(ctx: RuntimeContext) -> tuple[SwitchStatus, ...]:
         eigen = ("CPU Conv2D with T=half accumulates in fp16" if v == "1" else
                  'CPU Conv2D with T=half computes in fp32 (only the exact string "1" selects fp16)')
         if onednn:
-            eff = (f"ignored: oneDNN takes T=half convs on the target CPU ({why}) and accumulates in fp32; "
-                   'with TF_ENABLE_ONEDNN_OPTS=0 (Eigen kernels) only the exact string "1" selects fp16')
+            eff = (f"ignored: oneDNN takes T=half convs on the target CPU ({why}) and "
+                   "accumulates in fp32; with TF_ENABLE_ONEDNN_OPTS=0 (Eigen kernels) "
+                   'only the exact string "1" selects fp16')
         elif onednn is None:
-            eff = f"{eigen} with the Eigen kernel; ignored if oneDNN takes T=half (not determined: {why})"
+            eff = (f"{eigen} with the Eigen kernel; ignored if oneDNN takes T=half "
+                   f"(not determined: {why})")
         else:
             eff = f"{eigen} (Eigen kernel: oneDNN does not take T=half, {why})"
     else:

@@ -13,7 +13,8 @@ def _esc(s: str) -> str:
 def render_markdown_summary(report: AuditReport) -> str:
     s = report.summary
     out = [f"**{s.call_sites} conv call sites** ({s.conv_nodes} conv nodes) in `{_esc(report.source)}` "
-           f"({report.source_format}); context: device={report.context.device}, amp={report.context.amp}, "
+           f"({report.source_format}); context: device={report.context.device}, "
+           f"amp={report.context.amp}, "
            f"oneDNN takes T=half CPU convs: {_esc(onednn_context(report))}.",
            "", "| class | call sites | FLOPs | share of FLOPs |", "|---|---:|---:|---:|"]
     for c in s.classes:

@@ -59,7 +59,8 @@ def runtime_lines(report: AuditReport) -> list[str]:
     for p in rt.switch_probes:
         sw = dict(p.switches)
         if "TF_CONV2D_USE_FP16_ACCUMULATE" in sw and p.kernel.startswith("_MklNative"):
-            out.append(f"note: {p.config.key()} ran oneDNN's {p.kernel.split('[')[0]} in the subprocess, "
+            kernel = p.kernel.split("[")[0]
+            out.append(f"note: {p.config.key()} ran oneDNN's {kernel} in the subprocess, "
                        "which ignores TF_CONV2D_USE_FP16_ACCUMULATE (fp32 accumulation); add "
                        "TF_ENABLE_ONEDNN_OPTS=0 to the same --probe-switch for the Eigen kernel")
     for k in rt.gpu_kernels:
