@@ -8,7 +8,8 @@ from tensorflow.core.framework import graph_pb2, types_pb2
 
 from tf_fp16ops.audit import RuntimeContext
 
-CPU = RuntimeContext(device="cpu", tf_version="test")
+# A CPU where TensorFlow's own (Eigen) kernels run T=half convs (no avx512_fp16, e.g. AMD EPYC).
+CPU = RuntimeContext(device="cpu", tf_version="test", cpu_onednn_fp16=False)
 
 
 def gpu(env=None, **kw) -> RuntimeContext:

@@ -3,6 +3,9 @@ sites, contradictions, CLI and renderers. CPU only; probes run real TensorFlow k
 
 Expected probe values come from a NumPy float64 reference with IEEE binary16 rounding (below),
 expected accumulations per TF kernel from the 49-tap measurements recorded in opsets.py.
+TensorFlow's own (Eigen) kernels are pinned in subprocesses with TF_ENABLE_ONEDNN_OPTS=0 (the
+Eigen kernel on every CPU); the oneDNN kernels where the CPU has the features
+(tests/cpu_features.py).
 """
 from __future__ import annotations
 
@@ -16,13 +19,14 @@ import tf_fp16ops
 from tf_fp16ops.audit import verify
 from tf_fp16ops.audit.cli import main
 from tf_fp16ops.audit.demo import demo_example
-from tf_fp16ops.audit.findings import AmpPrediction
+from tf_fp16ops.audit.findings import SCHEMA_VERSION, AmpPrediction
 from tf_fp16ops.audit.runtime.executed import ExecutedNode, canonical_op
 from tf_fp16ops.audit.runtime.inputs import parse_input_shapes, random_inputs
 from tf_fp16ops.audit.runtime.match import observe
 from tf_fp16ops.audit.runtime.probes import PROBES, ProbeConfig, run_probes, run_probes_subprocess, verdict
 
 from audit_helpers import CPU
+from cpu_features import ONEDNN_HALF_REASON, has_half_features, onednn_takes_half_here
 
 
 def _seq_fp16(a, b) -> float:
@@ -59,9 +63,7 @@ def test_verdicts():
 
 
 @pytest.mark.parametrize("op,T,Tacc,expected", [
-    ("Conv2D", "half", None, "fp32"),                 # TF CPU Conv2D computes half in fp32 by default
-    ("Conv2DBackpropInput", "half", None, "fp16"),    # measured (opsets.CPU_HALF_FP16_ACCUMULATE_MEASURED)
-    ("DepthwiseConv2dNative", "half", None, "fp16"),
+    ("Conv2D", "half", None, "fp32"),                 # TF CPU Conv2D: fp32 (Eigen and oneDNN alike)
     ("Fp16Conv2D", "half", "half", "fp16"),           # this package's contract
     ("Fp16Conv2D", "half", "float", "fp32"),
     ("Conv2D", "float", None, "fp32"),
@@ -75,6 +77,79 @@ def test_probes_on_this_process(op, T, Tacc, expected):
         assert {o.verdict for o in r.outcomes} == {expected}
 
 
+_KERNEL_OPS = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "DepthwiseConv2dNative")
+
+
+@pytest.fixture(scope="module")
+def eigen_probes():
+    """TensorFlow's own kernels: TF_ENABLE_ONEDNN_OPTS=0 gives them on every CPU (fresh process)."""
+    configs = [ProbeConfig(op, "half", None, "cpu") for op in _KERNEL_OPS]
+    return {r.config.op: r for r in run_probes_subprocess(configs, {"TF_ENABLE_ONEDNN_OPTS": "0"})}
+
+
+@pytest.mark.parametrize("op,expected", [
+    ("Conv2D", "fp32"),                 # unless TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1"
+    ("Conv2DBackpropInput", "fp16"),    # measured (opsets.CPU_HALF_FP16_ACCUMULATE_MEASURED)
+    ("Conv2DBackpropFilter", "fp16"),
+    ("DepthwiseConv2dNative", "fp16"),
+])
+def test_eigen_kernels_in_a_subprocess(eigen_probes, op, expected):
+    r = eigen_probes[op]
+    assert r.kernel == op and r.observed == expected, r
+    _, _, fp32, fp16 = PROBES["taps49"]
+    taps = {o.probe: float(o.value) for o in r.outcomes}["taps49"]
+    assert taps == (fp32 if expected == "fp32" else fp16)
+    assert dict(r.switches) == {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    assert "TF_ENABLE_ONEDNN_OPTS='0'" in r.process
+
+
+@pytest.mark.skipif(not has_half_features(), reason=ONEDNN_HALF_REASON)
+def test_onednn_kernels_accumulate_in_fp32_and_ignore_the_switch():
+    env = {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CONV2D_USE_FP16_ACCUMULATE": "1"}
+    configs = [ProbeConfig(op, "half", None, "cpu") for op in _KERNEL_OPS]
+    results = run_probes_subprocess(configs, env)
+    for r in results:
+        assert r.kernel.startswith(f"_MklNative{r.config.op}"), r
+        # every probe gives the fp32-accumulation value of the NumPy reference (PROBES constants)
+        values = {o.probe: float(o.value) for o in r.outcomes}
+        assert values == {k: v[2] for k, v in PROBES.items()}, r
+        assert r.observed == "fp32" and dict(r.switches) == env
+
+
+def test_static_onednn_rule_matches_the_kernel_that_runs_here():
+    """The static audit's CPU rule (no TensorFlow) predicts the kernel TensorFlow picks here."""
+    from tf_fp16ops.audit import RuntimeContext
+
+    r = run_probes(ProbeConfig("Conv2DBackpropInput", "half", None, "cpu"))
+    takes, why = RuntimeContext.from_process().onednn_half()
+    assert takes is onednn_takes_half_here(), why
+    assert r.kernel.startswith("_MklNative") is takes, (r.kernel, why)
+    assert r.observed == ("fp32" if takes else "fp16")
+
+
+def test_verify_reports_a_wrong_cpu_assumption_as_contradicted():
+    from tf_fp16ops.audit import RuntimeContext
+
+    w = tf.constant(np.full([3, 3, 4, 1], 0.5), tf.float16)
+
+    @tf.function
+    def f(x):
+        return tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "VALID")
+
+    x = tf.cast(tf.random.stateless_uniform([1, 8, 8, 4], seed=[3, 4]), tf.float16)
+    here = onednn_takes_half_here()
+    # The context derived from this process predicts what runs.
+    (ok,) = verify(f, x, context=RuntimeContext.from_process()).findings
+    assert ok.observed.status == "confirmed", ok.observed
+    assert ok.accumulation == ("fp32" if here else "fp16")
+    # The opposite assumption is reported as contradicted, naming the kernel that ran.
+    wrong = CPU.with_overrides(cpu_onednn_fp16="no" if here else "yes")
+    (bad,) = verify(f, x, context=wrong).findings
+    assert bad.observed.status == "contradicted"
+    hint = "oneDNN kernel _MklNativeDepthwiseConv2dNative ran" if here else "--cpu-onednn-fp16 no"
+    assert any(hint in c for c in bad.observed.contradictions), bad.observed.contradictions
+
+
 def test_probe_errors_and_unprobed_configs():
     assert run_probes(ProbeConfig("Conv2D", "bfloat16", None, "cpu")).observed == "not-probed"
     assert run_probes(ProbeConfig("FusedPadConv2D", "half", None, "cpu")).observed == "not-probed"
@@ -84,11 +159,13 @@ def test_probe_errors_and_unprobed_configs():
 
 
 def test_switch_flips_conv2d_only_in_a_subprocess():
+    # TensorFlow's Eigen kernels (TF_ENABLE_ONEDNN_OPTS=0 on every CPU): the switch selects fp16.
     configs = [ProbeConfig("Conv2D", "half", None, "cpu"), ProbeConfig("Conv2DBackpropFilter", "half", None, "cpu")]
-    flipped = run_probes_subprocess(configs, {"TF_CONV2D_USE_FP16_ACCUMULATE": "1"})
+    env = {"TF_CONV2D_USE_FP16_ACCUMULATE": "1", "TF_ENABLE_ONEDNN_OPTS": "0"}
+    flipped = run_probes_subprocess(configs, env)
     assert [r.observed for r in flipped] == ["fp16", "fp16"]
-    assert dict(flipped[0].switches)["TF_CONV2D_USE_FP16_ACCUMULATE"] == "1"
-    assert "subprocess" in flipped[0].process
+    assert dict(flipped[0].switches) == env  # the subprocess records both variables
+    assert "subprocess" in flipped[0].process and "TF_ENABLE_ONEDNN_OPTS='0'" in flipped[0].process
     # This process (switch unset) still computes Conv2D in fp32: the switch is per process.
     assert run_probes(configs[0]).observed == "fp32"
 
@@ -121,7 +198,7 @@ def test_verify_tf_function_matches_fused_and_our_ops():
     assert (ours.executed_Tacc, ours.observed_accumulation) == ("half", "fp16")
     assert "CPU:0" in ours.device
     d = r.to_dict()
-    assert d["schema_version"] == "1.1" and d["runtime"]["counts"] == {"confirmed": 3}
+    assert d["schema_version"] == SCHEMA_VERSION and d["runtime"]["counts"] == {"confirmed": 3}
     assert d["findings"][0]["observed"]["status"] == "confirmed"
     json.dumps(d)
 
@@ -226,15 +303,30 @@ def test_cli_run_shows_contradictions_in_table_markdown_and_tensorboard(demo, ca
 
 
 def test_cli_run_probe_switch_and_help(demo, capsys):
-    assert main([demo, "--run", "--signature", "conv16", "--probe-switch", "TF_CONV2D_USE_FP16_ACCUMULATE=1",
-                 "--format", "json"]) == 0
+    switch = "TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=0"  # one subprocess, Eigen
+    args = [demo, "--run", "--signature", "conv16", "--probe-switch", switch, "--format", "json"]
+    assert main(args) == 0
     d = json.loads(capsys.readouterr().out)
     (sp,) = d["runtime"]["switch_probes"]
-    assert sp["key"] == "Conv2D:half:-:cpu" and sp["observed"] == "fp16"
+    assert (sp["key"], sp["observed"], sp["kernel"]) == ("Conv2D:half:-:cpu", "fp16", "Conv2D")
+    assert sp["switches"] == {"TF_CONV2D_USE_FP16_ACCUMULATE": "1", "TF_ENABLE_ONEDNN_OPTS": "0"}
     assert d["runtime"]["probes"][0]["observed"] == "fp32"
+    assert d["context"]["cpu_onednn_fp16"] is onednn_takes_half_here()
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "EXECUTE" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "EXECUTE" in out and "--cpu-onednn-fp16 {yes,no}" in out
+    assert "TF_ENABLE_ONEDNN_OPTS" in out
+
+
+@pytest.mark.skipif(not has_half_features(), reason=ONEDNN_HALF_REASON)
+def test_cli_run_probe_switch_notes_that_onednn_ignores_it(demo, capsys, monkeypatch):
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    assert main([demo, "--run", "--signature", "conv16", "--probe-switch",
+                 "TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=1"]) == 0
+    out = capsys.readouterr().out
+    assert ("ran oneDNN's _MklNativeConv2D in the subprocess, "
+            "which ignores TF_CONV2D_USE_FP16_ACCUMULATE") in out
 
 
 def test_cli_run_errors(demo, tmp_path, capsys):

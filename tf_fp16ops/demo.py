@@ -3,7 +3,10 @@
 A user compared TensorFlow's float16 conv2d with float32 conv2d cast to float16 and saw a
 difference of exactly 0: TensorFlow's CPU kernel accumulates in float32 unless
 TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1" (cuDNN on GPU: unless TF_FP16_CONV_USE_FP32_COMPUTE
-is exactly "0"), and both switches are process-wide. Fp16Conv2D makes the accumulation an
+is exactly "0"), and both switches are process-wide. Where oneDNN takes T=half convolutions (a CPU
+with avx512_fp16 / amx_fp16 or avx_ne_convert, TF_ENABLE_ONEDNN_OPTS not "0"; TensorFlow's rule in
+tensorflow/core/util/util.cc) the oneDNN kernel accumulates in fp32 and ignores the CPU switch; the
+demo then also runs with TF_ENABLE_ONEDNN_OPTS=0. Fp16Conv2D makes the accumulation an
 op attribute, so both can run side by side. Then the audit tool reports, for a bundled example
 model, which convolutions really accumulate in fp16.
 
@@ -51,6 +54,14 @@ class SeedResult:
     ours_half_vs_float: Difference            # Fp16Conv2D accumulation float16 vs float32
     overflow_half: tuple[float, ...]          # Fp16Conv2D float16 accumulation on the overflow probe
     overflow_float: tuple[float, ...]         # Fp16Conv2D float32 accumulation on the overflow probe
+    # kernel that ran the T=half conv in that subprocess ("_MklNativeConv2D" oneDNN, "Conv2D" Eigen)
+    tf_fp16_accumulate_kernel: str = ""
+    # same with TF_ENABLE_ONEDNN_OPTS=0 too; run only when oneDNN took the conv above
+    tf_fp16_accumulate_eigen_vs_fp32_cast: Difference | None = None
+
+    @property
+    def onednn_took_conv(self) -> bool:
+        return self.tf_fp16_accumulate_kernel.startswith("_Mkl")
 
 
 def seed_inputs(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -66,26 +77,44 @@ def tf_pair(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return conv16, conv16_32
 
 
+def conv_kernel(x: np.ndarray, w: np.ndarray) -> str:
+    """The kernel op that runs tf.nn.conv2d(x, w, 1, "VALID") inside a tf.function in this process,
+    read from the partitioned graph: "Conv2D" (TensorFlow's Eigen kernel) or "_MklNativeConv2D"
+    (oneDNN, after tensorflow/core/common_runtime/mkl_layout_pass.cc)."""
+    from tf_fp16ops.audit.runtime.executed import collect
+
+    run = collect(lambda a, b: tf.nn.conv2d(a, b, 1, "VALID"), [tf.constant(x), tf.constant(w)])
+    return ", ".join(sorted({n.kernel_op for n in run.executed_conv_nodes()}))
+
+
 _SUBPROCESS = """
 import json, sys, numpy as np
 sys.path.insert(0, {root!r})
-from tf_fp16ops.demo import seed_inputs, tf_pair, Difference
-a, b = tf_pair(*seed_inputs({seed}))
-d = Difference.of(a, b)
-print(json.dumps([d.max_abs, d.share_differ]))
+from tf_fp16ops.demo import seed_inputs, tf_pair, Difference, conv_kernel
+x, w = seed_inputs({seed})
+d = Difference.of(*tf_pair(x, w))
+print(json.dumps([d.max_abs, d.share_differ, conv_kernel(x, w)]))
 """
 
 
-def tf_fp16_accumulate_difference(seed: int = 0) -> Difference | None:
+def tf_fp16_accumulate_difference(seed: int = 0, onednn_opts: str | None = None
+                                  ) -> tuple[Difference, str] | None:
     """Runs tf_pair in a fresh process with TF_CONV2D_USE_FP16_ACCUMULATE=1 (read once per
-    process by TensorFlow's CPU Conv2D, tensorflow/core/kernels/conv_ops_impl.h). None if it fails."""
+    process by TensorFlow's CPU Conv2D, tensorflow/core/kernels/conv_ops_impl.h) and, when
+    `onednn_opts` is given, TF_ENABLE_ONEDNN_OPTS=`onednn_opts` (None: inherited).
+
+    Returns:
+      (difference to fp32-conv-then-cast, kernel that ran the conv), or None if the process fails.
+    """
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, TF_CONV2D_USE_FP16_ACCUMULATE="1", TF_CPP_MIN_LOG_LEVEL="3")
+    if onednn_opts is not None:
+        env["TF_ENABLE_ONEDNN_OPTS"] = onednn_opts
     try:
         r = subprocess.run([sys.executable, "-c", _SUBPROCESS.format(root=root, seed=seed)], env=env,
                            capture_output=True, text=True, timeout=600)
-        max_abs, share = json.loads(r.stdout.strip().splitlines()[-1])
-        return Difference(max_abs, share)
+        max_abs, share, kernel = json.loads(r.stdout.strip().splitlines()[-1])
+        return Difference(max_abs, share), kernel
     except (subprocess.SubprocessError, ValueError, IndexError, OSError):
         return None
 
@@ -102,12 +131,20 @@ def seed_comparison(seed: int = 0, with_tf_fp16_accumulate: bool = True) -> Seed
     x, w = seed_inputs(seed)
     half = tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation="float16").numpy()
     flt = tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation="float32").numpy()
+    acc = tf_fp16_accumulate_difference(seed) if with_tf_fp16_accumulate else None
+    kernel = acc[1] if acc else ""
+    eigen = None
+    if kernel.startswith("_Mkl"):  # oneDNN took the conv and ignored the switch: run Eigen's too
+        e = tf_fp16_accumulate_difference(seed, onednn_opts="0")
+        eigen = e[0] if e else None
     return SeedResult(
         tf_fp16_vs_fp32_cast=Difference.of(*tf_pair(x, w)),
-        tf_fp16_accumulate_vs_fp32_cast=tf_fp16_accumulate_difference(seed) if with_tf_fp16_accumulate else None,
+        tf_fp16_accumulate_vs_fp32_cast=acc[0] if acc else None,
         ours_half_vs_float=Difference.of(half, flt),
         overflow_half=overflow_probe("float16"),
         overflow_float=overflow_probe("float32"),
+        tf_fp16_accumulate_kernel=kernel,
+        tf_fp16_accumulate_eigen_vs_fp32_cast=eigen,
     )
 
 
@@ -120,10 +157,17 @@ def format_table(r: SeedResult) -> str:
 
     add("tf.nn.conv2d fp16  vs  fp32 conv cast to fp16 (this process)", r.tf_fp16_vs_fp32_cast)
     add("  same, TF_CONV2D_USE_FP16_ACCUMULATE=1 (fresh process)", r.tf_fp16_accumulate_vs_fp32_cast)
+    if r.onednn_took_conv:
+        add("  same, also TF_ENABLE_ONEDNN_OPTS=0 (fresh process)",
+            r.tf_fp16_accumulate_eigen_vs_fp32_cast)
     add("tf_fp16ops.conv2d accumulation=float16  vs  float32", r.ours_half_vs_float)
     w0 = max(len(a) for a, _, _ in rows)
     lines = [f"{a:<{w0}}  {b:>10}  {c:>19}" for a, b, c in rows]
     lines.insert(1, "-" * len(lines[0]))
+    if r.onednn_took_conv:
+        lines += ["", f"Note: oneDNN ran the fp16 conv ({r.tf_fp16_accumulate_kernel}, fp32 "
+                      "accumulation) and ignores TF_CONV2D_USE_FP16_ACCUMULATE; "
+                      "TF_ENABLE_ONEDNN_OPTS=0 restores the Eigen kernel."]
     lines += ["", "Overflow probe: x = 65519 (65504 in fp16) x4, w = [65519, -65519], VALID",
               f"  tf_fp16ops.conv2d accumulation=float16 -> {list(r.overflow_half)}",
               f"  tf_fp16ops.conv2d accumulation=float32 -> {list(r.overflow_float)}"]

@@ -16,7 +16,12 @@ classes:
   bf16 / fp32 / fp64 / unknown
 switches (exact strings; sources in docs/design.md):
   TF_FP16_CONV_USE_FP32_COMPUTE   GPU: only "0" selects fp16 compute for T=half
-  TF_CONV2D_USE_FP16_ACCUMULATE   CPU Conv2D: only "1" selects fp16 accumulation
+  TF_CONV2D_USE_FP16_ACCUMULATE   CPU Conv2D (Eigen kernel): only "1" selects fp16 accumulation;
+                                  ignored where oneDNN takes T=half convs (fp32 accumulation)
+  TF_ENABLE_ONEDNN_OPTS           CPU: oneDNN takes T=half convs when on (default where the CPU has
+                                  avx512_vnni/avx512_bf16/avx_vnni/amx) and the CPU has avx512bw +
+                                  avx512_fp16/amx_fp16 or avx_ne_convert (TensorFlow's rule,
+                                  tensorflow/core/util/util.cc); "0" brings back the Eigen kernels
   TF_ENABLE_AUTO_MIXED_PRECISION  ignored in TF2 (reported as ignored); use --amp
 examples:
   tf-fp16-audit saved_model_dir
@@ -73,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto mixed precision rewrite requested (prediction only)")
     g.add_argument("--compute-capability", metavar="X.Y", help="GPU compute capability, e.g. 8.0")
     g.add_argument("--cudnn-version", metavar="X.Y.Z", help="cuDNN version, e.g. 8.9.7")
+    g.add_argument("--cpu-onednn-fp16", choices=("yes", "no"),
+                   help="whether TensorFlow's oneDNN rewrite takes T=half convs on the target CPU "
+                        "(fp32 accumulation, TF_CONV2D_USE_FP16_ACCUMULATE ignored); "
+                        "default: derived "
+                        "from this machine's /proc/cpuinfo flags and TF_ENABLE_ONEDNN_OPTS")
     c = p.add_argument_group("CI gates (exit status 1 when failed)")
     c.add_argument("--fail-under", type=float, metavar="FRACTION",
                    help="minimum share (of FLOPs, or of call sites when FLOPs are unknown) in the --require "
@@ -89,7 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="--run: seed of the random inputs (default 0)")
     r.add_argument("--probe-switch", action="append", default=[], metavar="NAME=VALUE",
                    help="--run: also run the probes in a subprocess with this environment switch "
-                        "(e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1); repeatable, one subprocess each")
+                        "(e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1; several in one subprocess "
+                        "joined by "
+                        "commas, e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=0); "
+                        "repeatable, one subprocess each")
     t = p.add_argument_group("TensorBoard")
     t.add_argument("--logdir", metavar="DIR", help="also write TensorBoard event files (text, scalars, graph) to DIR")
     return p
@@ -166,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ctx = RuntimeContext.from_process().with_overrides(
             device=args.device, env=_parse_env(args.env), amp=args.amp,
-            compute_capability=args.compute_capability, cudnn_version=args.cudnn_version)
+            compute_capability=args.compute_capability, cudnn_version=args.cudnn_version,
+            cpu_onednn_fp16=args.cpu_onednn_fp16)
     except ValueError as e:
         print(f"tf-fp16-audit: error: {e}", file=sys.stderr)
         return 2
@@ -178,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             run_opts = (parse_input_shapes(args.input_shape),
-                        tuple({k: v} for k, v in _parse_env(args.probe_switch).items()))
+                        tuple(_parse_env(item.split(",")) for item in args.probe_switch))
         except ValueError as e:
             print(f"tf-fp16-audit: error: {str(e).replace('--env', '--probe-switch')}", file=sys.stderr)
             return 2

@@ -1,7 +1,8 @@
 """Runtime context: the facts outside the model that decide what a convolution computes in.
 
 A `RuntimeContext` is a frozen value. `RuntimeContext.from_process()` reads the current process
-(environment variables, visible GPUs, TensorFlow build info, TF32 and optimizer options);
+(environment variables, visible GPUs, TensorFlow build info, TF32 and optimizer options, the CPU
+flags of /proc/cpuinfo that decide whether oneDNN takes T=half convolutions);
 `with_overrides()` applies command-line overrides. Passes take it as an argument; nothing here
 is global state.
 """
@@ -28,7 +29,70 @@ RELEVANT_ENV = (
     "TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_LEVEL",
     "TF_FP16_MATMUL_USE_FP32_COMPUTE",
     "NVIDIA_TF32_OVERRIDE",
+    "TF_ENABLE_ONEDNN_OPTS",
 )
+
+# CPU flags (as /proc/cpuinfo spells them) that TensorFlow's x86-64 Linux build tests:
+#  * oneDNN on by default when any of ONEDNN_DEFAULT_ON_FLAGS is present
+#    (tensorflow/core/util/port.cc, DefaultOneDnnPolicy / IsMklEnabled); TF_ENABLE_ONEDNN_OPTS
+#    overrides the default ("0"/"false" off, "1"/"true" on, case-insensitive; any other value
+#    keeps the default: ReadBoolFromEnvVar, tensorflow/core/util/env_var.cc);
+#  * DT_HALF supported by oneDNN when (avx512bw and (avx512_fp16 or amx_fp16)) or avx_ne_convert
+#    (tensorflow/core/util/util.cc, IsDataTypeSupportedByOneDNNOnThisCPU, ENABLE_ONEDNN_V3 branch).
+# When both hold, the oneDNN layout pass (tensorflow/core/common_runtime/mkl_layout_pass.cc)
+# rewrites T=half convolutions to _MklNative* kernels.
+ONEDNN_DEFAULT_ON_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8",
+                           "amx_bf16")
+ONEDNN_HALF_FLAGS = ("avx512bw", "avx512_fp16", "amx_fp16", "avx_ne_convert")
+CPU_FLAGS = tuple(sorted(set(ONEDNN_DEFAULT_ON_FLAGS + ONEDNN_HALF_FLAGS)))
+
+
+def onednn_takes_half(flags, onednn_opts: str | None) -> tuple[bool, str]:
+    """Whether TensorFlow's oneDNN rewrite takes T=half convolutions on a CPU, and why.
+
+    Args:
+      flags: the CPU's /proc/cpuinfo flags (any iterable of str; others than CPU_FLAGS ignored).
+      onednn_opts: the value of TF_ENABLE_ONEDNN_OPTS, or None when unset.
+    Returns:
+      (takes_half, reason). The rule is TensorFlow's (sources at CPU_FLAGS above), for the
+      x86-64 Linux builds (INTEL_MKL, ENABLE_ONEDNN_V3) that the PyPI wheels are.
+    """
+    have = set(flags)
+    default = [f for f in ONEDNN_DEFAULT_ON_FLAGS if f in have]
+    shown = "unset" if onednn_opts is None else repr(onednn_opts)
+    low = None if onednn_opts is None else onednn_opts.lower()
+    if low in ("0", "false"):
+        return False, f"TF_ENABLE_ONEDNN_OPTS={shown} turns oneDNN off"
+    if low in ("1", "true"):
+        on = f"TF_ENABLE_ONEDNN_OPTS={shown} turns oneDNN on"
+    elif default:
+        on = f"oneDNN on by default with {default[0]}, TF_ENABLE_ONEDNN_OPTS={shown}"
+    else:
+        return False, (f"oneDNN off by default (none of {', '.join(ONEDNN_DEFAULT_ON_FLAGS)}; "
+                       f"TF_ENABLE_ONEDNN_OPTS={shown})")
+    if "avx512bw" in have and ("avx512_fp16" in have or "amx_fp16" in have):
+        feat = "avx512bw+" + ("avx512_fp16" if "avx512_fp16" in have else "amx_fp16")
+    elif "avx_ne_convert" in have:
+        feat = "avx_ne_convert"
+    else:
+        return False, (f"{on}, but the CPU lacks avx512_fp16/amx_fp16 (with avx512bw) and "
+                       "avx_ne_convert, so T=half stays on the Eigen kernels")
+    return True, f"{on}; CPU has {feat}"
+
+
+def read_cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, ...] | None:
+    """The CPU_FLAGS present in the first "flags" line of `path` (x86 Linux), sorted; None when the
+    file is unreadable or has no "flags" line (not Linux, or not an x86 CPU)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "flags":
+                    have = set(value.split())
+                    return tuple(x for x in CPU_FLAGS if x in have)
+    except OSError:
+        return None
+    return None
 
 
 # Bounds of the --compute-capability / --cudnn-version overrides: real values are single or double
@@ -54,6 +118,9 @@ class RuntimeContext:
       tf32: whether TensorFloat-32 execution is enabled (tf.config default True).
       tf_version: TensorFlow version string of the auditing process.
       origin: "process" or "process + overrides: ...".
+      cpu_flags: the CPU_FLAGS the target CPU has (from /proc/cpuinfo), or None when unknown.
+      cpu_onednn_fp16: command-line override of whether oneDNN takes T=half convs on CPU (None:
+        derived from `cpu_flags` and TF_ENABLE_ONEDNN_OPTS; see `onednn_half()`).
     """
 
     device: str = "cpu"
@@ -65,6 +132,18 @@ class RuntimeContext:
     tf_version: str = ""
     origin: str = "explicit"
     overrides: tuple[str, ...] = field(default=())
+    cpu_flags: tuple[str, ...] | None = None
+    cpu_onednn_fp16: bool | None = None
+
+    def onednn_half(self) -> tuple[bool | None, str]:
+        """(whether TensorFlow's oneDNN rewrite takes T=half convs on the target CPU, why); None
+        when unknown (no CPU facts and no override)."""
+        if self.cpu_onednn_fp16 is not None:
+            shown = "yes" if self.cpu_onednn_fp16 else "no"
+            return self.cpu_onednn_fp16, f"--cpu-onednn-fp16 {shown}"
+        if self.cpu_flags is None:
+            return None, "CPU flags unknown (no /proc/cpuinfo flags; pass --cpu-onednn-fp16 yes|no)"
+        return onednn_takes_half(self.cpu_flags, self.getenv("TF_ENABLE_ONEDNN_OPTS"))
 
     def getenv(self, name: str) -> str | None:
         """The value of environment variable `name` in this context, or None when unset."""
@@ -84,6 +163,9 @@ class RuntimeContext:
             "tf_version": self.tf_version,
             "origin": self.origin,
             "overrides": list(self.overrides),
+            "cpu_flags": list(self.cpu_flags) if self.cpu_flags is not None else None,
+            "cpu_onednn_fp16": self.onednn_half()[0],
+            "cpu_onednn_fp16_reason": self.onednn_half()[1],
         }
 
     @staticmethod
@@ -99,8 +181,9 @@ class RuntimeContext:
         """
         environ = os.environ if environ is None else environ
         env = tuple(sorted((k, environ[k]) for k in RELEVANT_ENV if k in environ))
+        flags = read_cpu_flags()
         if "tensorflow" not in sys.modules:
-            return _from_installed_files(env, environ)
+            return replace(_from_installed_files(env, environ), cpu_flags=flags)
         import tensorflow as tf
 
         gpus = tf.config.list_physical_devices("GPU")
@@ -121,13 +204,17 @@ class RuntimeContext:
         return RuntimeContext(
             device="gpu" if gpus else "cpu", env=env, amp=amp,
             compute_capability=tuple(cc) if cc else None, cudnn_version=cudnn, tf32=tf32,
-            tf_version=tf.__version__, origin="process",
+            tf_version=tf.__version__, origin="process", cpu_flags=flags,
         )
 
     def with_overrides(self, *, device: str | None = None, env: Mapping[str, str] | None = None,
                        amp: bool | None = None, compute_capability: str | None = None,
-                       cudnn_version: str | None = None) -> "RuntimeContext":
+                       cudnn_version: str | None = None,
+                       cpu_onednn_fp16: str | bool | None = None) -> "RuntimeContext":
         """Returns a copy with command-line overrides applied.
+
+        `cpu_onednn_fp16` ("yes"/"no" or a bool) states whether oneDNN takes T=half convs on the
+        target CPU instead of deriving it from this machine's CPU flags.
 
         Raises:
           ValueError: naming the argument and the bad value (device not gpu/cpu, malformed versions).
@@ -162,6 +249,16 @@ class RuntimeContext:
                                  f"most {MAX_CUDNN_PART}), got {cudnn_version!r}")
             changes["cudnn_version"] = v
             notes.append(f"cudnn_version={cudnn_version}")
+        if cpu_onednn_fp16 is not None:
+            if isinstance(cpu_onednn_fp16, bool):
+                flag = cpu_onednn_fp16
+            elif cpu_onednn_fp16 in ("yes", "no"):
+                flag = cpu_onednn_fp16 == "yes"
+            else:
+                raise ValueError(
+                    f"--cpu-onednn-fp16 must be 'yes' or 'no', got {cpu_onednn_fp16!r}")
+            changes["cpu_onednn_fp16"] = flag
+            notes.append(f"cpu_onednn_fp16={'yes' if flag else 'no'}")
         if not changes:
             return self
         base = self.origin.split(" + ")[0]

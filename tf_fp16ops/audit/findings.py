@@ -4,6 +4,8 @@ SCHEMA_VERSION is the version of the dict/JSON layout produced by `AuditReport.t
 Bump the major number on incompatible changes; the minor number when fields are added.
 1.1: `ConvFinding.observed` (runtime evidence per call site) and `AuditReport.runtime`
 (executed signature, probes, GPU kernels), both None for a static audit.
+1.2: `context.cpu_flags`, `context.cpu_onednn_fp16` (true/false/null: whether oneDNN takes T=half
+convs on the target CPU) and `context.cpu_onednn_fp16_reason`.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from .context import RuntimeContext
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 # Audit classes, from most to least fp16.
 CLASSES = (

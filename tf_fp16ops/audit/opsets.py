@@ -103,9 +103,22 @@ AMP_MIN_COMPUTE_CAPABILITY = (7, 0)
 
 # CPU kernels with T=half whose accumulator was measured with the 49-tap probe (49 taps of
 # fp16(0.2)*fp16(0.1); fp32 accumulation gives 0.9794921875, fp16 gives 0.98046875) on
-# TensorFlow 2.21.0, x86_64, in separate processes per switch value:
+# TensorFlow 2.21.0, x86_64, in separate processes per switch value, with TensorFlow's own
+# (Eigen) kernels, i.e. where oneDNN does not take T=half (see context.onednn_takes_half):
 # Conv2D gives the fp32 value unless TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1";
 # the others give the fp16 value whatever the switch.
 CPU_HALF_FP16_ACCUMULATE_MEASURED = frozenset({
     "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3D", "DepthwiseConv2dNative",
+})
+
+# Conv ops the oneDNN layout pass rewrites to _MklNative<op> kernels when oneDNN takes T=half
+# (op list: tensorflow/core/common_runtime/mkl_layout_pass.cc). oneDNN's default accumulation mode
+# ("strict") accumulates f16 in f32 (oneDNN developer guide, "Primitive Attributes: accumulation
+# mode"); measured with the probes (fp32 values, _MklNative kernels) for every op below on
+# TensorFlow 2.21.0, Intel Xeon with avx512_fp16, TF_ENABLE_ONEDNN_OPTS unset, whatever
+# TF_CONV2D_USE_FP16_ACCUMULATE.
+ONEDNN_HALF_CONV_OPS = frozenset({
+    "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "_FusedConv2D", "Conv3D",
+    "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", "DepthwiseConv2dNative",
+    "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
 })

@@ -7,11 +7,19 @@ docs/design.md "Cases and their public sources"):
     exactly "0"; read once per process [XLA stream executor, xla/stream_executor/cuda/cuda_dnn.cc].
     DepthwiseConv2dNative: TF's own depthwise kernel accumulates half in float; its cuDNN path
     follows the switch, so "0" gives fp16 only when cuDNN is chosen.
-  * TensorFlow convs with T=half on CPU: Conv2D accumulates in fp32 unless
+  * TensorFlow convs with T=half on CPU where oneDNN takes T=half (context.onednn_takes_half:
+    TensorFlow's rule from tensorflow/core/util/util.cc IsDataTypeSupportedByOneDNNOnThisCPU and
+    tensorflow/core/util/port.cc IsMklEnabled, i.e. avx512bw + avx512_fp16/amx_fp16 or
+    avx_ne_convert, oneDNN on): the ops of opsets.ONEDNN_HALF_CONV_OPS run as _MklNative kernels
+    that accumulate in fp32 (oneDNN's default accumulation mode); TF_CONV2D_USE_FP16_ACCUMULATE
+    is ignored; TF_ENABLE_ONEDNN_OPTS=0 brings back the Eigen kernels below.
+  * TensorFlow convs with T=half on CPU, Eigen kernels: Conv2D accumulates in fp32 unless
     TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1" [tensorflow/core/kernels/conv_ops_impl.h];
     Conv2DBackpropInput/Filter, Conv3D and
     DepthwiseConv2dNative accumulate in fp16 (measured with the 49-tap probe, TF 2.21.0 CPU, see
     opsets.CPU_HALF_FP16_ACCUMULATE_MEASURED); other ops: not determined statically.
+    When the context does not know whether oneDNN takes T=half, an op whose two kernels differ
+    is "unknown" with both outcomes in the reason.
   * T=float: fp32 (TF32 inputs on compute capability >= 8.0 when enabled); T=bfloat16: fp32;
     T=double: fp64.
 """
@@ -20,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..context import RuntimeContext
-from ..opsets import CPU_HALF_FP16_ACCUMULATE_MEASURED, ConvOpInfo
+from ..opsets import CPU_HALF_FP16_ACCUMULATE_MEASURED, ONEDNN_HALF_CONV_OPS, ConvOpInfo
 
 
 @dataclass(frozen=True)
@@ -75,14 +83,35 @@ def effective(info: ConvOpInfo, T: str | None, Tacc: str | None, device: str,
             return Accumulation("fp16", 'GPU (cuDNN): TF_FP16_CONV_USE_FP32_COMPUTE="0" selects fp16 compute')
         return Accumulation("fp32", f"GPU (cuDNN) T=half: fp32 compute; TF_FP16_CONV_USE_FP32_COMPUTE={shown} "
                                     '(only the exact string "0" selects fp16)')
+    onednn, why = ctx.onednn_half() if info.name in ONEDNN_HALF_CONV_OPS else (False, "")
+    if onednn:
+        kernel = "_MklNative" + info.name.lstrip("_")
+        return Accumulation("fp32", f"CPU oneDNN ({kernel}) T=half: fp32 accumulation; "
+                                    f"oneDNN takes T=half on the target CPU ({why}); "
+                                    "TF_CONV2D_USE_FP16_ACCUMULATE ignored; "
+                                    "TF_ENABLE_ONEDNN_OPTS=0 runs the Eigen kernels")
+    eigen = _cpu_eigen(info, ctx)
+    if onednn is None and eigen.accumulation != "fp32":
+        return Accumulation("unknown", f"CPU {info.name} T=half: fp32 if oneDNN takes T=half on "
+                                       f"the target CPU, else (Eigen) {eigen.accumulation}: "
+                                       f"{eigen.reason}; not determined: {why}")
+    return eigen
+
+
+def _cpu_eigen(info: ConvOpInfo, ctx: RuntimeContext) -> Accumulation:
+    """TensorFlow's own (Eigen) CPU kernels with T=half."""
     v = ctx.getenv("TF_CONV2D_USE_FP16_ACCUMULATE")
     shown = "unset" if v is None else repr(v)
+    onednn, _ = ctx.onednn_half()
+    where = "CPU (Eigen)" if onednn is False else "CPU"
     if info.name == "Conv2D":
         if v == "1":
-            return Accumulation("fp16", 'CPU Conv2D: TF_CONV2D_USE_FP16_ACCUMULATE="1" selects fp16 accumulation')
-        return Accumulation("fp32", f"CPU Conv2D T=half: computed in fp32; TF_CONV2D_USE_FP16_ACCUMULATE={shown} "
+            return Accumulation("fp16", f'{where} Conv2D: TF_CONV2D_USE_FP16_ACCUMULATE="1" '
+                                        "selects fp16 accumulation")
+        return Accumulation("fp32", f"{where} Conv2D T=half: computed in fp32; "
+                                    f"TF_CONV2D_USE_FP16_ACCUMULATE={shown} "
                                     '(only the exact string "1" selects fp16)')
     if info.name in CPU_HALF_FP16_ACCUMULATE_MEASURED:
-        return Accumulation("fp16", f"CPU {info.name} T=half accumulates in fp16 whatever the switch "
-                                    "(measured, TF 2.21 CPU, 49-tap probe)")
+        return Accumulation("fp16", f"{where} {info.name} T=half accumulates in fp16 whatever the "
+                                    "switch (measured, TF 2.21 CPU, 49-tap probe)")
     return Accumulation("unknown", f"CPU {info.name} T=half: accumulator not determined statically")

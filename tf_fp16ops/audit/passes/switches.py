@@ -18,12 +18,28 @@ def switch_statuses(ctx: RuntimeContext) -> tuple[SwitchStatus, ...]:
         eff = "GPU-only switch: no effect on CPU kernels"
     out.append(SwitchStatus("TF_FP16_CONV_USE_FP32_COMPUTE", v, eff))
     v = ctx.getenv("TF_CONV2D_USE_FP16_ACCUMULATE")
+    onednn, why = ctx.onednn_half()
     if ctx.device == "cpu":
-        eff = ("CPU Conv2D with T=half accumulates in fp16" if v == "1" else
-               'CPU Conv2D with T=half computes in fp32 (only the exact string "1" selects fp16)')
+        eigen = ("CPU Conv2D with T=half accumulates in fp16" if v == "1" else
+                 'CPU Conv2D with T=half computes in fp32 (only the exact string "1" selects fp16)')
+        if onednn:
+            eff = (f"ignored: oneDNN takes T=half convs on the target CPU ({why}) and "
+                   "accumulates in fp32; with TF_ENABLE_ONEDNN_OPTS=0 (Eigen kernels) "
+                   'only the exact string "1" selects fp16')
+        elif onednn is None:
+            eff = (f"{eigen} with the Eigen kernel; ignored if oneDNN takes T=half "
+                   f"(not determined: {why})")
+        else:
+            eff = f"{eigen} (Eigen kernel: oneDNN does not take T=half, {why})"
     else:
         eff = "CPU-only switch: no effect on GPU kernels"
     out.append(SwitchStatus("TF_CONV2D_USE_FP16_ACCUMULATE", v, eff))
+    v = ctx.getenv("TF_ENABLE_ONEDNN_OPTS")
+    if v is not None or ctx.device == "cpu":
+        state = {True: "oneDNN takes T=half convs, fp32 accumulation",
+                 False: "T=half convs run TensorFlow's Eigen kernels",
+                 None: "whether oneDNN takes T=half convs is not determined"}[onednn]
+        out.append(SwitchStatus("TF_ENABLE_ONEDNN_OPTS", v, f"CPU: {state} ({why})"))
     v = ctx.getenv("TF_ENABLE_AUTO_MIXED_PRECISION")
     if v is not None:
         out.append(SwitchStatus("TF_ENABLE_AUTO_MIXED_PRECISION", v,

@@ -29,3 +29,9 @@ def reason_legend(report: AuditReport) -> dict[str, int]:
 
 def share(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def onednn_context(report: AuditReport) -> str:
+    """The context's oneDNN fact for T=half CPU convs, e.g. "yes (TF_ENABLE_ONEDNN_OPTS=...)"."""
+    takes, why = report.context.onednn_half()
+    return f"{ {True: 'yes', False: 'no', None: 'unknown'}[takes]} ({why})"

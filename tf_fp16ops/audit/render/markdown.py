@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..findings import AuditReport
-from .common import fmt_flops, path_of, reason_legend, share
+from .common import fmt_flops, onednn_context, path_of, reason_legend, share
 from .runtime import has_runtime, observed_cell, probe_rows, runtime_lines
 
 
@@ -13,7 +13,9 @@ def _esc(s: str) -> str:
 def render_markdown_summary(report: AuditReport) -> str:
     s = report.summary
     out = [f"**{s.call_sites} conv call sites** ({s.conv_nodes} conv nodes) in `{_esc(report.source)}` "
-           f"({report.source_format}); context: device={report.context.device}, amp={report.context.amp}.",
+           f"({report.source_format}); context: device={report.context.device}, "
+           f"amp={report.context.amp}, "
+           f"oneDNN takes T=half CPU convs: {_esc(onednn_context(report))}.",
            "", "| class | call sites | FLOPs | share of FLOPs |", "|---|---:|---:|---:|"]
     for c in s.classes:
         out.append(f"| {c.audit_class} | {c.count} | {fmt_flops(c.flops)} | {share(c.flop_share)} |")

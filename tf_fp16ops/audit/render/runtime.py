@@ -56,6 +56,13 @@ def runtime_lines(report: AuditReport) -> list[str]:
                 rewrites[c] = rewrites.get(c, 0) + 1
     for c, n in sorted(rewrites.items()):
         out.append(f"runtime rewrite ({n} call site{'s' if n > 1 else ''}): {c}")
+    for p in rt.switch_probes:
+        sw = dict(p.switches)
+        if "TF_CONV2D_USE_FP16_ACCUMULATE" in sw and p.kernel.startswith("_MklNative"):
+            kernel = p.kernel.split("[")[0]
+            out.append(f"note: {p.config.key()} ran oneDNN's {kernel} in the subprocess, "
+                       "which ignores TF_CONV2D_USE_FP16_ACCUMULATE (fp32 accumulation); add "
+                       "TF_ENABLE_ONEDNN_OPTS=0 to the same --probe-switch for the Eigen kernel")
     for k in rt.gpu_kernels:
         kern = "; ".join(f"{name} [{d.accumulator}]" for name, d in zip(k.kernels, k.decoded))
         out.append(f"GPU kernels of {k.tf_op}: {kern} -> {k.accumulator}")

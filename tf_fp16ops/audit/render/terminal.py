@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..findings import AuditReport
-from .common import fmt_flops, path_of, reason_legend, share
+from .common import fmt_flops, onednn_context, path_of, reason_legend, share
 from .runtime import has_runtime, observed_cell, probe_rows, runtime_lines
 
 
@@ -27,7 +27,8 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
     out = [f"tf-fp16-audit: {report.source} ({report.source_format})",
            f"context: device={report.context.device} amp={report.context.amp} "
            f"compute_capability={_v(report.context.compute_capability)} cudnn={_v(report.context.cudnn_version)} "
-           f"TF {report.context.tf_version} [{report.context.origin}]", ""]
+           f"TF {report.context.tf_version} [{report.context.origin}]",
+           f"context: oneDNN takes T=half CPU convs: {onednn_context(report)}", ""]
     out.append(line(headers))
     out.append(line(tuple("-" * w for w in widths)))
     out.extend(line(r) for r in rows)

@@ -140,7 +140,19 @@ def observe(f: ConvFinding, node: ExecutedNode | None, probe: ProbeResult | None
         if amp_rewrite and f.amp.predicted_T == node.T:
             static_acc = observed if static_acc == "unknown" else static_acc
         if observed != static_acc and not (amp_rewrite and f.amp.predicted_T == node.T):
-            contra.append(f"static accumulation {static_acc}, probes of {probe.config.key()} observed {observed}")
+            msg = (f"static accumulation {static_acc}, probes of {probe.config.key()} "
+                   f"observed {observed}")
+            ran_kernel = node.kernel_op or ""
+            if ran_kernel.startswith("_MklNative") and node.T == "half":
+                msg += (f" (oneDNN kernel {ran_kernel} ran: oneDNN takes T=half on this CPU, fp32 "
+                        "accumulation; audit with --cpu-onednn-fp16 yes, or run with "
+                        "TF_ENABLE_ONEDNN_OPTS=0)")
+            elif (kind == "cpu" and node.T == "half" and ran_kernel
+                  and not ran_kernel.startswith("_Mkl")
+                  and observed == "fp16" and static_acc == "fp32"):
+                msg += (f" (TensorFlow's own kernel {ran_kernel} ran, not oneDNN; audit with "
+                        "--cpu-onednn-fp16 no)")
+            contra.append(msg)
     status = "contradicted" if contra else "confirmed" if observed in ("fp16", "fp32") else "unverified"
     return Observation(status, node.name, node.op, node.kernel_op + (f" [{node.kernel_label}]" if node.kernel_label else ""),
                        node.T, node.Tacc, node.device, node.fused_ops, observed,

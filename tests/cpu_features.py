@@ -1,0 +1,42 @@
+"""Whether this machine's CPU makes TensorFlow hand T=half convolutions to oneDNN, written out by
+hand from TensorFlow's rule (independent of tf_fp16ops.audit.context, which the tests check):
+oneDNN on (TF_ENABLE_ONEDNN_OPTS unset: default on for avx512_vnni/avx512_bf16/avx_vnni/amx_tile/
+amx_int8/amx_bf16, tensorflow/core/util/port.cc) and DT_HALF supported, i.e. avx512bw with
+avx512_fp16 or amx_fp16, or avx_ne_convert (tensorflow/core/util/util.cc,
+IsDataTypeSupportedByOneDNNOnThisCPU)."""
+
+import os
+
+
+def _flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def has_half_features() -> bool:
+    """The CPU features of TensorFlow's DT_HALF rule (oneDNN may still be off)."""
+    f = _flags()
+    return ("avx512bw" in f and bool(f & {"avx512_fp16", "amx_fp16"})) or "avx_ne_convert" in f
+
+
+def onednn_takes_half_here() -> bool:
+    """The features, and oneDNN on in this process's environment."""
+    f = _flags()
+    env = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").lower()
+    on = env in ("1", "true") or (
+        env not in ("0", "false")
+        and bool(f & {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"})
+    )
+    return on and has_half_features()
+
+
+ONEDNN_HALF_REASON = (
+    "this CPU lacks the features for which TensorFlow hands T=half convs to oneDNN "
+    "(avx512bw + avx512_fp16/amx_fp16, or avx_ne_convert)"
+)
