@@ -7,6 +7,7 @@ TensorFlow's own (Eigen) kernels are pinned in subprocesses with TF_ENABLE_ONEDN
 Eigen kernel on every CPU); the oneDNN kernels where the CPU has the features
 (tests/cpu_features.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,6 +17,8 @@ import pytest
 import tensorflow as tf
 
 import tf_fp16ops
+from audit_helpers import CPU
+from cpu_features import ONEDNN_HALF_REASON, has_half_features, onednn_takes_half_here
 from tf_fp16ops.audit import verify
 from tf_fp16ops.audit.cli import main
 from tf_fp16ops.audit.demo import demo_example
@@ -23,10 +26,13 @@ from tf_fp16ops.audit.findings import SCHEMA_VERSION, AmpPrediction
 from tf_fp16ops.audit.runtime.executed import ExecutedNode, canonical_op
 from tf_fp16ops.audit.runtime.inputs import parse_input_shapes, random_inputs
 from tf_fp16ops.audit.runtime.match import observe
-from tf_fp16ops.audit.runtime.probes import PROBES, ProbeConfig, run_probes, run_probes_subprocess, verdict
-
-from audit_helpers import CPU
-from cpu_features import ONEDNN_HALF_REASON, has_half_features, onednn_takes_half_here
+from tf_fp16ops.audit.runtime.probes import (
+    PROBES,
+    ProbeConfig,
+    run_probes,
+    run_probes_subprocess,
+    verdict,
+)
 
 
 def _seq_fp16(a, b) -> float:
@@ -62,12 +68,15 @@ def test_verdicts():
     assert verdict(0.0, "float", "overflow") == "fp32"
 
 
-@pytest.mark.parametrize("op,T,Tacc,expected", [
-    ("Conv2D", "half", None, "fp32"),                 # TF CPU Conv2D: fp32 (Eigen and oneDNN alike)
-    ("Fp16Conv2D", "half", "half", "fp16"),           # this package's contract
-    ("Fp16Conv2D", "half", "float", "fp32"),
-    ("Conv2D", "float", None, "fp32"),
-])
+@pytest.mark.parametrize(
+    "op,T,Tacc,expected",
+    [
+        ("Conv2D", "half", None, "fp32"),  # TF CPU Conv2D: fp32 (Eigen and oneDNN alike)
+        ("Fp16Conv2D", "half", "half", "fp16"),  # this package's contract
+        ("Fp16Conv2D", "half", "float", "fp32"),
+        ("Conv2D", "float", None, "fp32"),
+    ],
+)
 def test_probes_on_this_process(op, T, Tacc, expected):
     r = run_probes(ProbeConfig(op, T, Tacc, "cpu"))
     assert r.observed == expected, r
@@ -87,12 +96,15 @@ def eigen_probes():
     return {r.config.op: r for r in run_probes_subprocess(configs, {"TF_ENABLE_ONEDNN_OPTS": "0"})}
 
 
-@pytest.mark.parametrize("op,expected", [
-    ("Conv2D", "fp32"),                 # unless TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1"
-    ("Conv2DBackpropInput", "fp16"),    # measured (opsets.CPU_HALF_FP16_ACCUMULATE_MEASURED)
-    ("Conv2DBackpropFilter", "fp16"),
-    ("DepthwiseConv2dNative", "fp16"),
-])
+@pytest.mark.parametrize(
+    "op,expected",
+    [
+        ("Conv2D", "fp32"),  # unless TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1"
+        ("Conv2DBackpropInput", "fp16"),  # measured (opsets.CPU_HALF_FP16_ACCUMULATE_MEASURED)
+        ("Conv2DBackpropFilter", "fp16"),
+        ("DepthwiseConv2dNative", "fp16"),
+    ],
+)
 def test_eigen_kernels_in_a_subprocess(eigen_probes, op, expected):
     r = eigen_probes[op]
     assert r.kernel == op and r.observed == expected, r
@@ -153,14 +165,20 @@ def test_verify_reports_a_wrong_cpu_assumption_as_contradicted():
 def test_probe_errors_and_unprobed_configs():
     assert run_probes(ProbeConfig("Conv2D", "bfloat16", None, "cpu")).observed == "not-probed"
     assert run_probes(ProbeConfig("FusedPadConv2D", "half", None, "cpu")).observed == "not-probed"
-    assert run_probes(ProbeConfig("Conv2D", "half", None, "gpu")).note == "no GPU visible in this process"
+    assert (
+        run_probes(ProbeConfig("Conv2D", "half", None, "gpu")).note
+        == "no GPU visible in this process"
+    )
     with pytest.raises(ValueError, match="OP:T:TACC:DEVICE"):
         ProbeConfig.parse("Conv2D:half")
 
 
 def test_switch_flips_conv2d_only_in_a_subprocess():
     # TensorFlow's Eigen kernels (TF_ENABLE_ONEDNN_OPTS=0 on every CPU): the switch selects fp16.
-    configs = [ProbeConfig("Conv2D", "half", None, "cpu"), ProbeConfig("Conv2DBackpropFilter", "half", None, "cpu")]
+    configs = [
+        ProbeConfig("Conv2D", "half", None, "cpu"),
+        ProbeConfig("Conv2DBackpropFilter", "half", None, "cpu"),
+    ]
     env = {"TF_CONV2D_USE_FP16_ACCUMULATE": "1", "TF_ENABLE_ONEDNN_OPTS": "0"}
     flipped = run_probes_subprocess(configs, env)
     assert [r.observed for r in flipped] == ["fp16", "fp16"]
@@ -186,14 +204,19 @@ def test_verify_tf_function_matches_fused_and_our_ops():
     r = verify(f, tf.cast(x32, tf.float16), x32, context=CPU)
     by_op = {f.op: f for f in r.findings}
     assert set(by_op) == {"Conv2D", "Fp16Conv2D"} and len(r.findings) == 3
-    assert all(f.observed is not None and f.observed.status == "confirmed" for f in r.findings), \
-        [f.observed for f in r.findings]
+    assert all(f.observed is not None and f.observed.status == "confirmed" for f in r.findings), [
+        f.observed for f in r.findings
+    ]
     fused = [f for f in r.findings if f.T == "float"][0].observed
     assert fused.executed_op == "_FusedConv2D" and fused.fused_ops == ("BiasAdd", "Relu")
     assert any(c.startswith("fused into _FusedConv2D") for c in fused.changes)
     assert fused.observed_accumulation == "fp32"
     half = [f for f in r.findings if f.op == "Conv2D" and f.T == "half"][0].observed
-    assert (half.executed_T, half.observed_accumulation, half.probe_key) == ("half", "fp32", "Conv2D:half:-:cpu")
+    assert (half.executed_T, half.observed_accumulation, half.probe_key) == (
+        "half",
+        "fp32",
+        "Conv2D:half:-:cpu",
+    )
     ours = by_op["Fp16Conv2D"].observed
     assert (ours.executed_Tacc, ours.observed_accumulation) == ("half", "fp16")
     assert "CPU:0" in ours.device
@@ -204,9 +227,8 @@ def test_verify_tf_function_matches_fused_and_our_ops():
 
 
 def _finding(**kw):
-    from tf_fp16ops.audit import audit
-
     from audit_helpers import conv_graph
+    from tf_fp16ops.audit import audit
 
     f = audit(conv_graph(T="DT_FLOAT"), CPU).findings[0]
     from dataclasses import replace
@@ -215,8 +237,17 @@ def _finding(**kw):
 
 
 def _node(**kw):
-    base = dict(name="StatefulPartitionedCall/conv", op="Conv2D", kernel_op="Conv2D", T="float", Tacc=None,
-                device="/job:localhost/replica:0/task:0/device:CPU:0", fused_ops=(), inputs=("x", "w"), graph_index=0)
+    base = dict(
+        name="StatefulPartitionedCall/conv",
+        op="Conv2D",
+        kernel_op="Conv2D",
+        T="float",
+        Tacc=None,
+        device="/job:localhost/replica:0/task:0/device:CPU:0",
+        fused_ops=(),
+        inputs=("x", "w"),
+        graph_index=0,
+    )
     base.update(kw)
     return ExecutedNode(**base)
 
@@ -227,8 +258,15 @@ def test_observe_dtype_rewrite_placement_and_amp():
     f = _finding()
     probe16 = ProbeResult(ProbeConfig("Conv2D", "half", None, "gpu"), "fp16")
     # grappler rewrote T=float to half, inserted a cast, ran on a GPU with fp16 accumulation
-    o = observe(f, _node(T="half", device="/device:GPU:0",
-                         input_casts=("x-0-CastToFp16-AutoMixedPrecision (float->half)",)), probe16)
+    o = observe(
+        f,
+        _node(
+            T="half",
+            device="/device:GPU:0",
+            input_casts=("x-0-CastToFp16-AutoMixedPrecision (float->half)",),
+        ),
+        probe16,
+    )
     assert o.status == "contradicted"
     assert "static T=float, executed T=half" in o.contradictions
     assert any("placed on GPU:0" in c for c in o.contradictions)
@@ -237,10 +275,16 @@ def test_observe_dtype_rewrite_placement_and_amp():
     # the same rewrite, predicted by the static AMP pass, is a confirmed prediction (T and device)
     g = _finding(target_device="gpu", amp=AmpPrediction(True, "half", "allow list"))
     o2 = observe(g, _node(T="half", device="/device:GPU:0"), probe16)
-    assert o2.status == "confirmed" and "auto mixed precision rewrite predicted and observed" in o2.changes
+    assert (
+        o2.status == "confirmed"
+        and "auto mixed precision rewrite predicted and observed" in o2.changes
+    )
     assert observe(f, None, None).status == "not-found"
     assert observe(f, _node(), None).status == "unverified"
-    assert canonical_op("_MklNativeFusedConv2D") == "_FusedConv2D" and canonical_op("_MklNativeConv2D") == "Conv2D"
+    assert (
+        canonical_op("_MklNativeFusedConv2D") == "_FusedConv2D"
+        and canonical_op("_MklNativeConv2D") == "Conv2D"
+    )
 
 
 def test_input_shapes_and_random_inputs():
@@ -251,9 +295,9 @@ def test_input_shapes_and_random_inputs():
     spec = tf.TensorSpec([None, None, 4], tf.float16)
     with pytest.raises(ValueError, match="unknown dimensions"):
         random_inputs([("x", spec)], {})
-    (name, t), = random_inputs([("x", spec)], {"x": (2, 3, 4)}, seed=0)
+    ((name, t),) = random_inputs([("x", spec)], {"x": (2, 3, 4)}, seed=0)
     assert t.dtype == tf.float16 and t.shape == (2, 3, 4)
-    (_, t2), = random_inputs([("x", spec)], {"x": (2, 3, 4)}, seed=0)
+    ((_, t2),) = random_inputs([("x", spec)], {"x": (2, 3, 4)}, seed=0)
     assert np.array_equal(t.numpy(), t2.numpy())  # fixed seed
     with pytest.raises(ValueError, match="does not fit"):
         random_inputs([("x", spec)], {"x": (2, 3, 5)})
@@ -278,13 +322,27 @@ def test_cli_run_on_bundled_example(demo, capsys):
     assert rows["ours_half"]["observed"]["observed_accumulation"] == "fp16"
     assert rows["conv16"]["observed"]["observed_accumulation"] == "fp32"
     keys = {p["key"] for p in d["runtime"]["probes"]}
-    assert keys == {"Conv2D:half:-:cpu", "Conv2D:float:-:cpu", "Fp16Conv2D:half:half:cpu", "Fp16Conv2D:half:float:cpu"}
+    assert keys == {
+        "Conv2D:half:-:cpu",
+        "Conv2D:float:-:cpu",
+        "Fp16Conv2D:half:half:cpu",
+        "Fp16Conv2D:half:float:cpu",
+    }
     assert d["runtime"]["seed"] == 0 and d["runtime"]["counts"] == {"confirmed": 5}
 
 
 def test_cli_run_shows_contradictions_in_table_markdown_and_tensorboard(demo, capsys, tmp_path):
     # Static context says GPU with fp16 compute; the run places the conv on the CPU, fp32 accumulation.
-    args = [demo, "--run", "--signature", "conv16", "--device", "gpu", "--env", "TF_FP16_CONV_USE_FP32_COMPUTE=0"]
+    args = [
+        demo,
+        "--run",
+        "--signature",
+        "conv16",
+        "--device",
+        "gpu",
+        "--env",
+        "TF_FP16_CONV_USE_FP32_COMPUTE=0",
+    ]
     assert main(args) == 0
     table = capsys.readouterr().out
     assert "fp32 CONTRADICTED" in table and "runtime evidence (the model was executed)" in table
@@ -322,11 +380,24 @@ def test_cli_run_probe_switch_and_help(demo, capsys):
 @pytest.mark.skipif(not has_half_features(), reason=ONEDNN_HALF_REASON)
 def test_cli_run_probe_switch_notes_that_onednn_ignores_it(demo, capsys, monkeypatch):
     monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
-    assert main([demo, "--run", "--signature", "conv16", "--probe-switch",
-                 "TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=1"]) == 0
+    assert (
+        main(
+            [
+                demo,
+                "--run",
+                "--signature",
+                "conv16",
+                "--probe-switch",
+                "TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    assert ("ran oneDNN's _MklNativeConv2D in the subprocess, "
-            "which ignores TF_CONV2D_USE_FP16_ACCUMULATE") in out
+    assert (
+        "ran oneDNN's _MklNativeConv2D in the subprocess, "
+        "which ignores TF_CONV2D_USE_FP16_ACCUMULATE"
+    ) in out
 
 
 def test_cli_run_errors(demo, tmp_path, capsys):

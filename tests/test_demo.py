@@ -5,6 +5,7 @@ Two kinds of CPU run these tests: one where TensorFlow's oneDNN rewrite takes T=
 TF_CONV2D_USE_FP16_ACCUMULATE) and one where TensorFlow's Eigen kernels run. The Eigen expectations
 run in a fresh process with TF_ENABLE_ONEDNN_OPTS=0, which is the Eigen kernel on every CPU.
 """
+
 import math
 
 from cpu_features import onednn_takes_half_here

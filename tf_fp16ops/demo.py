@@ -12,6 +12,7 @@ model, which convolutions really accumulate in fp16.
 
 Usage: python -m tf_fp16ops.demo [--seed N] [--no-audit] [--workdir DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,11 +38,12 @@ SEED_W_SHAPE = (3, 3, 16, 16)
 @dataclass(frozen=True)
 class Difference:
     """Elementwise comparison of two float16 results of the same shape."""
+
     max_abs: float
-    share_differ: float   # fraction of outputs whose values differ (0..1)
+    share_differ: float  # fraction of outputs whose values differ (0..1)
 
     @staticmethod
-    def of(a, b) -> "Difference":
+    def of(a, b) -> Difference:
         a = np.asarray(a, np.float64)
         b = np.asarray(b, np.float64)
         return Difference(float(np.max(np.abs(a - b))), float(np.mean(a != b)))
@@ -49,11 +51,13 @@ class Difference:
 
 @dataclass(frozen=True)
 class SeedResult:
-    tf_fp16_vs_fp32_cast: Difference          # TensorFlow: conv16 vs conv16_32 in this process
-    tf_fp16_accumulate_vs_fp32_cast: Difference | None  # with TF_CONV2D_USE_FP16_ACCUMULATE=1 (subprocess)
-    ours_half_vs_float: Difference            # Fp16Conv2D accumulation float16 vs float32
-    overflow_half: tuple[float, ...]          # Fp16Conv2D float16 accumulation on the overflow probe
-    overflow_float: tuple[float, ...]         # Fp16Conv2D float32 accumulation on the overflow probe
+    tf_fp16_vs_fp32_cast: Difference  # TensorFlow: conv16 vs conv16_32 in this process
+    tf_fp16_accumulate_vs_fp32_cast: (
+        Difference | None
+    )  # with TF_CONV2D_USE_FP16_ACCUMULATE=1 (subprocess)
+    ours_half_vs_float: Difference  # Fp16Conv2D accumulation float16 vs float32
+    overflow_half: tuple[float, ...]  # Fp16Conv2D float16 accumulation on the overflow probe
+    overflow_float: tuple[float, ...]  # Fp16Conv2D float32 accumulation on the overflow probe
     # kernel that ran the T=half conv in that subprocess ("_MklNativeConv2D" oneDNN, "Conv2D" Eigen)
     tf_fp16_accumulate_kernel: str = ""
     # same with TF_ENABLE_ONEDNN_OPTS=0 too; run only when oneDNN took the conv above
@@ -73,7 +77,9 @@ def seed_inputs(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def tf_pair(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The seed's two functions: conv16 (float16 conv2d) and conv16_32 (float32 conv2d cast to float16)."""
     conv16 = tf.nn.conv2d(x, w, 1, "VALID").numpy()
-    conv16_32 = tf.cast(tf.nn.conv2d(x.astype(np.float32), w.astype(np.float32), 1, "VALID"), tf.float16).numpy()
+    conv16_32 = tf.cast(
+        tf.nn.conv2d(x.astype(np.float32), w.astype(np.float32), 1, "VALID"), tf.float16
+    ).numpy()
     return conv16, conv16_32
 
 
@@ -97,8 +103,9 @@ print(json.dumps([d.max_abs, d.share_differ, conv_kernel(x, w)]))
 """
 
 
-def tf_fp16_accumulate_difference(seed: int = 0, onednn_opts: str | None = None
-                                  ) -> tuple[Difference, str] | None:
+def tf_fp16_accumulate_difference(
+    seed: int = 0, onednn_opts: str | None = None
+) -> tuple[Difference, str] | None:
     """Runs tf_pair in a fresh process with TF_CONV2D_USE_FP16_ACCUMULATE=1 (read once per
     process by TensorFlow's CPU Conv2D, tensorflow/core/kernels/conv_ops_impl.h) and, when
     `onednn_opts` is given, TF_ENABLE_ONEDNN_OPTS=`onednn_opts` (None: inherited).
@@ -111,8 +118,13 @@ def tf_fp16_accumulate_difference(seed: int = 0, onednn_opts: str | None = None
     if onednn_opts is not None:
         env["TF_ENABLE_ONEDNN_OPTS"] = onednn_opts
     try:
-        r = subprocess.run([sys.executable, "-c", _SUBPROCESS.format(root=root, seed=seed)], env=env,
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "-c", _SUBPROCESS.format(root=root, seed=seed)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         max_abs, share, kernel = json.loads(r.stdout.strip().splitlines()[-1])
         return Difference(max_abs, share), kernel
     except (subprocess.SubprocessError, ValueError, IndexError, OSError):
@@ -149,46 +161,80 @@ def seed_comparison(seed: int = 0, with_tf_fp16_accumulate: bool = True) -> Seed
 
 
 def format_table(r: SeedResult) -> str:
-    rows = [("comparison on x~U[0,1) [16,32,32,16], w~U[0,1) [3,3,16,16], VALID", "max |diff|", "outputs that differ")]
+    rows = [
+        (
+            "comparison on x~U[0,1) [16,32,32,16], w~U[0,1) [3,3,16,16], VALID",
+            "max |diff|",
+            "outputs that differ",
+        )
+    ]
 
     def add(label, d: Difference | None):
-        rows.append((label, "n/a" if d is None else f"{d.max_abs:.4g}",
-                     "n/a" if d is None else f"{100 * d.share_differ:.1f}%"))
+        rows.append(
+            (
+                label,
+                "n/a" if d is None else f"{d.max_abs:.4g}",
+                "n/a" if d is None else f"{100 * d.share_differ:.1f}%",
+            )
+        )
 
     add("tf.nn.conv2d fp16  vs  fp32 conv cast to fp16 (this process)", r.tf_fp16_vs_fp32_cast)
-    add("  same, TF_CONV2D_USE_FP16_ACCUMULATE=1 (fresh process)", r.tf_fp16_accumulate_vs_fp32_cast)
+    add(
+        "  same, TF_CONV2D_USE_FP16_ACCUMULATE=1 (fresh process)", r.tf_fp16_accumulate_vs_fp32_cast
+    )
     if r.onednn_took_conv:
-        add("  same, also TF_ENABLE_ONEDNN_OPTS=0 (fresh process)",
-            r.tf_fp16_accumulate_eigen_vs_fp32_cast)
+        add(
+            "  same, also TF_ENABLE_ONEDNN_OPTS=0 (fresh process)",
+            r.tf_fp16_accumulate_eigen_vs_fp32_cast,
+        )
     add("tf_fp16ops.conv2d accumulation=float16  vs  float32", r.ours_half_vs_float)
     w0 = max(len(a) for a, _, _ in rows)
     lines = [f"{a:<{w0}}  {b:>10}  {c:>19}" for a, b, c in rows]
     lines.insert(1, "-" * len(lines[0]))
     if r.onednn_took_conv:
-        lines += ["", f"Note: oneDNN ran the fp16 conv ({r.tf_fp16_accumulate_kernel}, fp32 "
-                      "accumulation) and ignores TF_CONV2D_USE_FP16_ACCUMULATE; "
-                      "TF_ENABLE_ONEDNN_OPTS=0 restores the Eigen kernel."]
-    lines += ["", "Overflow probe: x = 65519 (65504 in fp16) x4, w = [65519, -65519], VALID",
-              f"  tf_fp16ops.conv2d accumulation=float16 -> {list(r.overflow_half)}",
-              f"  tf_fp16ops.conv2d accumulation=float32 -> {list(r.overflow_float)}"]
+        lines += [
+            "",
+            f"Note: oneDNN ran the fp16 conv ({r.tf_fp16_accumulate_kernel}, fp32 "
+            "accumulation) and ignores TF_CONV2D_USE_FP16_ACCUMULATE; "
+            "TF_ENABLE_ONEDNN_OPTS=0 restores the Eigen kernel.",
+        ]
+    lines += [
+        "",
+        "Overflow probe: x = 65519 (65504 in fp16) x4, w = [65519, -65519], VALID",
+        f"  tf_fp16ops.conv2d accumulation=float16 -> {list(r.overflow_half)}",
+        f"  tf_fp16ops.conv2d accumulation=float32 -> {list(r.overflow_float)}",
+    ]
     return "\n".join(lines)
 
 
 def run_audit(workdir: Path) -> int:
     """Writes the bundled example SavedModel (first run) and prints the audit report."""
     from tf_fp16ops.audit import cli, demo_example
+
     model = demo_example(workdir / "example_savedmodel")
     logdir = workdir / "audit_logs"
     print(f"\n== Audit of the bundled example ({model}) ==")
-    return cli.main([str(model), "--logdir", str(logdir)])  # prints the `tensorboard --logdir` command
+    return cli.main(
+        [str(model), "--logdir", str(logdir)]
+    )  # prints the `tensorboard --logdir` command
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=0, help="random seed for the seed-question inputs")
-    parser.add_argument("--no-audit", action="store_true", help="skip the audit of the bundled example")
-    parser.add_argument("--workdir", type=Path, default=Path("build/demo"),
-                        help="where the example model and TensorBoard logs go (default: build/demo)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed for the seed-question inputs"
+    )
+    parser.add_argument(
+        "--no-audit", action="store_true", help="skip the audit of the bundled example"
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("build/demo"),
+        help="where the example model and TensorBoard logs go (default: build/demo)",
+    )
     args = parser.parse_args(argv)
     print("== The seed question: does TensorFlow's float16 conv2d accumulate in float16? ==\n")
     print(format_table(seed_comparison(args.seed)))

@@ -2,6 +2,7 @@
 
 Exit status: 0 audit done (and gates passed); 1 a gate failed; 2 unreadable input or bad usage.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,54 +58,113 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tf-fp16-audit",
         description="Static audit of TensorFlow models: for every convolution call site, the storage dtype T, "
-                    "the effective accumulation and why, casts on its inputs, the Keras policy, FLOPs and risk "
-                    "flags. Models are parsed as protos and never executed; without --run and --build-keras "
-                    "TensorFlow is not imported (nor needed).",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="SavedModel directory, GraphDef .pb/.pbtxt, or .keras archive")
-    p.add_argument("--format", choices=("table", "json", "markdown"), default="table",
-                   help="report format (default: table)")
+        "the effective accumulation and why, casts on its inputs, the Keras policy, FLOPs and risk "
+        "flags. Models are parsed as protos and never executed; without --run and --build-keras "
+        "TensorFlow is not imported (nor needed).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="SavedModel directory, GraphDef .pb/.pbtxt, or .keras archive",
+    )
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "markdown"),
+        default="table",
+        help="report format (default: table)",
+    )
     p.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    p.add_argument("--max-rows", type=_non_negative_int, default=None, metavar="N", help="table: show at most N rows")
-    p.add_argument("--signature", metavar="NAME", help="only call sites reached from this SavedModel signature")
-    p.add_argument("--build-keras", action="store_true",
-                   help=".keras: build the model in Keras safe mode and trace it (default: read config only)")
+    p.add_argument(
+        "--max-rows",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="table: show at most N rows",
+    )
+    p.add_argument(
+        "--signature", metavar="NAME", help="only call sites reached from this SavedModel signature"
+    )
+    p.add_argument(
+        "--build-keras",
+        action="store_true",
+        help=".keras: build the model in Keras safe mode and trace it (default: read config only)",
+    )
     g = p.add_argument_group("runtime context (default: this process)")
     g.add_argument("--device", choices=("gpu", "cpu"), help="device convolutions run on")
-    g.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="environment switch as the model's process would see it (repeatable)")
-    g.add_argument("--amp", action=argparse.BooleanOptionalAction, default=None,
-                   help="auto mixed precision rewrite requested (prediction only)")
+    g.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment switch as the model's process would see it (repeatable)",
+    )
+    g.add_argument(
+        "--amp",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="auto mixed precision rewrite requested (prediction only)",
+    )
     g.add_argument("--compute-capability", metavar="X.Y", help="GPU compute capability, e.g. 8.0")
     g.add_argument("--cudnn-version", metavar="X.Y.Z", help="cuDNN version, e.g. 8.9.7")
-    g.add_argument("--cpu-onednn-fp16", choices=("yes", "no"),
-                   help="whether TensorFlow's oneDNN rewrite takes T=half convs on the target CPU "
-                        "(fp32 accumulation, TF_CONV2D_USE_FP16_ACCUMULATE ignored); "
-                        "default: derived "
-                        "from this machine's /proc/cpuinfo flags and TF_ENABLE_ONEDNN_OPTS")
+    g.add_argument(
+        "--cpu-onednn-fp16",
+        choices=("yes", "no"),
+        help="whether TensorFlow's oneDNN rewrite takes T=half convs on the target CPU "
+        "(fp32 accumulation, TF_CONV2D_USE_FP16_ACCUMULATE ignored); "
+        "default: derived "
+        "from this machine's /proc/cpuinfo flags and TF_ENABLE_ONEDNN_OPTS",
+    )
     c = p.add_argument_group("CI gates (exit status 1 when failed)")
-    c.add_argument("--fail-under", type=float, metavar="FRACTION",
-                   help="minimum share (of FLOPs, or of call sites when FLOPs are unknown) in the --require "
-                        "category (default category: fp16)")
-    c.add_argument("--require", choices=("fp16-accumulate", "fp16"),
-                   help="category that must cover all call sites (or --fail-under of them)")
+    c.add_argument(
+        "--fail-under",
+        type=float,
+        metavar="FRACTION",
+        help="minimum share (of FLOPs, or of call sites when FLOPs are unknown) in the --require "
+        "category (default category: fp16)",
+    )
+    c.add_argument(
+        "--require",
+        choices=("fp16-accumulate", "fp16"),
+        help="category that must cover all call sites (or --fail-under of them)",
+    )
     r = p.add_argument_group("runtime evidence (executes the model)")
-    r.add_argument("--run", action="store_true",
-                   help="EXECUTE the model once (SavedModel signature or .keras model) and probe the executed "
-                        "convolutions; report static vs observed accumulation per conv")
-    r.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
-                   help="--run: shape of input NAME where the signature leaves dimensions unknown (repeatable; "
-                        "an unknown batch dimension defaults to 1)")
-    r.add_argument("--seed", type=int, default=0, help="--run: seed of the random inputs (default 0)")
-    r.add_argument("--probe-switch", action="append", default=[], metavar="NAME=VALUE",
-                   help="--run: also run the probes in a subprocess with this environment switch "
-                        "(e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1; several in one subprocess "
-                        "joined by "
-                        "commas, e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=0); "
-                        "repeatable, one subprocess each")
+    r.add_argument(
+        "--run",
+        action="store_true",
+        help="EXECUTE the model once (SavedModel signature or .keras model) and probe the executed "
+        "convolutions; report static vs observed accumulation per conv",
+    )
+    r.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=D0,D1,...",
+        help="--run: shape of input NAME where the signature leaves dimensions unknown (repeatable; "
+        "an unknown batch dimension defaults to 1)",
+    )
+    r.add_argument(
+        "--seed", type=int, default=0, help="--run: seed of the random inputs (default 0)"
+    )
+    r.add_argument(
+        "--probe-switch",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="--run: also run the probes in a subprocess with this environment switch "
+        "(e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1; several in one subprocess "
+        "joined by "
+        "commas, e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1,TF_ENABLE_ONEDNN_OPTS=0); "
+        "repeatable, one subprocess each",
+    )
     t = p.add_argument_group("TensorBoard")
-    t.add_argument("--logdir", metavar="DIR", help="also write TensorBoard event files (text, scalars, graph) to DIR")
+    t.add_argument(
+        "--logdir",
+        metavar="DIR",
+        help="also write TensorBoard event files (text, scalars, graph) to DIR",
+    )
     return p
 
 
@@ -127,8 +187,14 @@ def _run(path: str, ctx, args, shapes, switch_envs):
     from .runtime.evidence import verify_path
 
     try:
-        report = verify_path(path, ctx, signature=args.signature, input_shapes=shapes, seed=args.seed,
-                             switch_envs=switch_envs)
+        report = verify_path(
+            path,
+            ctx,
+            signature=args.signature,
+            input_shapes=shapes,
+            seed=args.seed,
+            switch_envs=switch_envs,
+        )
     except (tf.errors.OpError, RuntimeError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise AuditInputError(f"{path}: executing the model failed: {msg}") from None
@@ -145,7 +211,9 @@ def _write_logdir(report, logdir: str, model) -> None:
         write_tensorboard(report, logdir, [(u.label, u.graph_def) for u in model.units])
     except OSError as e:
         msg = e.strerror or str(e)
-        raise AuditInputError(f"--logdir {logdir}: cannot write event files: {msg.strip().splitlines()[0]}") from None
+        raise AuditInputError(
+            f"--logdir {logdir}: cannot write event files: {msg.strip().splitlines()[0]}"
+        ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.fail_under is not None and not 0.0 <= args.fail_under <= 1.0:
         parser.error(f"--fail-under must be a fraction in [0, 1], got {args.fail_under}")
-    if args.logdir is not None and (not args.logdir or (os.path.exists(args.logdir)
-                                                        and not os.path.isdir(args.logdir))):
+    if args.logdir is not None and (
+        not args.logdir or (os.path.exists(args.logdir) and not os.path.isdir(args.logdir))
+    ):
         print(f"tf-fp16-audit: error: --logdir {args.logdir!r}: not a directory", file=sys.stderr)
         return 2
     if args.run or args.build_keras:
@@ -178,9 +247,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         ctx = RuntimeContext.from_process().with_overrides(
-            device=args.device, env=_parse_env(args.env), amp=args.amp,
-            compute_capability=args.compute_capability, cudnn_version=args.cudnn_version,
-            cpu_onednn_fp16=args.cpu_onednn_fp16)
+            device=args.device,
+            env=_parse_env(args.env),
+            amp=args.amp,
+            compute_capability=args.compute_capability,
+            cudnn_version=args.cudnn_version,
+            cpu_onednn_fp16=args.cpu_onednn_fp16,
+        )
     except ValueError as e:
         print(f"tf-fp16-audit: error: {e}", file=sys.stderr)
         return 2
@@ -191,10 +264,15 @@ def main(argv: list[str] | None = None) -> int:
         from .runtime.inputs import parse_input_shapes
 
         try:
-            run_opts = (parse_input_shapes(args.input_shape),
-                        tuple(_parse_env(item.split(",")) for item in args.probe_switch))
+            run_opts = (
+                parse_input_shapes(args.input_shape),
+                tuple(_parse_env(item.split(",")) for item in args.probe_switch),
+            )
         except ValueError as e:
-            print(f"tf-fp16-audit: error: {str(e).replace('--env', '--probe-switch')}", file=sys.stderr)
+            print(
+                f"tf-fp16-audit: error: {str(e).replace('--env', '--probe-switch')}",
+                file=sys.stderr,
+            )
             return 2
     elif args.input_shape or args.probe_switch:
         parser.error("--input-shape and --probe-switch need --run")
@@ -203,7 +281,11 @@ def main(argv: list[str] | None = None) -> int:
             if run_opts is not None:
                 report, model = _run(path, ctx, args, *run_opts)
             else:
-                model = build_keras(path) if args.build_keras and path.endswith(".keras") else load_path(path)
+                model = (
+                    build_keras(path)
+                    if args.build_keras and path.endswith(".keras")
+                    else load_path(path)
+                )
                 report = analyze(model, ctx, signature=args.signature)
             reports.append(report)
             if args.format == "table":
@@ -211,7 +293,11 @@ def main(argv: list[str] | None = None) -> int:
             elif args.format == "markdown":
                 outputs.append(render_markdown(report))
             if args.logdir:
-                sub = args.logdir if len(args.paths) == 1 else os.path.join(args.logdir, f"model{len(reports) - 1}")
+                sub = (
+                    args.logdir
+                    if len(args.paths) == 1
+                    else os.path.join(args.logdir, f"model{len(reports) - 1}")
+                )
                 _write_logdir(report, sub, model)
         except MalformedModelError as e:
             print(f"tf-fp16-audit: error: {e.at(path)}", file=sys.stderr)
@@ -221,8 +307,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         except Exception as e:  # noqa: BLE001 - last resort: a clean message instead of a traceback
             msg = " ".join(str(e).split())[:500]
-            print(f"tf-fp16-audit: error: internal error while auditing {path}: {type(e).__name__}: {msg}",
-                  file=sys.stderr)
+            print(
+                f"tf-fp16-audit: error: internal error while auditing {path}: {type(e).__name__}: {msg}",
+                file=sys.stderr,
+            )
             return 2
         gate = check(report, args.fail_under, args.require)
         if gate is not None:
@@ -232,8 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.format == "json":
         import json
 
-        outputs = [render_json(reports[0])] if len(reports) == 1 else \
-            [json.dumps([r.to_dict() for r in reports], indent=2) + "\n"]
+        outputs = (
+            [render_json(reports[0])]
+            if len(reports) == 1
+            else [json.dumps([r.to_dict() for r in reports], indent=2) + "\n"]
+        )
     text = "\n".join(outputs)
     if args.output:
         try:

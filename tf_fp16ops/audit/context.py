@@ -6,6 +6,7 @@ flags of /proc/cpuinfo that decide whether oneDNN takes T=half convolutions);
 `with_overrides()` applies command-line overrides. Passes take it as an argument; nothing here
 is global state.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -14,8 +15,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Mapping
 
 # Environment variables that matter for convolution precision (docs/design.md "Cases and their
 # public sources": the switches, and grappler's auto mixed precision).
@@ -41,8 +42,14 @@ RELEVANT_ENV = (
 #    (tensorflow/core/util/util.cc, IsDataTypeSupportedByOneDNNOnThisCPU, ENABLE_ONEDNN_V3 branch).
 # When both hold, the oneDNN layout pass (tensorflow/core/common_runtime/mkl_layout_pass.cc)
 # rewrites T=half convolutions to _MklNative* kernels.
-ONEDNN_DEFAULT_ON_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8",
-                           "amx_bf16")
+ONEDNN_DEFAULT_ON_FLAGS = (
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+)
 ONEDNN_HALF_FLAGS = ("avx512bw", "avx512_fp16", "amx_fp16", "avx_ne_convert")
 CPU_FLAGS = tuple(sorted(set(ONEDNN_DEFAULT_ON_FLAGS + ONEDNN_HALF_FLAGS)))
 
@@ -68,15 +75,19 @@ def onednn_takes_half(flags, onednn_opts: str | None) -> tuple[bool, str]:
     elif default:
         on = f"oneDNN on by default with {default[0]}, TF_ENABLE_ONEDNN_OPTS={shown}"
     else:
-        return False, (f"oneDNN off by default (none of {', '.join(ONEDNN_DEFAULT_ON_FLAGS)}; "
-                       f"TF_ENABLE_ONEDNN_OPTS={shown})")
+        return False, (
+            f"oneDNN off by default (none of {', '.join(ONEDNN_DEFAULT_ON_FLAGS)}; "
+            f"TF_ENABLE_ONEDNN_OPTS={shown})"
+        )
     if "avx512bw" in have and ("avx512_fp16" in have or "amx_fp16" in have):
         feat = "avx512bw+" + ("avx512_fp16" if "avx512_fp16" in have else "amx_fp16")
     elif "avx_ne_convert" in have:
         feat = "avx_ne_convert"
     else:
-        return False, (f"{on}, but the CPU lacks avx512_fp16/amx_fp16 (with avx512bw) and "
-                       "avx_ne_convert, so T=half stays on the Eigen kernels")
+        return False, (
+            f"{on}, but the CPU lacks avx512_fp16/amx_fp16 (with avx512bw) and "
+            "avx_ne_convert, so T=half stays on the Eigen kernels"
+        )
     return True, f"{on}; CPU has {feat}"
 
 
@@ -157,7 +168,9 @@ class RuntimeContext:
             "device": self.device,
             "env": dict(self.env),
             "amp": self.amp,
-            "compute_capability": list(self.compute_capability) if self.compute_capability else None,
+            "compute_capability": list(self.compute_capability)
+            if self.compute_capability
+            else None,
             "cudnn_version": list(self.cudnn_version) if self.cudnn_version else None,
             "tf32": self.tf32,
             "tf_version": self.tf_version,
@@ -169,7 +182,7 @@ class RuntimeContext:
         }
 
     @staticmethod
-    def from_process(environ: Mapping[str, str] | None = None) -> "RuntimeContext":
+    def from_process(environ: Mapping[str, str] | None = None) -> RuntimeContext:
         """Reads the current process: env vars, visible GPUs, cuDNN from TF build info, TF32, AMP option.
 
         When TensorFlow is already imported here (an audit of a Python object, `--run`), its
@@ -195,22 +208,40 @@ class RuntimeContext:
             except (ValueError, RuntimeError):
                 cc = None
         build = tf.sysconfig.get_build_info()
-        cudnn = _parse_version(str(build.get("cudnn_version", ""))) if build.get("is_cuda_build") else None
+        cudnn = (
+            _parse_version(str(build.get("cudnn_version", "")))
+            if build.get("is_cuda_build")
+            else None
+        )
         try:
             tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
         except AttributeError:
             tf32 = True
-        amp = bool(tf.config.optimizer.get_experimental_options().get("auto_mixed_precision", False))
+        amp = bool(
+            tf.config.optimizer.get_experimental_options().get("auto_mixed_precision", False)
+        )
         return RuntimeContext(
-            device="gpu" if gpus else "cpu", env=env, amp=amp,
-            compute_capability=tuple(cc) if cc else None, cudnn_version=cudnn, tf32=tf32,
-            tf_version=tf.__version__, origin="process", cpu_flags=flags,
+            device="gpu" if gpus else "cpu",
+            env=env,
+            amp=amp,
+            compute_capability=tuple(cc) if cc else None,
+            cudnn_version=cudnn,
+            tf32=tf32,
+            tf_version=tf.__version__,
+            origin="process",
+            cpu_flags=flags,
         )
 
-    def with_overrides(self, *, device: str | None = None, env: Mapping[str, str] | None = None,
-                       amp: bool | None = None, compute_capability: str | None = None,
-                       cudnn_version: str | None = None,
-                       cpu_onednn_fp16: str | bool | None = None) -> "RuntimeContext":
+    def with_overrides(
+        self,
+        *,
+        device: str | None = None,
+        env: Mapping[str, str] | None = None,
+        amp: bool | None = None,
+        compute_capability: str | None = None,
+        cudnn_version: str | None = None,
+        cpu_onednn_fp16: str | bool | None = None,
+    ) -> RuntimeContext:
         """Returns a copy with command-line overrides applied.
 
         `cpu_onednn_fp16` ("yes"/"no" or a bool) states whether oneDNN takes T=half convs on the
@@ -238,15 +269,19 @@ class RuntimeContext:
         if compute_capability is not None:
             cc = _parse_version(compute_capability)
             if cc is None or len(cc) != 2 or not 1 <= cc[0] <= MAX_CC_MAJOR or cc[1] > MAX_CC_MINOR:
-                raise ValueError(f"--compute-capability must look like 8.0 (MAJOR.MINOR, major 1..{MAX_CC_MAJOR}, "
-                                 f"minor 0..{MAX_CC_MINOR}), got {compute_capability!r}")
+                raise ValueError(
+                    f"--compute-capability must look like 8.0 (MAJOR.MINOR, major 1..{MAX_CC_MAJOR}, "
+                    f"minor 0..{MAX_CC_MINOR}), got {compute_capability!r}"
+                )
             changes["compute_capability"] = cc
             notes.append(f"compute_capability={compute_capability}")
         if cudnn_version is not None:
             v = _parse_version(cudnn_version)
             if v is None or len(v) > 3 or v[0] < 1 or max(v) > MAX_CUDNN_PART:
-                raise ValueError(f"--cudnn-version must look like 8.9.7 (1 to 3 parts, the first >= 1, each at "
-                                 f"most {MAX_CUDNN_PART}), got {cudnn_version!r}")
+                raise ValueError(
+                    f"--cudnn-version must look like 8.9.7 (1 to 3 parts, the first >= 1, each at "
+                    f"most {MAX_CUDNN_PART}), got {cudnn_version!r}"
+                )
             changes["cudnn_version"] = v
             notes.append(f"cudnn_version={cudnn_version}")
         if cpu_onednn_fp16 is not None:
@@ -256,14 +291,19 @@ class RuntimeContext:
                 flag = cpu_onednn_fp16 == "yes"
             else:
                 raise ValueError(
-                    f"--cpu-onednn-fp16 must be 'yes' or 'no', got {cpu_onednn_fp16!r}")
+                    f"--cpu-onednn-fp16 must be 'yes' or 'no', got {cpu_onednn_fp16!r}"
+                )
             changes["cpu_onednn_fp16"] = flag
             notes.append(f"cpu_onednn_fp16={'yes' if flag else 'no'}")
         if not changes:
             return self
         base = self.origin.split(" + ")[0]
-        return replace(self, **changes, overrides=tuple(notes),
-                       origin=f"{base} + overrides: {', '.join(notes)}")
+        return replace(
+            self,
+            **changes,
+            overrides=tuple(notes),
+            origin=f"{base} + overrides: {', '.join(notes)}",
+        )
 
 
 def _parse_version(text: str) -> tuple[int, ...] | None:
@@ -274,7 +314,13 @@ def _parse_version(text: str) -> tuple[int, ...] | None:
 
 
 # Distribution names TensorFlow is published under (the version is read from the installed one).
-_TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly")
+_TF_DISTRIBUTIONS = (
+    "tensorflow",
+    "tensorflow-cpu",
+    "tensorflow-gpu",
+    "tensorflow-intel",
+    "tf-nightly",
+)
 
 
 def _installed_tensorflow() -> tuple[str, dict]:
@@ -294,7 +340,9 @@ def _installed_tensorflow() -> tuple[str, dict]:
         spec = None
     if spec is None or not spec.submodule_search_locations:
         return version, {}
-    path = os.path.join(list(spec.submodule_search_locations)[0], "python", "platform", "build_info.py")
+    path = os.path.join(
+        list(spec.submodule_search_locations)[0], "python", "platform", "build_info.py"
+    )
     try:
         bspec = importlib.util.spec_from_file_location("_tf_fp16ops_tf_build_info", path)
         module = importlib.util.module_from_spec(bspec)
@@ -334,6 +382,13 @@ def _from_installed_files(env: tuple, environ: Mapping[str, str]) -> RuntimeCont
     cc = _nvidia_smi_compute_capability(environ) if cuda else None
     cudnn = _parse_version(str(build.get("cudnn_version", ""))) if cuda else None
     how = "TensorFlow not imported" if version else "TensorFlow not installed"
-    return RuntimeContext(device="gpu" if cc else "cpu", env=env, amp=False, compute_capability=cc,
-                          cudnn_version=cudnn, tf32=True, tf_version=version,
-                          origin=f"process ({how})")
+    return RuntimeContext(
+        device="gpu" if cc else "cpu",
+        env=env,
+        amp=False,
+        compute_capability=cc,
+        cudnn_version=cudnn,
+        tf32=True,
+        tf_version=version,
+        origin=f"process ({how})",
+    )

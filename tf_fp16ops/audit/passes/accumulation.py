@@ -23,6 +23,7 @@ docs/design.md "Cases and their public sources"):
   * T=float: fp32 (TF32 inputs on compute capability >= 8.0 when enabled); T=bfloat16: fp32;
     T=double: fp64.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,23 +49,39 @@ def target_device(device_field: str, ctx: RuntimeContext) -> str:
     return ctx.device
 
 
-def effective(info: ConvOpInfo, T: str | None, Tacc: str | None, device: str,
-              ctx: RuntimeContext) -> Accumulation:
+def effective(
+    info: ConvOpInfo, T: str | None, Tacc: str | None, device: str, ctx: RuntimeContext
+) -> Accumulation:
     if info.backend == "ours":
         if Tacc == "half":
-            return Accumulation("fp16", "Tacc=half: one fp16 accumulator per output, rounded at every step "
-                                        "(CPU; fp16 MMA accumulators on GPU)")
+            return Accumulation(
+                "fp16",
+                "Tacc=half: one fp16 accumulator per output, rounded at every step "
+                "(CPU; fp16 MMA accumulators on GPU)",
+            )
         if Tacc == "float":
             return Accumulation("fp32", "Tacc=float: fp32 accumulator, rounded once to T")
         return Accumulation("unknown", f"Tacc attr missing or unresolved ({Tacc!r})")
     if T is None:
         return Accumulation("unknown", "T attr missing or unresolved")
     if T == "float":
-        tf32 = (device == "gpu" and ctx.tf32 and ctx.getenv("NVIDIA_TF32_OVERRIDE") != "0"
-                and ctx.compute_capability is not None and ctx.compute_capability >= (8, 0))
-        return Accumulation("fp32", "T=float: fp32" + ("; inputs rounded to TF32 on tensor cores "
-                                                       "(compute capability >= 8.0, TF32 enabled)" if tf32 else ""),
-                            tf32)
+        tf32 = (
+            device == "gpu"
+            and ctx.tf32
+            and ctx.getenv("NVIDIA_TF32_OVERRIDE") != "0"
+            and ctx.compute_capability is not None
+            and ctx.compute_capability >= (8, 0)
+        )
+        return Accumulation(
+            "fp32",
+            "T=float: fp32"
+            + (
+                "; inputs rounded to TF32 on tensor cores (compute capability >= 8.0, TF32 enabled)"
+                if tf32
+                else ""
+            ),
+            tf32,
+        )
     if T == "bfloat16":
         return Accumulation("fp32", "T=bfloat16: fp32 accumulation")
     if T == "double":
@@ -78,23 +95,37 @@ def effective(info: ConvOpInfo, T: str | None, Tacc: str | None, device: str,
         shown = "unset" if v is None else repr(v)
         if v == "0":
             if info.family == "depthwise":
-                return Accumulation("fp16", 'TF_FP16_CONV_USE_FP32_COMPUTE="0" selects fp16 compute in cuDNN; '
-                                            "applies when TF picks cuDNN for depthwise (its own kernel uses float)")
-            return Accumulation("fp16", 'GPU (cuDNN): TF_FP16_CONV_USE_FP32_COMPUTE="0" selects fp16 compute')
-        return Accumulation("fp32", f"GPU (cuDNN) T=half: fp32 compute; TF_FP16_CONV_USE_FP32_COMPUTE={shown} "
-                                    '(only the exact string "0" selects fp16)')
+                return Accumulation(
+                    "fp16",
+                    'TF_FP16_CONV_USE_FP32_COMPUTE="0" selects fp16 compute in cuDNN; '
+                    "applies when TF picks cuDNN for depthwise (its own kernel uses float)",
+                )
+            return Accumulation(
+                "fp16", 'GPU (cuDNN): TF_FP16_CONV_USE_FP32_COMPUTE="0" selects fp16 compute'
+            )
+        return Accumulation(
+            "fp32",
+            f"GPU (cuDNN) T=half: fp32 compute; TF_FP16_CONV_USE_FP32_COMPUTE={shown} "
+            '(only the exact string "0" selects fp16)',
+        )
     onednn, why = ctx.onednn_half() if info.name in ONEDNN_HALF_CONV_OPS else (False, "")
     if onednn:
         kernel = "_MklNative" + info.name.lstrip("_")
-        return Accumulation("fp32", f"CPU oneDNN ({kernel}) T=half: fp32 accumulation; "
-                                    f"oneDNN takes T=half on the target CPU ({why}); "
-                                    "TF_CONV2D_USE_FP16_ACCUMULATE ignored; "
-                                    "TF_ENABLE_ONEDNN_OPTS=0 runs the Eigen kernels")
+        return Accumulation(
+            "fp32",
+            f"CPU oneDNN ({kernel}) T=half: fp32 accumulation; "
+            f"oneDNN takes T=half on the target CPU ({why}); "
+            "TF_CONV2D_USE_FP16_ACCUMULATE ignored; "
+            "TF_ENABLE_ONEDNN_OPTS=0 runs the Eigen kernels",
+        )
     eigen = _cpu_eigen(info, ctx)
     if onednn is None and eigen.accumulation != "fp32":
-        return Accumulation("unknown", f"CPU {info.name} T=half: fp32 if oneDNN takes T=half on "
-                                       f"the target CPU, else (Eigen) {eigen.accumulation}: "
-                                       f"{eigen.reason}; not determined: {why}")
+        return Accumulation(
+            "unknown",
+            f"CPU {info.name} T=half: fp32 if oneDNN takes T=half on "
+            f"the target CPU, else (Eigen) {eigen.accumulation}: "
+            f"{eigen.reason}; not determined: {why}",
+        )
     return eigen
 
 
@@ -106,12 +137,20 @@ def _cpu_eigen(info: ConvOpInfo, ctx: RuntimeContext) -> Accumulation:
     where = "CPU (Eigen)" if onednn is False else "CPU"
     if info.name == "Conv2D":
         if v == "1":
-            return Accumulation("fp16", f'{where} Conv2D: TF_CONV2D_USE_FP16_ACCUMULATE="1" '
-                                        "selects fp16 accumulation")
-        return Accumulation("fp32", f"{where} Conv2D T=half: computed in fp32; "
-                                    f"TF_CONV2D_USE_FP16_ACCUMULATE={shown} "
-                                    '(only the exact string "1" selects fp16)')
+            return Accumulation(
+                "fp16",
+                f'{where} Conv2D: TF_CONV2D_USE_FP16_ACCUMULATE="1" selects fp16 accumulation',
+            )
+        return Accumulation(
+            "fp32",
+            f"{where} Conv2D T=half: computed in fp32; "
+            f"TF_CONV2D_USE_FP16_ACCUMULATE={shown} "
+            '(only the exact string "1" selects fp16)',
+        )
     if info.name in CPU_HALF_FP16_ACCUMULATE_MEASURED:
-        return Accumulation("fp16", f"{where} {info.name} T=half accumulates in fp16 whatever the "
-                                    "switch (measured, TF 2.21 CPU, 49-tap probe)")
+        return Accumulation(
+            "fp16",
+            f"{where} {info.name} T=half accumulates in fp16 whatever the "
+            "switch (measured, TF 2.21 CPU, 49-tap probe)",
+        )
     return Accumulation("unknown", f"CPU {info.name} T=half: accumulator not determined statically")

@@ -1,4 +1,5 @@
 """Formatting helpers shared by renderers."""
+
 from __future__ import annotations
 
 from ..findings import AuditReport, ConvFinding
@@ -16,7 +17,7 @@ def fmt_flops(f: int | None) -> str:
 def path_of(f: ConvFinding, width: int = 0) -> str:
     p = " > ".join(f.function_path) if f.function_path else "(graph)"
     if width and len(p) > width:
-        p = "…" + p[-(width - 1):]
+        p = "…" + p[-(width - 1) :]
     return p
 
 
@@ -34,4 +35,4 @@ def share(x: float | None) -> str:
 def onednn_context(report: AuditReport) -> str:
     """The context's oneDNN fact for T=half CPU convs, e.g. "yes (TF_ENABLE_ONEDNN_OPTS=...)"."""
     takes, why = report.context.onednn_half()
-    return f"{ {True: 'yes', False: 'no', None: 'unknown'}[takes]} ({why})"
+    return f"{ {True: 'yes', False: 'no', None: 'unknown'}[takes] } ({why})"

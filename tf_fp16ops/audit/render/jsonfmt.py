@@ -1,4 +1,5 @@
 """JSON renderer: `AuditReport.to_dict()` with its schema_version."""
+
 from __future__ import annotations
 
 import json

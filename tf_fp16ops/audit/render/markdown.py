@@ -1,4 +1,5 @@
 """Markdown renderer: summary table, switches, and one row per conv call site."""
+
 from __future__ import annotations
 
 from ..findings import AuditReport
@@ -12,19 +13,29 @@ def _esc(s: str) -> str:
 
 def render_markdown_summary(report: AuditReport) -> str:
     s = report.summary
-    out = [f"**{s.call_sites} conv call sites** ({s.conv_nodes} conv nodes) in `{_esc(report.source)}` "
-           f"({report.source_format}); context: device={report.context.device}, "
-           f"amp={report.context.amp}, "
-           f"oneDNN takes T=half CPU convs: {_esc(onednn_context(report))}.",
-           "", "| class | call sites | FLOPs | share of FLOPs |", "|---|---:|---:|---:|"]
+    out = [
+        f"**{s.call_sites} conv call sites** ({s.conv_nodes} conv nodes) in `{_esc(report.source)}` "
+        f"({report.source_format}); context: device={report.context.device}, "
+        f"amp={report.context.amp}, "
+        f"oneDNN takes T=half CPU convs: {_esc(onednn_context(report))}.",
+        "",
+        "| class | call sites | FLOPs | share of FLOPs |",
+        "|---|---:|---:|---:|",
+    ]
     for c in s.classes:
-        out.append(f"| {c.audit_class} | {c.count} | {fmt_flops(c.flops)} | {share(c.flop_share)} |")
+        out.append(
+            f"| {c.audit_class} | {c.count} | {fmt_flops(c.flops)} | {share(c.flop_share)} |"
+        )
     out.append("")
-    out.append(f"fp16 share ({s.share_basis}): **{share(s.fp16_share)}**; "
-               f"fp16-accumulate share: **{share(s.fp16_accumulate_share)}**.")
+    out.append(
+        f"fp16 share ({s.share_basis}): **{share(s.fp16_share)}**; "
+        f"fp16-accumulate share: **{share(s.fp16_accumulate_share)}**."
+    )
     if report.context.amp:
-        out.append(f"Auto mixed precision (prediction): {s.amp_predicted_rewrites} call sites would be "
-                   "rewritten to half at run time.")
+        out.append(
+            f"Auto mixed precision (prediction): {s.amp_predicted_rewrites} call sites would be "
+            "rewritten to half at run time."
+        )
     return "\n".join(out) + "\n"
 
 
@@ -34,30 +45,47 @@ def render_markdown(report: AuditReport) -> str:
     if report.switches:
         out += ["## Switches", "", "| variable | value | effect |", "|---|---|---|"]
         for sw in report.switches:
-            out.append(f"| `{sw.name}` | {'unset' if sw.value is None else '`' + sw.value + '`'} | {_esc(sw.effect)} |")
+            out.append(
+                f"| `{sw.name}` | {'unset' if sw.value is None else '`' + sw.value + '`'} | {_esc(sw.effect)} |"
+            )
         out.append("")
     run = has_runtime(report)
-    out += ["## Call sites", "",
-            "| # | function path | node | op | T | accumulation | class | FLOPs |" + (" observed |" if run else "")
-            + " flags |", "|---:|---|---|---|---|---|---|---:|" + ("---|" if run else "") + "---|"]
+    out += [
+        "## Call sites",
+        "",
+        "| # | function path | node | op | T | accumulation | class | FLOPs |"
+        + (" observed |" if run else "")
+        + " flags |",
+        "|---:|---|---|---|---|---|---|---:|" + ("---|" if run else "") + "---|",
+    ]
     for i, f in enumerate(report.findings, 1):
-        acc = f"{f.accumulation} [{legend[f.accumulation_reason]}]" + (f" Tacc={f.Tacc}" if f.Tacc else "")
+        acc = f"{f.accumulation} [{legend[f.accumulation_reason]}]" + (
+            f" Tacc={f.Tacc}" if f.Tacc else ""
+        )
         if f.amp is not None and f.amp.rewrite:
             acc += " (amp→half, predicted)"
         obs = f" {_esc(observed_cell(f))} |" if run else ""
-        out.append(f"| {i} | {_esc(path_of(f))} | `{_esc(f.node)}` | {f.op} | {f.T} | {acc} | "
-                   f"{f.audit_class} | {fmt_flops(f.flops)} |{obs} {_esc(', '.join(f.flags)) or '-'} |")
+        out.append(
+            f"| {i} | {_esc(path_of(f))} | `{_esc(f.node)}` | {f.op} | {f.T} | {acc} | "
+            f"{f.audit_class} | {fmt_flops(f.flops)} |{obs} {_esc(', '.join(f.flags)) or '-'} |"
+        )
     out += ["", "Accumulation reasons:", ""]
     out += [f"{n}. {_esc(r)}" for r, n in legend.items()]
     if run:
         out += ["", "## Runtime evidence (the model was executed)", ""]
         out += [f"- {_esc(line)}" for line in runtime_lines(report)]
-        out += ["", "| probe configuration | process | kernel | rounding | taps49 | overflow | observed |",
-                "|---|---|---|---|---|---|---|"]
+        out += [
+            "",
+            "| probe configuration | process | kernel | rounding | taps49 | overflow | observed |",
+            "|---|---|---|---|---|---|---|",
+        ]
         out += ["| " + " | ".join(_esc(c) for c in r) + " |" for r in probe_rows(report)]
     if report.unknown_ops:
         out += ["", "## Unknown ops", ""]
-        out += [f"- `{u.op}` ×{u.count}: {u.verdict} (attrs: {_esc(', '.join(u.attrs))})" for u in report.unknown_ops]
+        out += [
+            f"- `{u.op}` ×{u.count}: {u.verdict} (attrs: {_esc(', '.join(u.attrs))})"
+            for u in report.unknown_ops
+        ]
     if report.notes:
         out += ["", "## Notes", ""] + [f"- {_esc(n)}" for n in report.notes]
     return "\n".join(out) + "\n"

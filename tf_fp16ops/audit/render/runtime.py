@@ -1,11 +1,12 @@
 """Formatting of runtime evidence (`--run`) shared by the terminal and Markdown renderers. Formats only."""
+
 from __future__ import annotations
 
 from ..findings import AuditReport, ConvFinding
 
 
 def observed_cell(f: ConvFinding) -> str:
-    """"fp32 confirmed", "fp16 CONTRADICTED", "not-found", ... for one call site."""
+    """ "fp32 confirmed", "fp16 CONTRADICTED", "not-found", ... for one call site."""
     o = f.observed
     if o is None:
         return "-"
@@ -26,8 +27,17 @@ def probe_rows(report: AuditReport) -> list[tuple[str, ...]]:
     rt = report.runtime
     for p in tuple(rt.probes) + tuple(rt.switch_probes):
         vals = {o.probe: f"{o.value} ({o.verdict})" for o in p.outcomes}
-        rows.append((p.config.key(), p.process, p.kernel or "-", vals.get("rounding", "-"), vals.get("taps49", "-"),
-                     vals.get("overflow", "-"), p.observed + (f": {p.note}" if p.note else "")))
+        rows.append(
+            (
+                p.config.key(),
+                p.process,
+                p.kernel or "-",
+                vals.get("rounding", "-"),
+                vals.get("taps49", "-"),
+                vals.get("overflow", "-"),
+                p.observed + (f": {p.note}" if p.note else ""),
+            )
+        )
     return rows
 
 
@@ -36,13 +46,21 @@ def runtime_lines(report: AuditReport) -> list[str]:
     rt = report.runtime
     ins = ", ".join(f"{n} {t}{list(s)}" for n, t, s in rt.inputs) or "none"
     counts = ", ".join(f"{k} {v}" for k, v in rt.counts) or "none"
-    out = [f"executed: {rt.executed} on inputs {ins}" + (f" (random, seed {rt.seed})" if rt.seed is not None else ""),
-           f"executed graphs: {rt.function_graphs} function graph(s), {rt.executed_convs} conv node(s); "
-           f"call sites: {counts}"]
+    out = [
+        f"executed: {rt.executed} on inputs {ins}"
+        + (f" (random, seed {rt.seed})" if rt.seed is not None else ""),
+        f"executed graphs: {rt.function_graphs} function graph(s), {rt.executed_convs} conv node(s); "
+        f"call sites: {counts}",
+    ]
     switches = {k: v for p in rt.probes for k, v in p.switches}
-    out.append("probe switches (this process): " + (", ".join(f"{k}={v!r}" for k, v in sorted(switches.items()))
-                                                    or "none of TF_CONV2D_USE_FP16_ACCUMULATE, "
-                                                       "TF_FP16_CONV_USE_FP32_COMPUTE, TF_ENABLE_ONEDNN_OPTS set"))
+    out.append(
+        "probe switches (this process): "
+        + (
+            ", ".join(f"{k}={v!r}" for k, v in sorted(switches.items()))
+            or "none of TF_CONV2D_USE_FP16_ACCUMULATE, "
+            "TF_FP16_CONV_USE_FP32_COMPUTE, TF_ENABLE_ONEDNN_OPTS set"
+        )
+    )
     for i, f in enumerate(report.findings, 1):
         o = f.observed
         if o is None:
@@ -60,9 +78,11 @@ def runtime_lines(report: AuditReport) -> list[str]:
         sw = dict(p.switches)
         if "TF_CONV2D_USE_FP16_ACCUMULATE" in sw and p.kernel.startswith("_MklNative"):
             kernel = p.kernel.split("[")[0]
-            out.append(f"note: {p.config.key()} ran oneDNN's {kernel} in the subprocess, "
-                       "which ignores TF_CONV2D_USE_FP16_ACCUMULATE (fp32 accumulation); add "
-                       "TF_ENABLE_ONEDNN_OPTS=0 to the same --probe-switch for the Eigen kernel")
+            out.append(
+                f"note: {p.config.key()} ran oneDNN's {kernel} in the subprocess, "
+                "which ignores TF_CONV2D_USE_FP16_ACCUMULATE (fp32 accumulation); add "
+                "TF_ENABLE_ONEDNN_OPTS=0 to the same --probe-switch for the Eigen kernel"
+            )
     for k in rt.gpu_kernels:
         kern = "; ".join(f"{name} [{d.accumulator}]" for name, d in zip(k.kernels, k.decoded))
         out.append(f"GPU kernels of {k.tf_op}: {kern} -> {k.accumulator}")

@@ -1,4 +1,5 @@
 """Terminal renderer: a fixed-width table, one row per conv call site, and a summary."""
+
 from __future__ import annotations
 
 from ..findings import AuditReport
@@ -9,8 +10,11 @@ from .runtime import has_runtime, observed_cell, probe_rows, runtime_lines
 def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
     legend = reason_legend(report)
     run = has_runtime(report)
-    headers = ("#", "function path", "node", "op", "T", "accumulation", "class", "FLOPs") + \
-        (("observed",) if run else ()) + ("flags",)
+    headers = (
+        ("#", "function path", "node", "op", "T", "accumulation", "class", "FLOPs")
+        + (("observed",) if run else ())
+        + ("flags",)
+    )
     rows = []
     findings = report.findings if max_rows is None else report.findings[:max_rows]
     for i, f in enumerate(findings, 1):
@@ -19,21 +23,40 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
             acc += f" Tacc={f.Tacc}"
         if f.amp is not None and f.amp.rewrite:
             acc += " (amp→half, predicted)"
-        rows.append((str(i), path_of(f, 38), _cut(f.node, 40), f.op, f.T or "?", acc, f.audit_class,
-                     fmt_flops(f.flops)) + ((observed_cell(f),) if run else ()) + (", ".join(f.flags) or "-",))
-    widths = [max(len(h), *(len(r[c]) for r in rows)) if rows else len(h) for c, h in enumerate(headers)]
+        rows.append(
+            (
+                str(i),
+                path_of(f, 38),
+                _cut(f.node, 40),
+                f.op,
+                f.T or "?",
+                acc,
+                f.audit_class,
+                fmt_flops(f.flops),
+            )
+            + ((observed_cell(f),) if run else ())
+            + (", ".join(f.flags) or "-",)
+        )
+    widths = [
+        max(len(h), *(len(r[c]) for r in rows)) if rows else len(h) for c, h in enumerate(headers)
+    ]
     widths[-1] = len(headers[-1])
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    out = [f"tf-fp16-audit: {report.source} ({report.source_format})",
-           f"context: device={report.context.device} amp={report.context.amp} "
-           f"compute_capability={_v(report.context.compute_capability)} cudnn={_v(report.context.cudnn_version)} "
-           f"TF {report.context.tf_version} [{report.context.origin}]",
-           f"context: oneDNN takes T=half CPU convs: {onednn_context(report)}", ""]
+    out = [
+        f"tf-fp16-audit: {report.source} ({report.source_format})",
+        f"context: device={report.context.device} amp={report.context.amp} "
+        f"compute_capability={_v(report.context.compute_capability)} cudnn={_v(report.context.cudnn_version)} "
+        f"TF {report.context.tf_version} [{report.context.origin}]",
+        f"context: oneDNN takes T=half CPU convs: {onednn_context(report)}",
+        "",
+    ]
     out.append(line(headers))
     out.append(line(tuple("-" * w for w in widths)))
     out.extend(line(r) for r in rows)
     if max_rows is not None and len(report.findings) > max_rows:
-        out.append(f"... {len(report.findings) - max_rows} more call sites (use --format json for all)")
+        out.append(
+            f"... {len(report.findings) - max_rows} more call sites (use --format json for all)"
+        )
     if not report.findings:
         out.append("(no convolutions found)")
     out.append("")
@@ -41,15 +64,21 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
     out.extend(f"  [{n}] {r}" for r, n in legend.items())
     s = report.summary
     out.append("")
-    out.append(f"summary: {s.call_sites} conv call sites ({s.conv_nodes} conv nodes), "
-               f"FLOPs known for {s.flops_known}, total {fmt_flops(s.total_flops)}")
+    out.append(
+        f"summary: {s.call_sites} conv call sites ({s.conv_nodes} conv nodes), "
+        f"FLOPs known for {s.flops_known}, total {fmt_flops(s.total_flops)}"
+    )
     for c in s.classes:
         out.append(f"  {c.audit_class:16s} {c.count:6d} sites  {share(c.flop_share):>7s} of FLOPs")
-    out.append(f"  fp16 share ({s.share_basis}): {share(s.fp16_share)}; fp16-accumulate share: "
-               f"{share(s.fp16_accumulate_share)}")
+    out.append(
+        f"  fp16 share ({s.share_basis}): {share(s.fp16_share)}; fp16-accumulate share: "
+        f"{share(s.fp16_accumulate_share)}"
+    )
     if report.context.amp:
-        out.append(f"  auto mixed precision (prediction): {s.amp_predicted_rewrites} sites would be rewritten "
-                   "to half at run time")
+        out.append(
+            f"  auto mixed precision (prediction): {s.amp_predicted_rewrites} sites would be rewritten "
+            "to half at run time"
+        )
     if run:
         out.append("")
         out.append("runtime evidence (the model was executed):")
@@ -70,7 +99,9 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         out.append("")
         out.append("unknown ops:")
         for u in report.unknown_ops:
-            out.append(f"  {u.op} x{u.count} ({', '.join(u.example_nodes)}): {u.verdict}; attrs {', '.join(u.attrs)}")
+            out.append(
+                f"  {u.op} x{u.count} ({', '.join(u.example_nodes)}): {u.verdict}; attrs {', '.join(u.attrs)}"
+            )
     if report.notes:
         out.append("")
         out.append("notes:")
@@ -79,7 +110,7 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
 
 
 def _cut(s: str, w: int) -> str:
-    return s if len(s) <= w else "…" + s[-(w - 1):]
+    return s if len(s) <= w else "…" + s[-(w - 1) :]
 
 
 def _v(t) -> str:

@@ -3,12 +3,14 @@
 `verify()` (Python objects) and `verify_path()` (SavedModel directory, .keras archive) execute
 the model once; everything else is analysis of what TensorFlow reported back. Prints nothing.
 """
+
 from __future__ import annotations
 
 import collections
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..analyze import analyze
 from ..context import RuntimeContext
@@ -36,9 +38,16 @@ class Call:
     seed: int | None
 
 
-def evidence_report(model: LoadedModel, ctx: RuntimeContext, call: Call, *, signature: str | None = None,
-                    switch_envs: tuple[Mapping[str, str], ...] = (), profile_gpu: bool = True,
-                    probe_cache: dict | None = None) -> AuditReport:
+def evidence_report(
+    model: LoadedModel,
+    ctx: RuntimeContext,
+    call: Call,
+    *,
+    signature: str | None = None,
+    switch_envs: tuple[Mapping[str, str], ...] = (),
+    profile_gpu: bool = True,
+    probe_cache: dict | None = None,
+) -> AuditReport:
     """Static audit of `model`, then runs `call` once and attaches the runtime evidence.
 
     Args:
@@ -53,7 +62,10 @@ def evidence_report(model: LoadedModel, ctx: RuntimeContext, call: Call, *, sign
     ag = build_graph(model)
     full = analyze(model, ctx, graph=ag)
     consumers: dict = {}
-    names = {f.site_id: fusion_names(ag, site, consumers) for site, f in zip(ag.call_sites(), full.findings)}
+    names = {
+        f.site_id: fusion_names(ag, site, consumers)
+        for site, f in zip(ag.call_sites(), full.findings)
+    }
     report = analyze(model, ctx, graph=ag, signature=signature) if signature else full
     run = collect(call.fn, call.inputs)
     executed = run.executed_conv_nodes()
@@ -79,8 +91,10 @@ def evidence_report(model: LoadedModel, ctx: RuntimeContext, call: Call, *, sign
     notes = []
     unmatched = len(executed) - len({(n.graph_index, n.name) for n in matched.values()})
     if unmatched:
-        notes.append(f"{unmatched} executed conv node(s) matched no static call site "
-                     "(created at run time, or reached from another signature)")
+        notes.append(
+            f"{unmatched} executed conv node(s) matched no static call site "
+            "(created at run time, or reached from another signature)"
+        )
     devices = sorted({n.device for n in executed})
     if devices:
         notes.append("executed convs placed on " + ", ".join(devices))
@@ -91,10 +105,21 @@ def evidence_report(model: LoadedModel, ctx: RuntimeContext, call: Call, *, sign
         if gpu_visible():
             gpu_kernels = tuple(profile_kernels(call.fn, call.inputs))
         else:
-            notes.append("no GPU visible: no CUDA kernel evidence (probes and executed graphs only)")
-    evidence = RuntimeEvidence(call.description, call.input_desc, call.seed, len(run.function_graphs),
-                               len(executed), tuple(probes.values()), tuple(switch_probes), gpu_kernels,
-                               tuple(sorted(counts.items())), tuple(notes))
+            notes.append(
+                "no GPU visible: no CUDA kernel evidence (probes and executed graphs only)"
+            )
+    evidence = RuntimeEvidence(
+        call.description,
+        call.input_desc,
+        call.seed,
+        len(run.function_graphs),
+        len(executed),
+        tuple(probes.values()),
+        tuple(switch_probes),
+        gpu_kernels,
+        tuple(sorted(counts.items())),
+        tuple(notes),
+    )
     return replace(report, findings=tuple(findings), runtime=evidence)
 
 
@@ -114,12 +139,15 @@ def load_saved_model_for_run(path: str):
     try:
         return tf.saved_model.load(path)
     except (tf.errors.OpError, ValueError, OSError) as e:
-        raise AuditInputError(f"{path}: TensorFlow could not load the SavedModel to run it: "
-                              f"{str(e).strip().splitlines()[0] if str(e).strip() else e}") from None
+        raise AuditInputError(
+            f"{path}: TensorFlow could not load the SavedModel to run it: "
+            f"{str(e).strip().splitlines()[0] if str(e).strip() else e}"
+        ) from None
 
 
-def saved_model_call(loaded, path: str, name: str, input_shapes: Mapping[str, tuple[int, ...]],
-                     seed: int = 0) -> Call:
+def saved_model_call(
+    loaded, path: str, name: str, input_shapes: Mapping[str, tuple[int, ...]], seed: int = 0
+) -> Call:
     """A call of signature `name` of a loaded SavedModel on random inputs built from its TensorSpecs.
 
     Raises AuditInputError naming the problem."""
@@ -127,7 +155,9 @@ def saved_model_call(loaded, path: str, name: str, input_shapes: Mapping[str, tu
 
     sigs = dict(loaded.signatures)
     if name not in sigs:
-        raise AuditInputError(f"{path}: no signature {name!r} (has: {', '.join(sorted(sigs)) or 'none'})")
+        raise AuditInputError(
+            f"{path}: no signature {name!r} (has: {', '.join(sorted(sigs)) or 'none'})"
+        )
     fn = sigs[name]
     specs = sorted(fn.structured_input_signature[1].items())
     try:
@@ -139,8 +169,14 @@ def saved_model_call(loaded, path: str, name: str, input_shapes: Mapping[str, tu
     def call(*args, _fn=fn, _keys=tuple(keys), _keep=loaded):  # _keep holds the loaded object alive
         return _fn(**dict(zip(_keys, args)))
 
-    return Call(call, tuple(t for _, t in named), tuple(_desc(n, t) for n, t in named),
-                f"SavedModel signature {name!r}", 1, seed)
+    return Call(
+        call,
+        tuple(t for _, t in named),
+        tuple(_desc(n, t) for n, t in named),
+        f"SavedModel signature {name!r}",
+        1,
+        seed,
+    )
 
 
 def merge_reports(base: AuditReport, parts: list[AuditReport]) -> AuditReport:
@@ -166,15 +202,23 @@ def merge_reports(base: AuditReport, parts: list[AuditReport]) -> AuditReport:
     if not_run:
         notes.append(f"{not_run} call site(s) not reached by the executed signatures")
     rt = RuntimeEvidence(
-        "; ".join(r.executed for r in rts), tuple(i for r in rts for i in r.inputs), rts[0].seed if rts else None,
-        sum(r.function_graphs for r in rts), sum(r.executed_convs for r in rts), tuple(probes.values()),
-        tuple(switch.values()), tuple(k for r in rts for k in r.gpu_kernels), tuple(sorted(counts.items())),
-        tuple(notes))
+        "; ".join(r.executed for r in rts),
+        tuple(i for r in rts for i in r.inputs),
+        rts[0].seed if rts else None,
+        sum(r.function_graphs for r in rts),
+        sum(r.executed_convs for r in rts),
+        tuple(probes.values()),
+        tuple(switch.values()),
+        tuple(k for r in rts for k in r.gpu_kernels),
+        tuple(sorted(counts.items())),
+        tuple(notes),
+    )
     return replace(base, findings=findings, summary=summarize(findings), runtime=rt)
 
 
-def keras_call(model, input_shapes: Mapping[str, tuple[int, ...]], seed: int = 0,
-               inputs: tuple = ()) -> Call:
+def keras_call(
+    model, input_shapes: Mapping[str, tuple[int, ...]], seed: int = 0, inputs: tuple = ()
+) -> Call:
     """Prepares a call of a keras.Model (inference mode) on `inputs` or random inputs from its specs."""
     import tensorflow as tf
 
@@ -183,17 +227,38 @@ def keras_call(model, input_shapes: Mapping[str, tuple[int, ...]], seed: int = 0
     fn = tf.function(lambda *a: model(list(a) if len(a) > 1 else a[0], training=False))
     if inputs:
         ts = tuple(tf.convert_to_tensor(x) for x in inputs)
-        return Call(fn, ts, tuple(_desc(f"input{i}", t) for i, t in enumerate(ts)), f"keras.Model {model.name!r}", 0, None)
-    specs = [(getattr(t, "name", f"input{i}") or f"input{i}", tf.TensorSpec(t.shape, t.dtype))
-             for i, t in enumerate(model.inputs)]
+        return Call(
+            fn,
+            ts,
+            tuple(_desc(f"input{i}", t) for i, t in enumerate(ts)),
+            f"keras.Model {model.name!r}",
+            0,
+            None,
+        )
+    specs = [
+        (getattr(t, "name", f"input{i}") or f"input{i}", tf.TensorSpec(t.shape, t.dtype))
+        for i, t in enumerate(model.inputs)
+    ]
     named = random_inputs(specs, input_shapes, seed)
-    return Call(fn, tuple(t for _, t in named), tuple(_desc(n, t) for n, t in named),
-                f"keras.Model {model.name!r}", 0, seed)
+    return Call(
+        fn,
+        tuple(t for _, t in named),
+        tuple(_desc(n, t) for n, t in named),
+        f"keras.Model {model.name!r}",
+        0,
+        seed,
+    )
 
 
-def verify_path(path: str, ctx: RuntimeContext, *, signature: str | None = None,
-                input_shapes: Mapping[str, tuple[int, ...]] | None = None, seed: int = 0,
-                switch_envs: tuple[Mapping[str, str], ...] = ()) -> AuditReport:
+def verify_path(
+    path: str,
+    ctx: RuntimeContext,
+    *,
+    signature: str | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    seed: int = 0,
+    switch_envs: tuple[Mapping[str, str], ...] = (),
+) -> AuditReport:
     """`tf-fp16-audit --run` for one path: SavedModel directory (every signature, or `signature`)
     or .keras archive."""
     from ..loader import build_keras, load_path
@@ -208,12 +273,22 @@ def verify_path(path: str, ctx: RuntimeContext, *, signature: str | None = None,
         if not names:
             raise AuditInputError(f"{path}: the SavedModel has no signatures to run")
         cache: dict = {}
-        parts = [evidence_report(model, ctx, saved_model_call(loaded, path, n, shapes, seed), signature=n,
-                                 probe_cache=cache) for n in names]
+        parts = [
+            evidence_report(
+                model,
+                ctx,
+                saved_model_call(loaded, path, n, shapes, seed),
+                signature=n,
+                probe_cache=cache,
+            )
+            for n in names
+        ]
         report = parts[0] if signature else merge_reports(analyze(model, ctx), parts)
         if switch_envs:
             configs = [p.config for p in report.runtime.probes]
-            extra = tuple(r for env in switch_envs for r in run_probes_subprocess(configs, dict(env)))
+            extra = tuple(
+                r for env in switch_envs for r in run_probes_subprocess(configs, dict(env))
+            )
             report = replace(report, runtime=replace(report.runtime, switch_probes=extra))
         return report
     if path.endswith(".keras"):
@@ -226,12 +301,15 @@ def verify_path(path: str, ctx: RuntimeContext, *, signature: str | None = None,
         except ValueError as e:
             raise AuditInputError(f"{path}: {e}") from None
         return evidence_report(model, ctx, call, switch_envs=switch_envs)
-    raise AuditInputError(f"{path}: --run executes SavedModel directories and .keras archives; "
-                          "a GraphDef file can only be audited statically")
+    raise AuditInputError(
+        f"{path}: --run executes SavedModel directories and .keras archives; "
+        "a GraphDef file can only be audited statically"
+    )
 
 
-def verify_object(obj: Any, inputs: tuple, ctx: RuntimeContext, *,
-                  switch_envs: tuple[Mapping[str, str], ...] = ()) -> AuditReport:
+def verify_object(
+    obj: Any, inputs: tuple, ctx: RuntimeContext, *, switch_envs: tuple[Mapping[str, str], ...] = ()
+) -> AuditReport:
     """`tf_fp16ops.audit.verify()` for a tf.function, ConcreteFunction or keras.Model."""
     import tensorflow as tf
 
@@ -246,14 +324,25 @@ def verify_object(obj: Any, inputs: tuple, ctx: RuntimeContext, *,
     elif hasattr(obj, "graph") and hasattr(obj, "structured_input_signature"):
         concrete = obj
     else:
-        raise AuditInputError(f"verify() runs a tf.function, ConcreteFunction or keras.Model, got "
-                              f"{type(obj).__module__}.{type(obj).__qualname__}")
+        raise AuditInputError(
+            f"verify() runs a tf.function, ConcreteFunction or keras.Model, got "
+            f"{type(obj).__module__}.{type(obj).__qualname__}"
+        )
     if not ts:
         from .inputs import random_inputs
 
-        specs = [(s.name or f"input{i}", s) for i, s in enumerate(tf.nest.flatten(concrete.structured_input_signature))]
+        specs = [
+            (s.name or f"input{i}", s)
+            for i, s in enumerate(tf.nest.flatten(concrete.structured_input_signature))
+        ]
         ts = tuple(t for _, t in random_inputs(specs, {}, 0))
     model = load_object(concrete)
-    call = Call(concrete, ts, tuple(_desc(f"input{i}", t) for i, t in enumerate(ts)),
-                f"function {getattr(obj, '__name__', None) or type(obj).__name__}", 0, None)
+    call = Call(
+        concrete,
+        ts,
+        tuple(_desc(f"input{i}", t) for i, t in enumerate(ts)),
+        f"function {getattr(obj, '__name__', None) or type(obj).__name__}",
+        0,
+        None,
+    )
     return evidence_report(model, ctx, call, switch_envs=switch_envs)

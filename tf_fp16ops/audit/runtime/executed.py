@@ -10,10 +10,12 @@ Function graphs are recorded when a function is instantiated, so the callable is
 in a new tf.function: nested function calls are inlined into it and appear with their call-node
 names as prefixes ("StatefulPartitionedCall/resnet50/conv1_conv/convolution").
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..opsets import CONV_OPS
 
@@ -27,7 +29,7 @@ def canonical_op(op: str) -> str:
     conv they wrap; other names unchanged."""
     for prefix in ("_MklNative", "_Mkl"):
         if op.startswith(prefix):
-            rest = op[len(prefix):].removeprefix("PadWith")
+            rest = op[len(prefix) :].removeprefix("PadWith")
             return rest if rest in CONV_OPS else "_" + rest if "_" + rest in CONV_OPS else op
     return op
 
@@ -116,12 +118,20 @@ def _executed(n, p, gi: int, index: dict) -> ExecutedNode:
         if prod is not None and prod.op == "Cast":
             casts.append(f"{prod.name} ({_dtype(prod, 'SrcT')}->{_dtype(prod, 'DstT')})")
     return ExecutedNode(
-        name=n.name, op=n.op, kernel_op=src.op, T=_dtype(n, "T"), Tacc=_dtype(n, "Tacc"),
+        name=n.name,
+        op=n.op,
+        kernel_op=src.op,
+        T=_dtype(n, "T"),
+        Tacc=_dtype(n, "Tacc"),
         device=src.device or n.device,
-        fused_ops=tuple(s.decode() for s in n.attr["fused_ops"].list.s) if "fused_ops" in n.attr else (),
-        inputs=tuple(n.input), graph_index=gi,
+        fused_ops=tuple(s.decode() for s in n.attr["fused_ops"].list.s)
+        if "fused_ops" in n.attr
+        else (),
+        inputs=tuple(n.input),
+        graph_index=gi,
         kernel_label=src.attr["_kernel"].s.decode() if "_kernel" in src.attr else "",
-        input_casts=tuple(casts))
+        input_casts=tuple(casts),
+    )
 
 
 def collect(fn: Callable, inputs: Sequence[Any]) -> ExecutedRun:

@@ -5,9 +5,11 @@ spec's dtype, integers uniform in [0, 10), bools uniform. Unknown dimensions com
 `--input-shape NAME=D0,D1,...`; otherwise an unknown leading (batch) dimension is 1 and any other
 unknown dimension is an error naming the input.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def parse_input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -24,7 +26,9 @@ def parse_input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
         except ValueError:
             shape = None
         if not sep or not name or shape is None or any(d < 0 for d in shape):
-            raise ValueError(f"--input-shape expects NAME=D0,D1,... with non-negative integers, got {item!r}")
+            raise ValueError(
+                f"--input-shape expects NAME=D0,D1,... with non-negative integers, got {item!r}"
+            )
         out[name] = shape
     return out
 
@@ -39,22 +43,29 @@ def resolve_shape(name: str, spec_shape, given: Mapping[str, tuple[int, ...]]) -
     dims = None if spec_shape.rank is None else list(spec_shape.as_list())
     if name in given:
         shape = given[name]
-        if dims is not None and (len(shape) != len(dims) or
-                                 any(d is not None and d != s for d, s in zip(dims, shape))):
-            raise ValueError(f"--input-shape {name}={','.join(map(str, shape))} does not fit the signature "
-                             f"shape {dims}")
+        if dims is not None and (
+            len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape))
+        ):
+            raise ValueError(
+                f"--input-shape {name}={','.join(map(str, shape))} does not fit the signature "
+                f"shape {dims}"
+            )
         return tuple(shape)
     if dims is None:
         raise ValueError(f"input {name!r} has unknown rank; give --input-shape {name}=D0,D1,...")
     if dims and dims[0] is None:
         dims[0] = 1
     if any(d is None for d in dims):
-        raise ValueError(f"input {name!r} has unknown dimensions {dims}; give --input-shape "
-                         f"{name}={','.join('?' if d is None else str(d) for d in dims)}")
+        raise ValueError(
+            f"input {name!r} has unknown dimensions {dims}; give --input-shape "
+            f"{name}={','.join('?' if d is None else str(d) for d in dims)}"
+        )
     return tuple(dims)
 
 
-def random_inputs(specs: list[tuple[str, Any]], given: Mapping[str, tuple[int, ...]], seed: int = 0):
+def random_inputs(
+    specs: list[tuple[str, Any]], given: Mapping[str, tuple[int, ...]], seed: int = 0
+):
     """[(name, tf.Tensor)] for [(name, tf.TensorSpec)], in order.
 
     Raises:
@@ -66,8 +77,10 @@ def random_inputs(specs: list[tuple[str, Any]], given: Mapping[str, tuple[int, .
     rng = np.random.default_rng(seed)
     unknown = set(given) - {n for n, _ in specs}
     if unknown:
-        raise ValueError(f"--input-shape names unknown input(s) {sorted(unknown)}; inputs are "
-                         f"{[n for n, _ in specs]}")
+        raise ValueError(
+            f"--input-shape names unknown input(s) {sorted(unknown)}; inputs are "
+            f"{[n for n, _ in specs]}"
+        )
     out = []
     for name, spec in specs:
         shape = resolve_shape(name, spec.shape, given)

@@ -15,19 +15,31 @@ A profile is read from TensorFlow's profiler output (XSpace, `*.xplane.pb`): on 
 "/device:GPU:N" plane every event is one kernel launch named by its event metadata, and the TF
 op that launched it is the "tf_op" or "level 0" stat ("model/conv/Conv2D:Conv2D").
 """
+
 from __future__ import annotations
 
 import glob
 import os
 import re
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 _T = r"(f16|bf16|tf32|f32|f64|e4m3|e5m2|s8|u8|s4|s32)"
 _XMMA = re.compile(r"(?:^|_)" + _T + _T + r"_" + _T + _T + r"_" + _T + r"(?:_|$)")
-_CUTLASS3 = re.compile(r"cutlass3x_sm\d+_tensorop_(?:s\d+)?(?:gemm|fprop|dgrad|wgrad)\w*?_" + _T + r"_" + _T + r"_" + _T + r"_")
-_LEGACY = re.compile(r"(?:^|_)(h|s|d)(884|1688|16816|16832|1684|)(?:tf32)?(cudnn|gemm|fprop|dgrad|wgrad)")
+_CUTLASS3 = re.compile(
+    r"cutlass3x_sm\d+_tensorop_(?:s\d+)?(?:gemm|fprop|dgrad|wgrad)\w*?_"
+    + _T
+    + r"_"
+    + _T
+    + r"_"
+    + _T
+    + r"_"
+)
+_LEGACY = re.compile(
+    r"(?:^|_)(h|s|d)(884|1688|16816|16832|1684|)(?:tf32)?(cudnn|gemm|fprop|dgrad|wgrad)"
+)
 _TEMPLATED_FLOAT = re.compile(r"cudnn::detail::\w+<float\b")
 _ACC = {"f16": "fp16", "f32": "fp32", "tf32": "fp32", "f64": "fp64", "s32": "int32", "bf16": "bf16"}
 
@@ -43,10 +55,15 @@ def decode(name: str) -> KernelDecode:
     short = name.split("(", 1)[0]
     m = _XMMA.search(short)
     if m:
-        return KernelDecode(_ACC.get(m.group(4), "unknown"), f"xmma types {m.group(0).strip('_')}: accumulator {m.group(4)}")
+        return KernelDecode(
+            _ACC.get(m.group(4), "unknown"),
+            f"xmma types {m.group(0).strip('_')}: accumulator {m.group(4)}",
+        )
     m = _CUTLASS3.search(short)
     if m:
-        return KernelDecode(_ACC.get(m.group(3), "unknown"), f"cutlass3x element types: accumulator {m.group(3)}")
+        return KernelDecode(
+            _ACC.get(m.group(3), "unknown"), f"cutlass3x element types: accumulator {m.group(3)}"
+        )
     m = _LEGACY.search(short)
     if m:
         acc = {"h": "fp16", "s": "fp32", "d": "fp64"}[m.group(1)]
@@ -77,9 +94,13 @@ class KernelEvidence:
     accumulator: str
 
     def to_dict(self) -> dict:
-        return {"tf_op": self.tf_op, "op_type": self.op_type, "kernels": list(self.kernels),
-                "decoded": [{"accumulator": d.accumulator, "rule": d.rule} for d in self.decoded],
-                "accumulator": self.accumulator}
+        return {
+            "tf_op": self.tf_op,
+            "op_type": self.op_type,
+            "kernels": list(self.kernels),
+            "decoded": [{"accumulator": d.accumulator, "rule": d.rule} for d in self.decoded],
+            "accumulator": self.accumulator,
+        }
 
 
 def _summary(decoded: Sequence[KernelDecode]) -> str:
@@ -100,7 +121,9 @@ def kernels_from_xspace(xspace) -> list[KernelEvidence]:
                 op = ""
                 for st in ev.stats:
                     if stat_names.get(st.metadata_id) in ("tf_op", "level 0"):
-                        op = st.str_value or (stat_names.get(st.ref_value, "") if st.ref_value else "")
+                        op = st.str_value or (
+                            stat_names.get(st.ref_value, "") if st.ref_value else ""
+                        )
                         break
                 if not op:
                     continue
@@ -136,7 +159,9 @@ def gpu_visible() -> bool:
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-def profile_kernels(fn: Callable, inputs: Sequence[Any], logdir: str | None = None) -> list[KernelEvidence]:
+def profile_kernels(
+    fn: Callable, inputs: Sequence[Any], logdir: str | None = None
+) -> list[KernelEvidence]:
     """Profiles one call of `fn(*inputs)` with `tf.profiler.experimental` and decodes the kernels of
     every TF op that launched any (call it once before, so autotuning is not profiled)."""
     import tensorflow as tf

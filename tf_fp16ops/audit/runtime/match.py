@@ -10,9 +10,10 @@ Grappler's remapper renames a fused conv after the last op of the fused pattern
 (Conv2D > BiasAdd > Relu becomes _FusedConv2D named like the Relu), so the names of the conv's
 single-consumer chain of fusable ops are candidates too.
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..findings import ConvFinding, Observation
 from ..graph import AuditGraph, CallSite, parse_input
@@ -20,9 +21,26 @@ from .executed import ExecutedNode, canonical_op
 from .probes import ProbeConfig, ProbeResult
 
 # Ops grappler's remapper can fuse into a preceding conv (TensorFlow grappler remapper.cc patterns).
-FUSABLE = frozenset({"BiasAdd", "BiasAddV1", "Add", "AddV2", "FusedBatchNorm", "FusedBatchNormV2",
-                     "FusedBatchNormV3", "Relu", "Relu6", "Elu", "LeakyRelu", "Sigmoid", "Tanh", "Mul",
-                     "_MklSwish", "Sqrt"})
+FUSABLE = frozenset(
+    {
+        "BiasAdd",
+        "BiasAddV1",
+        "Add",
+        "AddV2",
+        "FusedBatchNorm",
+        "FusedBatchNormV2",
+        "FusedBatchNormV3",
+        "Relu",
+        "Relu6",
+        "Elu",
+        "LeakyRelu",
+        "Sigmoid",
+        "Tanh",
+        "Mul",
+        "_MklSwish",
+        "Sqrt",
+    }
+)
 MAX_FUSION_CHAIN = 4
 
 
@@ -48,8 +66,11 @@ def fusion_names(ag: AuditGraph, site: CallSite, consumers_cache: dict) -> tuple
     return tuple(names)
 
 
-def match(entries: Iterable[tuple[ConvFinding, tuple[str, ...]]], executed: list[ExecutedNode],
-          levels_above: int) -> dict[str, ExecutedNode]:
+def match(
+    entries: Iterable[tuple[ConvFinding, tuple[str, ...]]],
+    executed: list[ExecutedNode],
+    levels_above: int,
+) -> dict[str, ExecutedNode]:
     """Maps finding.site_id -> executed node.
 
     Args:
@@ -81,12 +102,18 @@ def match(entries: Iterable[tuple[ConvFinding, tuple[str, ...]]], executed: list
     return out
 
 
-def _suffix_match(f: ConvFinding, names, executed: list[ExecutedNode], taken) -> ExecutedNode | None:
+def _suffix_match(
+    f: ConvFinding, names, executed: list[ExecutedNode], taken
+) -> ExecutedNode | None:
     for k in range(len(f.call_nodes) + 1):
         for name in names:
             key = "/".join(list(f.call_nodes[k:]) + [name])
-            cands = [e for e in executed if (e.name == key or e.name.endswith("/" + key))
-                     and (e.graph_index, e.name) not in taken]
+            cands = [
+                e
+                for e in executed
+                if (e.name == key or e.name.endswith("/" + key))
+                and (e.graph_index, e.name) not in taken
+            ]
             if len(cands) == 1:
                 return cands[0]
     return None
@@ -100,8 +127,12 @@ def device_kind(device: str) -> str:
 def probe_config(node: ExecutedNode) -> ProbeConfig:
     """The probe configuration of an executed node: the op that really ran (oneDNN names mapped back),
     its T and Tacc, and its device kind."""
-    return ProbeConfig(canonical_op(node.kernel_op) if node.kernel_op else node.op, node.T or "?",
-                       node.Tacc, device_kind(node.device))
+    return ProbeConfig(
+        canonical_op(node.kernel_op) if node.kernel_op else node.op,
+        node.T or "?",
+        node.Tacc,
+        device_kind(node.device),
+    )
 
 
 def observe(f: ConvFinding, node: ExecutedNode | None, probe: ProbeResult | None) -> Observation:
@@ -116,7 +147,9 @@ def observe(f: ConvFinding, node: ExecutedNode | None, probe: ProbeResult | None
         else:
             changes.append(f"op {static_op} -> {ran}")
     if node.kernel_op and node.kernel_op != node.op:
-        changes.append(f"kernel {node.kernel_op}" + (f" [{node.kernel_label}]" if node.kernel_label else ""))
+        changes.append(
+            f"kernel {node.kernel_op}" + (f" [{node.kernel_label}]" if node.kernel_label else "")
+        )
     amp_casts = [c for c in node.input_casts if "AutoMixedPrecision" in c or "CastTo" in c]
     if amp_casts:
         changes.append("cast inserted by grappler: " + "; ".join(amp_casts))
@@ -128,32 +161,60 @@ def observe(f: ConvFinding, node: ExecutedNode | None, probe: ProbeResult | None
         else:
             contra.append(f"static T={f.T}, executed T={node.T}")
     elif amp_rewrite and f.amp.predicted_T != node.T:
-        contra.append(f"auto mixed precision rewrite to {f.amp.predicted_T} predicted, executed T={node.T}")
+        contra.append(
+            f"auto mixed precision rewrite to {f.amp.predicted_T} predicted, executed T={node.T}"
+        )
     if f.Tacc is not None and node.Tacc != f.Tacc:
         contra.append(f"static Tacc={f.Tacc}, executed Tacc={node.Tacc}")
     kind = device_kind(node.device)
     if kind != "?" and kind != f.target_device:
-        contra.append(f"static analysis assumed {f.target_device}, placed on {node.device.split('device:')[-1]}")
+        contra.append(
+            f"static analysis assumed {f.target_device}, placed on {node.device.split('device:')[-1]}"
+        )
     observed = probe.observed if probe is not None else "not-probed"
     if observed in ("fp16", "fp32"):
         static_acc = f.accumulation
         if amp_rewrite and f.amp.predicted_T == node.T:
             static_acc = observed if static_acc == "unknown" else static_acc
         if observed != static_acc and not (amp_rewrite and f.amp.predicted_T == node.T):
-            msg = (f"static accumulation {static_acc}, probes of {probe.config.key()} "
-                   f"observed {observed}")
+            msg = (
+                f"static accumulation {static_acc}, probes of {probe.config.key()} "
+                f"observed {observed}"
+            )
             ran_kernel = node.kernel_op or ""
             if ran_kernel.startswith("_MklNative") and node.T == "half":
-                msg += (f" (oneDNN kernel {ran_kernel} ran: oneDNN takes T=half on this CPU, fp32 "
-                        "accumulation; audit with --cpu-onednn-fp16 yes, or run with "
-                        "TF_ENABLE_ONEDNN_OPTS=0)")
-            elif (kind == "cpu" and node.T == "half" and ran_kernel
-                  and not ran_kernel.startswith("_Mkl")
-                  and observed == "fp16" and static_acc == "fp32"):
-                msg += (f" (TensorFlow's own kernel {ran_kernel} ran, not oneDNN; audit with "
-                        "--cpu-onednn-fp16 no)")
+                msg += (
+                    f" (oneDNN kernel {ran_kernel} ran: oneDNN takes T=half on this CPU, fp32 "
+                    "accumulation; audit with --cpu-onednn-fp16 yes, or run with "
+                    "TF_ENABLE_ONEDNN_OPTS=0)"
+                )
+            elif (
+                kind == "cpu"
+                and node.T == "half"
+                and ran_kernel
+                and not ran_kernel.startswith("_Mkl")
+                and observed == "fp16"
+                and static_acc == "fp32"
+            ):
+                msg += (
+                    f" (TensorFlow's own kernel {ran_kernel} ran, not oneDNN; audit with "
+                    "--cpu-onednn-fp16 no)"
+                )
             contra.append(msg)
-    status = "contradicted" if contra else "confirmed" if observed in ("fp16", "fp32") else "unverified"
-    return Observation(status, node.name, node.op, node.kernel_op + (f" [{node.kernel_label}]" if node.kernel_label else ""),
-                       node.T, node.Tacc, node.device, node.fused_ops, observed,
-                       probe.config.key() if probe is not None else None, tuple(changes), tuple(contra))
+    status = (
+        "contradicted" if contra else "confirmed" if observed in ("fp16", "fp32") else "unverified"
+    )
+    return Observation(
+        status,
+        node.name,
+        node.op,
+        node.kernel_op + (f" [{node.kernel_label}]" if node.kernel_label else ""),
+        node.T,
+        node.Tacc,
+        node.device,
+        node.fused_ops,
+        observed,
+        probe.config.key() if probe is not None else None,
+        tuple(changes),
+        tuple(contra),
+    )

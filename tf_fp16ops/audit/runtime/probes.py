@@ -26,6 +26,7 @@ is "fp16" when any probe shows fp16 rounding, "fp32" when all show the fp32 valu
 Probes run inside a fresh tf.function so grappler and the oneDNN/Eigen kernel selection are those
 of a model's function; the kernel that ran is read back from the partitioned graph.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,10 +36,14 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 
-PROBE_ENV = ("TF_CONV2D_USE_FP16_ACCUMULATE", "TF_FP16_CONV_USE_FP32_COMPUTE", "TF_ENABLE_ONEDNN_OPTS")
+PROBE_ENV = (
+    "TF_CONV2D_USE_FP16_ACCUMULATE",
+    "TF_FP16_CONV_USE_FP32_COMPUTE",
+    "TF_ENABLE_ONEDNN_OPTS",
+)
 
 # name -> (a terms, b terms, fp32-accumulation value rounded to T=half, fp16-accumulation value)
-_TWO_M12 = 2.0 ** -12
+_TWO_M12 = 2.0**-12
 _H02, _H01 = 0.199951171875, 0.0999755859375  # fp16(0.2), fp16(0.1)
 PROBES: dict[str, tuple[tuple[float, ...], tuple[float, ...], float, float]] = {
     "rounding": ((1.0,) + (_TWO_M12,) * 63, (1.0,) * 64, 1.015625, 1.0),
@@ -47,10 +52,18 @@ PROBES: dict[str, tuple[tuple[float, ...], tuple[float, ...], float, float]] = {
 }
 
 FPROP = {"Conv2D", "_FusedConv2D", "Conv3D", "DepthwiseConv2dNative", "Fp16Conv2D"}
-DGRAD = {"Conv2DBackpropInput", "Conv3DBackpropInputV2", "DepthwiseConv2dNativeBackpropInput",
-         "Fp16Conv2DBackpropInput"}
-WGRAD = {"Conv2DBackpropFilter", "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropFilter",
-         "Fp16Conv2DBackpropFilter"}
+DGRAD = {
+    "Conv2DBackpropInput",
+    "Conv3DBackpropInputV2",
+    "DepthwiseConv2dNativeBackpropInput",
+    "Fp16Conv2DBackpropInput",
+}
+WGRAD = {
+    "Conv2DBackpropFilter",
+    "Conv3DBackpropFilterV2",
+    "DepthwiseConv2dNativeBackpropFilter",
+    "Fp16Conv2DBackpropFilter",
+}
 PROBED_OPS = FPROP | DGRAD | WGRAD
 PROBED_T = ("half", "float")
 
@@ -69,10 +82,12 @@ class ProbeConfig:
         return f"{self.op}:{self.T}:{self.Tacc or '-'}:{self.device}"
 
     @staticmethod
-    def parse(text: str) -> "ProbeConfig":
+    def parse(text: str) -> ProbeConfig:
         parts = text.split(":")
         if len(parts) != 4:
-            raise ValueError(f"probe config must be OP:T:TACC:DEVICE (TACC '-' when none), got {text!r}")
+            raise ValueError(
+                f"probe config must be OP:T:TACC:DEVICE (TACC '-' when none), got {text!r}"
+            )
         op, t, tacc, dev = parts
         return ProbeConfig(op, t, None if tacc == "-" else tacc, dev)
 
@@ -113,15 +128,28 @@ class ProbeResult:
     note: str = ""
 
     def to_dict(self) -> dict:
-        return {"config": asdict(self.config), "key": self.config.key(), "observed": self.observed,
-                "outcomes": [o.to_dict() for o in self.outcomes], "kernel": self.kernel,
-                "switches": dict(self.switches), "process": self.process, "note": self.note}
+        return {
+            "config": asdict(self.config),
+            "key": self.config.key(),
+            "observed": self.observed,
+            "outcomes": [o.to_dict() for o in self.outcomes],
+            "kernel": self.kernel,
+            "switches": dict(self.switches),
+            "process": self.process,
+            "note": self.note,
+        }
 
     @staticmethod
-    def from_dict(d: dict) -> "ProbeResult":
-        return ProbeResult(ProbeConfig(**d["config"]), d["observed"],
-                           tuple(ProbeOutcome(**o) for o in d["outcomes"]), d["kernel"],
-                           tuple(sorted(d["switches"].items())), d["process"], d["note"])
+    def from_dict(d: dict) -> ProbeResult:
+        return ProbeResult(
+            ProbeConfig(**d["config"]),
+            d["observed"],
+            tuple(ProbeOutcome(**o) for o in d["outcomes"]),
+            d["kernel"],
+            tuple(sorted(d["switches"].items())),
+            d["process"],
+            d["note"],
+        )
 
 
 def verdict(value: float, T: str, probe: str) -> str:
@@ -132,7 +160,7 @@ def verdict(value: float, T: str, probe: str) -> str:
             return "fp16" if not math.isfinite(value) else ("fp32" if value == fp32 else "other")
         return "fp32" if value == fp32 else ("fp16" if value == fp16 else "other")
     exact = math.fsum(x * y for x, y in zip(a, b))
-    bound = len(a) * 2.0 ** -24 * math.fsum(abs(x * y) for x, y in zip(a, b))
+    bound = len(a) * 2.0**-24 * math.fsum(abs(x * y) for x, y in zip(a, b))
     return "fp32" if math.isfinite(value) and abs(value - exact) <= bound else "other"
 
 
@@ -155,14 +183,19 @@ def _fmt(x: float) -> str:
 def run_probes(config: ProbeConfig) -> ProbeResult:
     """Runs every probe of `config` in this process and classifies the accumulation observed."""
     if config.op not in PROBED_OPS:
-        return ProbeResult(config, "not-probed", switches=_switches(),
-                           note=f"no probe for op {config.op}")
+        return ProbeResult(
+            config, "not-probed", switches=_switches(), note=f"no probe for op {config.op}"
+        )
     if config.T not in PROBED_T:
-        return ProbeResult(config, "not-probed", switches=_switches(), note=f"no probe for T={config.T}")
+        return ProbeResult(
+            config, "not-probed", switches=_switches(), note=f"no probe for T={config.T}"
+        )
     import tensorflow as tf
 
     if config.device == "gpu" and not tf.config.list_logical_devices("GPU"):
-        return ProbeResult(config, "not-probed", switches=_switches(), note="no GPU visible in this process")
+        return ProbeResult(
+            config, "not-probed", switches=_switches(), note="no GPU visible in this process"
+        )
     outcomes, kernels = [], set()
     try:
         for name, (a, b, fp32, fp16) in PROBES.items():
@@ -170,14 +203,28 @@ def run_probes(config: ProbeConfig) -> ProbeResult:
             kernels.add(kernel)
             t_fp32 = fp32 if config.T == "half" else math.fsum(x * y for x, y in zip(a, b))
             t_fp16 = fp16 if config.T == "half" else float("nan")
-            outcomes.append(ProbeOutcome(name, _fmt(value), _fmt(t_fp32), _fmt(t_fp16),
-                                         verdict(value, config.T, name)))
+            outcomes.append(
+                ProbeOutcome(
+                    name, _fmt(value), _fmt(t_fp32), _fmt(t_fp16), verdict(value, config.T, name)
+                )
+            )
     except (tf.errors.OpError, ValueError, TypeError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return ProbeResult(config, "error", tuple(outcomes), ", ".join(sorted(k for k in kernels if k)),
-                           _switches(), note=msg[:300])
-    return ProbeResult(config, combine([o.verdict for o in outcomes]), tuple(outcomes),
-                       ", ".join(sorted(k for k in kernels if k)), _switches())
+        return ProbeResult(
+            config,
+            "error",
+            tuple(outcomes),
+            ", ".join(sorted(k for k in kernels if k)),
+            _switches(),
+            note=msg[:300],
+        )
+    return ProbeResult(
+        config,
+        combine([o.verdict for o in outcomes]),
+        tuple(outcomes),
+        ", ".join(sorted(k for k in kernels if k)),
+        _switches(),
+    )
 
 
 def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
@@ -199,13 +246,22 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
             x, w = x.reshape(1, 1, 1, n, 1), w.reshape(1, 1, n, 1, 1)
             fn = lambda x, w: tf.raw_ops.Conv3D(input=x, filter=w, strides=[1] * 5, padding=pad)  # noqa: E731
         elif op == "DepthwiseConv2dNative":
-            fn = lambda x, w: tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=s4, padding=pad)  # noqa: E731
+            fn = lambda x, w: tf.raw_ops.DepthwiseConv2dNative(
+                input=x, filter=w, strides=s4, padding=pad
+            )  # noqa: E731
         elif op == "Fp16Conv2D":
             lib = _ours()
-            fn = lambda x, w: lib.fp16_conv2d(x, w, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad)  # noqa: E731
-        elif op == "_FusedConv2D":  # Conv2D + BiasAdd(0) + Relu, fused by grappler's remapper when it can
-            fn = lambda x, w, bias: tf.nn.relu(tf.nn.bias_add(  # noqa: E731
-                tf.raw_ops.Conv2D(input=x, filter=w, strides=s4, padding=pad), bias))
+            fn = lambda x, w: lib.fp16_conv2d(
+                x, w, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad
+            )  # noqa: E731
+        elif (
+            op == "_FusedConv2D"
+        ):  # Conv2D + BiasAdd(0) + Relu, fused by grappler's remapper when it can
+            fn = lambda x, w, bias: tf.nn.relu(
+                tf.nn.bias_add(  # noqa: E731
+                    tf.raw_ops.Conv2D(input=x, filter=w, strides=s4, padding=pad), bias
+                )
+            )
         else:
             fn = lambda x, w: tf.raw_ops.Conv2D(input=x, filter=w, strides=s4, padding=pad)  # noqa: E731
         args = (x, w) if op != "_FusedConv2D" else (x, w, np.zeros([1]))
@@ -215,18 +271,25 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
         if op == "Conv3DBackpropInputV2":
             dy, w = dy.reshape(1, 1, 1, 1, n), w.reshape(1, 1, 1, 1, n)
             fn = lambda dy, w: tf.raw_ops.Conv3DBackpropInputV2(  # noqa: E731
-                input_sizes=tf.constant([1, 1, 1, 1, 1], tf.int32), filter=w, out_backprop=dy,
-                strides=[1] * 5, padding=pad)
+                input_sizes=tf.constant([1, 1, 1, 1, 1], tf.int32),
+                filter=w,
+                out_backprop=dy,
+                strides=[1] * 5,
+                padding=pad,
+            )
         elif op == "DepthwiseConv2dNativeBackpropInput":
             fn = lambda dy, w: tf.raw_ops.DepthwiseConv2dNativeBackpropInput(  # noqa: E731
-                input_sizes=sizes, filter=w, out_backprop=dy, strides=s4, padding=pad)
+                input_sizes=sizes, filter=w, out_backprop=dy, strides=s4, padding=pad
+            )
         elif op == "Fp16Conv2DBackpropInput":
             lib = _ours()
             fn = lambda dy, w: lib.fp16_conv2d_backprop_input(  # noqa: E731
-                sizes, w, dy, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad)
+                sizes, w, dy, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad
+            )
         else:
             fn = lambda dy, w: tf.raw_ops.Conv2DBackpropInput(  # noqa: E731
-                input_sizes=sizes, filter=w, out_backprop=dy, strides=s4, padding=pad)
+                input_sizes=sizes, filter=w, out_backprop=dy, strides=s4, padding=pad
+            )
         args = (dy, w)
     else:  # WGRAD
         x, dy = av.reshape(1, 1, n, 1), bv.reshape(1, 1, n, 1)
@@ -234,18 +297,25 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
         if op == "Conv3DBackpropFilterV2":
             x, dy = x.reshape(1, 1, 1, n, 1), dy.reshape(1, 1, 1, n, 1)
             fn = lambda x, dy: tf.raw_ops.Conv3DBackpropFilterV2(  # noqa: E731
-                input=x, filter_sizes=tf.constant([1, 1, 1, 1, 1], tf.int32), out_backprop=dy,
-                strides=[1] * 5, padding=pad)
+                input=x,
+                filter_sizes=tf.constant([1, 1, 1, 1, 1], tf.int32),
+                out_backprop=dy,
+                strides=[1] * 5,
+                padding=pad,
+            )
         elif op == "DepthwiseConv2dNativeBackpropFilter":
             fn = lambda x, dy: tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(  # noqa: E731
-                input=x, filter_sizes=sizes, out_backprop=dy, strides=s4, padding=pad)
+                input=x, filter_sizes=sizes, out_backprop=dy, strides=s4, padding=pad
+            )
         elif op == "Fp16Conv2DBackpropFilter":
             lib = _ours()
             fn = lambda x, dy: lib.fp16_conv2d_backprop_filter(  # noqa: E731
-                x, sizes, dy, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad)
+                x, sizes, dy, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad
+            )
         else:
             fn = lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(  # noqa: E731
-                input=x, filter_sizes=sizes, out_backprop=dy, strides=s4, padding=pad)
+                input=x, filter_sizes=sizes, out_backprop=dy, strides=s4, padding=pad
+            )
         args = (x, dy)
     device = "/GPU:0" if config.device == "gpu" else "/CPU:0"
     with tf.device(device):
@@ -274,8 +344,9 @@ def _tf_dtype(name: str | None):
     return tf.float16 if name == "half" else tf.float32
 
 
-def run_probes_subprocess(configs: list[ProbeConfig], env: dict[str, str],
-                          timeout_s: float = 300.0) -> list[ProbeResult]:
+def run_probes_subprocess(
+    configs: list[ProbeConfig], env: dict[str, str], timeout_s: float = 300.0
+) -> list[ProbeResult]:
     """Runs the probes of `configs` in a fresh Python process whose environment is this one's
     updated with `env` (switches are read once per process, so a new value needs a new process).
 
@@ -285,13 +356,19 @@ def run_probes_subprocess(configs: list[ProbeConfig], env: dict[str, str],
     full = dict(os.environ)
     full.update(env)
     full.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    cmd = [sys.executable, "-m", "tf_fp16ops.audit.runtime.probes", "--json"] + [c.key() for c in configs]
+    cmd = [sys.executable, "-m", "tf_fp16ops.audit.runtime.probes", "--json"] + [
+        c.key() for c in configs
+    ]
     proc = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
-        raise RuntimeError(f"probe subprocess failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
+        raise RuntimeError(
+            f"probe subprocess failed ({proc.returncode}): {proc.stderr.strip()[-800:]}"
+        )
     shown = ", ".join(f"{k}={v!r}" for k, v in sorted(env.items())) or "inherited environment"
-    return [ProbeResult(**{**asdict_shallow(r), "process": f"subprocess ({shown})"})
-            for r in (ProbeResult.from_dict(d) for d in json.loads(proc.stdout))]
+    return [
+        ProbeResult(**{**asdict_shallow(r), "process": f"subprocess ({shown})"})
+        for r in (ProbeResult.from_dict(d) for d in json.loads(proc.stdout))
+    ]
 
 
 def asdict_shallow(r: ProbeResult) -> dict:
@@ -301,9 +378,10 @@ def asdict_shallow(r: ProbeResult) -> dict:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m tf_fp16ops.audit.runtime.probes",
-                                description="Runs accumulation probes (executes tiny convolutions) and prints "
-                                            "the results.")
+    p = argparse.ArgumentParser(
+        prog="python -m tf_fp16ops.audit.runtime.probes",
+        description="Runs accumulation probes (executes tiny convolutions) and prints the results.",
+    )
     p.add_argument("configs", nargs="+", metavar="OP:T:TACC:DEVICE", help="e.g. Conv2D:half:-:cpu")
     p.add_argument("--json", action="store_true", help="print JSON (a list of ProbeResult dicts)")
     args = p.parse_args(argv)
@@ -316,7 +394,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps([r.to_dict() for r in results]))
     else:
         for r in results:
-            print(r.config.key(), r.observed, r.kernel, " ".join(f"{o.probe}={o.value}" for o in r.outcomes), r.note)
+            print(
+                r.config.key(),
+                r.observed,
+                r.kernel,
+                " ".join(f"{o.probe}={o.value}" for o in r.outcomes),
+                r.note,
+            )
     return 0
 
 
