@@ -39,7 +39,7 @@ def _seq_fp16(a, b) -> float:
     """One fp16 accumulator from +0, acc = fp16(a*b + acc) with the product exact (float64)."""
     acc = np.float16(0.0)
     with np.errstate(over="ignore", invalid="ignore"):
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             acc = np.float16(np.float64(x) * np.float64(y) + np.float64(acc))
     return float(acc)
 
@@ -332,7 +332,8 @@ def test_cli_run_on_bundled_example(demo, capsys):
 
 
 def test_cli_run_shows_contradictions_in_table_markdown_and_tensorboard(demo, capsys, tmp_path):
-    # Static context says GPU with fp16 compute; the run places the conv on the CPU, fp32 accumulation.
+    # Static context says GPU with fp16 compute; the run places the conv on the CPU, fp32
+    # accumulation.
     args = [
         demo,
         "--run",

@@ -30,7 +30,8 @@ def test_seed_comparison_conclusions():
         assert r.tf_fp16_accumulate_kernel == "Conv2D"
         assert r.tf_fp16_accumulate_vs_fp32_cast.share_differ > 0.5
         assert r.tf_fp16_accumulate_eigen_vs_fp32_cast is None
-    # Our op shows the difference per call: most outputs differ, max |diff| 0.25-0.31 near 36 (spacing 0.03125).
+    # Our op shows the difference per call: most outputs differ, max |diff| 0.25-0.31 near 36
+    # (spacing 0.03125).
     assert 0.6 < r.ours_half_vs_float.share_differ < 0.9
     assert 0.125 <= r.ours_half_vs_float.max_abs <= 0.5
     assert all(math.isinf(v) and v > 0 for v in r.overflow_half) and len(r.overflow_half) == 3

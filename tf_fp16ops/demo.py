@@ -75,7 +75,8 @@ def seed_inputs(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def tf_pair(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The seed's two functions: conv16 (float16 conv2d) and conv16_32 (float32 conv2d cast to float16)."""
+    """The seed's two functions: conv16 (float16 conv2d) and conv16_32 (float32 conv2d cast to
+    float16)."""
     conv16 = tf.nn.conv2d(x, w, 1, "VALID").numpy()
     conv16_32 = tf.cast(
         tf.nn.conv2d(x.astype(np.float32), w.astype(np.float32), 1, "VALID"), tf.float16

@@ -57,7 +57,8 @@ def _non_negative_int(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tf-fp16-audit",
-        description="Static audit of TensorFlow models: for every convolution call site, the storage dtype T, "
+        description="Static audit of TensorFlow models: for every convolution call site, "
+        "the storage dtype T, "
         "the effective accumulation and why, casts on its inputs, the Keras policy, FLOPs and risk "
         "flags. Models are parsed as protos and never executed; without --run and --build-keras "
         "TensorFlow is not imported (nor needed).",
@@ -142,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=D0,D1,...",
-        help="--run: shape of input NAME where the signature leaves dimensions unknown (repeatable; "
+        help="--run: shape of input NAME where the signature leaves dimensions unknown "
+        "(repeatable; "
         "an unknown batch dimension defaults to 1)",
     )
     r.add_argument(
@@ -179,7 +181,8 @@ def _parse_env(items: list[str]) -> dict[str, str]:
 
 
 def _run(path: str, ctx, args, shapes, switch_envs):
-    """--run for one path: (report with runtime evidence, loaded model for the TensorBoard graph)."""
+    """--run for one path: (report with runtime evidence, loaded model for the TensorBoard
+    graph)."""
     import tensorflow as tf
 
     from .errors import AuditInputError
@@ -308,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001 - last resort: a clean message instead of a traceback
             msg = " ".join(str(e).split())[:500]
             print(
-                f"tf-fp16-audit: error: internal error while auditing {path}: {type(e).__name__}: {msg}",
+                f"tf-fp16-audit: error: internal error while auditing {path}: "
+                f"{type(e).__name__}: {msg}",
                 file=sys.stderr,
             )
             return 2

@@ -183,7 +183,8 @@ class RuntimeContext:
 
     @staticmethod
     def from_process(environ: Mapping[str, str] | None = None) -> RuntimeContext:
-        """Reads the current process: env vars, visible GPUs, cuDNN from TF build info, TF32, AMP option.
+        """Reads the current process: env vars, visible GPUs, cuDNN from TF build info, TF32, AMP
+        option.
 
         When TensorFlow is already imported here (an audit of a Python object, `--run`), its
         `tf.config` and build info are read. Otherwise TensorFlow is not imported (a static audit
@@ -248,7 +249,8 @@ class RuntimeContext:
         target CPU instead of deriving it from this machine's CPU flags.
 
         Raises:
-          ValueError: naming the argument and the bad value (device not gpu/cpu, malformed versions).
+          ValueError: naming the argument and the bad value (device not gpu/cpu, malformed
+            versions).
         """
         changes: dict = {}
         notes: list[str] = list(self.overrides)
@@ -270,7 +272,8 @@ class RuntimeContext:
             cc = _parse_version(compute_capability)
             if cc is None or len(cc) != 2 or not 1 <= cc[0] <= MAX_CC_MAJOR or cc[1] > MAX_CC_MINOR:
                 raise ValueError(
-                    f"--compute-capability must look like 8.0 (MAJOR.MINOR, major 1..{MAX_CC_MAJOR}, "
+                    f"--compute-capability must look like 8.0 "
+                    f"(MAJOR.MINOR, major 1..{MAX_CC_MAJOR}, "
                     f"minor 0..{MAX_CC_MINOR}), got {compute_capability!r}"
                 )
             changes["compute_capability"] = cc

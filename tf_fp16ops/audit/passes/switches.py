@@ -16,7 +16,8 @@ def switch_statuses(ctx: RuntimeContext) -> tuple[SwitchStatus, ...]:
         eff = (
             "selects fp16 compute for cuDNN convs with T=half"
             if v == "0"
-            else 'keeps fp32 compute for T=half convs (only the exact string "0" selects fp16; read once per process)'
+            else "keeps fp32 compute for T=half convs "
+            '(only the exact string "0" selects fp16; read once per process)'
         )
     else:
         eff = "GPU-only switch: no effect on CPU kernels"

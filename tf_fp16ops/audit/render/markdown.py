@@ -14,7 +14,8 @@ def _esc(s: str) -> str:
 def render_markdown_summary(report: AuditReport) -> str:
     s = report.summary
     out = [
-        f"**{s.call_sites} conv call sites** ({s.conv_nodes} conv nodes) in `{_esc(report.source)}` "
+        f"**{s.call_sites} conv call sites** ({s.conv_nodes} conv nodes) "
+        f"in `{_esc(report.source)}` "
         f"({report.source_format}); context: device={report.context.device}, "
         f"amp={report.context.amp}, "
         f"oneDNN takes T=half CPU convs: {_esc(onednn_context(report))}.",
@@ -46,7 +47,8 @@ def render_markdown(report: AuditReport) -> str:
         out += ["## Switches", "", "| variable | value | effect |", "|---|---|---|"]
         for sw in report.switches:
             out.append(
-                f"| `{sw.name}` | {'unset' if sw.value is None else '`' + sw.value + '`'} | {_esc(sw.effect)} |"
+                f"| `{sw.name}` | {'unset' if sw.value is None else '`' + sw.value + '`'} | "
+                f"{_esc(sw.effect)} |"
             )
         out.append("")
     run = has_runtime(report)

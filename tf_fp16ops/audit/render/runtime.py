@@ -1,4 +1,5 @@
-"""Formatting of runtime evidence (`--run`) shared by the terminal and Markdown renderers. Formats only."""
+"""Formatting of runtime evidence (`--run`) shared by the terminal and Markdown renderers.
+Formats only."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def runtime_lines(report: AuditReport) -> list[str]:
     out = [
         f"executed: {rt.executed} on inputs {ins}"
         + (f" (random, seed {rt.seed})" if rt.seed is not None else ""),
-        f"executed graphs: {rt.function_graphs} function graph(s), {rt.executed_convs} conv node(s); "
+        f"executed graphs: {rt.function_graphs} function graph(s), "
+        f"{rt.executed_convs} conv node(s); "
         f"call sites: {counts}",
     ]
     switches = {k: v for p in rt.probes for k, v in p.switches}
@@ -84,7 +86,9 @@ def runtime_lines(report: AuditReport) -> list[str]:
                 "TF_ENABLE_ONEDNN_OPTS=0 to the same --probe-switch for the Eigen kernel"
             )
     for k in rt.gpu_kernels:
-        kern = "; ".join(f"{name} [{d.accumulator}]" for name, d in zip(k.kernels, k.decoded))
+        kern = "; ".join(
+            f"{name} [{d.accumulator}]" for name, d in zip(k.kernels, k.decoded, strict=True)
+        )
         out.append(f"GPU kernels of {k.tf_op}: {kern} -> {k.accumulator}")
     out.extend(f"note: {n}" for n in rt.notes)
     return out

@@ -41,11 +41,14 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         max(len(h), *(len(r[c]) for r in rows)) if rows else len(h) for c, h in enumerate(headers)
     ]
     widths[-1] = len(headers[-1])
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    line = lambda cells: "  ".join(  # noqa: E731
+        c.ljust(w) for c, w in zip(cells, widths, strict=True)
+    ).rstrip()
     out = [
         f"tf-fp16-audit: {report.source} ({report.source_format})",
         f"context: device={report.context.device} amp={report.context.amp} "
-        f"compute_capability={_v(report.context.compute_capability)} cudnn={_v(report.context.cudnn_version)} "
+        f"compute_capability={_v(report.context.compute_capability)} "
+        f"cudnn={_v(report.context.cudnn_version)} "
         f"TF {report.context.tf_version} [{report.context.origin}]",
         f"context: oneDNN takes T=half CPU convs: {onednn_context(report)}",
         "",
@@ -76,7 +79,8 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
     )
     if report.context.amp:
         out.append(
-            f"  auto mixed precision (prediction): {s.amp_predicted_rewrites} sites would be rewritten "
+            f"  auto mixed precision (prediction): {s.amp_predicted_rewrites} sites "
+            "would be rewritten "
             "to half at run time"
         )
     if run:
@@ -87,8 +91,11 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         prow = probe_rows(report)
         ph = ("configuration", "process", "kernel", "rounding", "taps49", "overflow", "observed")
         pw = [max(len(h), *(len(r[c]) for r in prow)) if prow else len(h) for c, h in enumerate(ph)]
-        out.append("    " + "  ".join(h.ljust(w) for h, w in zip(ph, pw)).rstrip())
-        out.extend("    " + "  ".join(c.ljust(w) for c, w in zip(r, pw)).rstrip() for r in prow)
+        out.append("    " + "  ".join(h.ljust(w) for h, w in zip(ph, pw, strict=True)).rstrip())
+        out.extend(
+            "    " + "  ".join(c.ljust(w) for c, w in zip(r, pw, strict=True)).rstrip()
+            for r in prow
+        )
     if report.switches:
         out.append("")
         out.append("switches:")
@@ -100,7 +107,8 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         out.append("unknown ops:")
         for u in report.unknown_ops:
             out.append(
-                f"  {u.op} x{u.count} ({', '.join(u.example_nodes)}): {u.verdict}; attrs {', '.join(u.attrs)}"
+                f"  {u.op} x{u.count} ({', '.join(u.example_nodes)}): {u.verdict}; "
+                f"attrs {', '.join(u.attrs)}"
             )
     if report.notes:
         out.append("")

@@ -64,7 +64,7 @@ def evidence_report(
     consumers: dict = {}
     names = {
         f.site_id: fusion_names(ag, site, consumers)
-        for site, f in zip(ag.call_sites(), full.findings)
+        for site, f in zip(ag.call_sites(), full.findings, strict=True)
     }
     report = analyze(model, ctx, graph=ag, signature=signature) if signature else full
     run = collect(call.fn, call.inputs)
@@ -148,7 +148,8 @@ def load_saved_model_for_run(path: str):
 def saved_model_call(
     loaded, path: str, name: str, input_shapes: Mapping[str, tuple[int, ...]], seed: int = 0
 ) -> Call:
-    """A call of signature `name` of a loaded SavedModel on random inputs built from its TensorSpecs.
+    """A call of signature `name` of a loaded SavedModel on random inputs built from its
+    TensorSpecs.
 
     Raises AuditInputError naming the problem."""
     from .inputs import random_inputs
@@ -167,7 +168,7 @@ def saved_model_call(
     keys = [n for n, _ in named]
 
     def call(*args, _fn=fn, _keys=tuple(keys), _keep=loaded):  # _keep holds the loaded object alive
-        return _fn(**dict(zip(_keys, args)))
+        return _fn(**dict(zip(_keys, args, strict=False)))
 
     return Call(
         call,
@@ -219,7 +220,8 @@ def merge_reports(base: AuditReport, parts: list[AuditReport]) -> AuditReport:
 def keras_call(
     model, input_shapes: Mapping[str, tuple[int, ...]], seed: int = 0, inputs: tuple = ()
 ) -> Call:
-    """Prepares a call of a keras.Model (inference mode) on `inputs` or random inputs from its specs."""
+    """Prepares a call of a keras.Model (inference mode) on `inputs` or random inputs from its
+    specs."""
     import tensorflow as tf
 
     from .inputs import random_inputs

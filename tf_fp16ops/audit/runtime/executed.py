@@ -23,10 +23,11 @@ _DTYPES = {1: "float", 2: "double", 14: "bfloat16", 19: "half"}
 
 
 def canonical_op(op: str) -> str:
-    """Maps oneDNN-renamed kernels to the TensorFlow op they implement: "_MklNativeConv2D" -> "Conv2D",
-    "_MklNativeFusedConv2D" -> "_FusedConv2D"; oneDNN's Pad fusions ("_MklNativePadWithConv2D",
-    "_MklNativePadWithFusedConv2D", tensorflow/core/common_runtime/mkl_layout_pass.cc) map to the
-    conv they wrap; other names unchanged."""
+    """Maps oneDNN-renamed kernels to the TensorFlow op they implement:
+    "_MklNativeConv2D" -> "Conv2D", "_MklNativeFusedConv2D" -> "_FusedConv2D"; oneDNN's Pad
+    fusions ("_MklNativePadWithConv2D", "_MklNativePadWithFusedConv2D",
+    tensorflow/core/common_runtime/mkl_layout_pass.cc) map to the conv they wrap; other names
+    unchanged."""
     for prefix in ("_MklNative", "_Mkl"):
         if op.startswith(prefix):
             rest = op[len(prefix) :].removeprefix("PadWith")

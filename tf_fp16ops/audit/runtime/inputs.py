@@ -44,7 +44,8 @@ def resolve_shape(name: str, spec_shape, given: Mapping[str, tuple[int, ...]]) -
     if name in given:
         shape = given[name]
         if dims is not None and (
-            len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape))
+            len(shape) != len(dims)
+            or any(d is not None and d != s for d, s in zip(dims, shape, strict=True))
         ):
             raise ValueError(
                 f"--input-shape {name}={','.join(map(str, shape))} does not fit the signature "
@@ -69,7 +70,8 @@ def random_inputs(
     """[(name, tf.Tensor)] for [(name, tf.TensorSpec)], in order.
 
     Raises:
-      ValueError: a shape cannot be resolved, or a dtype (string, resource, ...) cannot be generated.
+      ValueError: a shape cannot be resolved, or a dtype (string, resource, ...) cannot be
+        generated.
     """
     import numpy as np
     import tensorflow as tf

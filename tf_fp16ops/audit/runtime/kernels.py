@@ -109,7 +109,8 @@ def _summary(decoded: Sequence[KernelDecode]) -> str:
 
 
 def kernels_from_xspace(xspace) -> list[KernelEvidence]:
-    """Per-TF-op kernel evidence from an XSpace proto (`tensorflow.tsl.profiler.protobuf.xplane_pb2`)."""
+    """Per-TF-op kernel evidence from an XSpace proto
+    (`tensorflow.tsl.profiler.protobuf.xplane_pb2`)."""
     by_op: dict[tuple[str, str], list[str]] = {}
     for plane in xspace.planes:
         if not plane.name.startswith("/device:GPU:"):

@@ -125,8 +125,8 @@ def device_kind(device: str) -> str:
 
 
 def probe_config(node: ExecutedNode) -> ProbeConfig:
-    """The probe configuration of an executed node: the op that really ran (oneDNN names mapped back),
-    its T and Tacc, and its device kind."""
+    """The probe configuration of an executed node: the op that really ran (oneDNN names mapped
+    back), its T and Tacc, and its device kind."""
     return ProbeConfig(
         canonical_op(node.kernel_op) if node.kernel_op else node.op,
         node.T or "?",
@@ -169,7 +169,8 @@ def observe(f: ConvFinding, node: ExecutedNode | None, probe: ProbeResult | None
     kind = device_kind(node.device)
     if kind != "?" and kind != f.target_device:
         contra.append(
-            f"static analysis assumed {f.target_device}, placed on {node.device.split('device:')[-1]}"
+            f"static analysis assumed {f.target_device}, "
+            f"placed on {node.device.split('device:')[-1]}"
         )
     observed = probe.observed if probe is not None else "not-probed"
     if observed in ("fp16", "fp32"):

@@ -13,8 +13,8 @@ Probes (expected values by hand, IEEE binary16; checked against a NumPy referenc
   * "rounding": 1 followed by 63 terms of 2^-12 (times 1). fp32 accumulation: 1 + 63 * 2^-12 =
     1.015380859375, rounded once to half: 1.015625. Sequential fp16 accumulation: every
     1 + 2^-12 rounds back to 1 (half an ulp of 1 is 2^-11), so 1.0.
-  * "taps49": 49 terms of fp16(0.2) * fp16(0.1) (a 7x7 window; docs/design.md "Numerics contract"). fp32: 0.9794921875; fp16
-    (one rounding per step): 0.98046875.
+  * "taps49": 49 terms of fp16(0.2) * fp16(0.1) (a 7x7 window; docs/design.md "Numerics
+    contract"). fp32: 0.9794921875; fp16 (one rounding per step): 0.98046875.
   * "overflow": [65504, 65504] * [65504, -65504] (the seed's second answer). fp32: 0;
     fp16: the first product overflows (65504^2 > 65504), so inf (or NaN when products are
     rounded to fp16 before the sum).
@@ -94,7 +94,8 @@ class ProbeConfig:
 
 @dataclass(frozen=True)
 class ProbeOutcome:
-    """One probe's result. Values are decimal strings ("1.015625", "inf", "nan") so JSON stays plain."""
+    """One probe's result. Values are decimal strings ("1.015625", "inf", "nan") so JSON stays
+    plain."""
 
     probe: str
     value: str
@@ -159,8 +160,8 @@ def verdict(value: float, T: str, probe: str) -> str:
         if probe == "overflow":
             return "fp16" if not math.isfinite(value) else ("fp32" if value == fp32 else "other")
         return "fp32" if value == fp32 else ("fp16" if value == fp16 else "other")
-    exact = math.fsum(x * y for x, y in zip(a, b))
-    bound = len(a) * 2.0**-24 * math.fsum(abs(x * y) for x, y in zip(a, b))
+    exact = math.fsum(x * y for x, y in zip(a, b, strict=True))
+    bound = len(a) * 2.0**-24 * math.fsum(abs(x * y) for x, y in zip(a, b, strict=True))
     return "fp32" if math.isfinite(value) and abs(value - exact) <= bound else "other"
 
 
@@ -201,7 +202,9 @@ def run_probes(config: ProbeConfig) -> ProbeResult:
         for name, (a, b, fp32, fp16) in PROBES.items():
             value, kernel = _run_one(config, a, b)
             kernels.add(kernel)
-            t_fp32 = fp32 if config.T == "half" else math.fsum(x * y for x, y in zip(a, b))
+            t_fp32 = (
+                fp32 if config.T == "half" else math.fsum(x * y for x, y in zip(a, b, strict=True))
+            )
             t_fp16 = fp16 if config.T == "half" else float("nan")
             outcomes.append(
                 ProbeOutcome(
@@ -246,22 +249,24 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
             x, w = x.reshape(1, 1, 1, n, 1), w.reshape(1, 1, n, 1, 1)
             fn = lambda x, w: tf.raw_ops.Conv3D(input=x, filter=w, strides=[1] * 5, padding=pad)  # noqa: E731
         elif op == "DepthwiseConv2dNative":
-            fn = lambda x, w: tf.raw_ops.DepthwiseConv2dNative(
-                input=x, filter=w, strides=s4, padding=pad
-            )  # noqa: E731
+
+            def fn(x, w):
+                return tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=s4, padding=pad)
         elif op == "Fp16Conv2D":
             lib = _ours()
-            fn = lambda x, w: lib.fp16_conv2d(
-                x, w, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad
-            )  # noqa: E731
+
+            def fn(x, w):
+                return lib.fp16_conv2d(x, w, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad)
         elif (
             op == "_FusedConv2D"
         ):  # Conv2D + BiasAdd(0) + Relu, fused by grappler's remapper when it can
-            fn = lambda x, w, bias: tf.nn.relu(
-                tf.nn.bias_add(  # noqa: E731
-                    tf.raw_ops.Conv2D(input=x, filter=w, strides=s4, padding=pad), bias
+
+            def fn(x, w, bias):
+                return tf.nn.relu(
+                    tf.nn.bias_add(
+                        tf.raw_ops.Conv2D(input=x, filter=w, strides=s4, padding=pad), bias
+                    )
                 )
-            )
         else:
             fn = lambda x, w: tf.raw_ops.Conv2D(input=x, filter=w, strides=s4, padding=pad)  # noqa: E731
         args = (x, w) if op != "_FusedConv2D" else (x, w, np.zeros([1]))
