@@ -1,21 +1,25 @@
 """oneDNN kernel names in partitioned graphs map back to the TensorFlow op they implement
 (names from tensorflow/core/common_runtime/mkl_layout_pass.cc)."""
+
 import pytest
 
 from tf_fp16ops.audit.runtime.executed import canonical_op, is_conv_op
 
 
-@pytest.mark.parametrize("kernel,op", [
-    ("_MklNativeConv2D", "Conv2D"),
-    ("_MklConv2D", "Conv2D"),
-    ("_MklNativeFusedConv2D", "_FusedConv2D"),
-    ("_MklNativePadWithConv2D", "Conv2D"),         # Pad folded into the conv by oneDNN
-    ("_MklNativePadWithFusedConv2D", "_FusedConv2D"),
-    ("_MklNativeConv2DBackpropInput", "Conv2DBackpropInput"),
-    ("_MklNativeDepthwiseConv2dNative", "DepthwiseConv2dNative"),
-    ("Conv2D", "Conv2D"),
-    ("_MklNativeMatMul", "_MklNativeMatMul"),       # not a convolution: unchanged
-])
+@pytest.mark.parametrize(
+    "kernel,op",
+    [
+        ("_MklNativeConv2D", "Conv2D"),
+        ("_MklConv2D", "Conv2D"),
+        ("_MklNativeFusedConv2D", "_FusedConv2D"),
+        ("_MklNativePadWithConv2D", "Conv2D"),  # Pad folded into the conv by oneDNN
+        ("_MklNativePadWithFusedConv2D", "_FusedConv2D"),
+        ("_MklNativeConv2DBackpropInput", "Conv2DBackpropInput"),
+        ("_MklNativeDepthwiseConv2dNative", "DepthwiseConv2dNative"),
+        ("Conv2D", "Conv2D"),
+        ("_MklNativeMatMul", "_MklNativeMatMul"),  # not a convolution: unchanged
+    ],
+)
 def test_canonical_op(kernel, op):
     assert canonical_op(kernel) == op
 

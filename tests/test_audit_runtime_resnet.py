@@ -5,6 +5,7 @@ Expected: the architecture has 53 Conv2D layers; under mixed_float16 each runs C
 which TensorFlow's CPU kernel computes in fp32 unless TF_CONV2D_USE_FP16_ACCUMULATE is "1"
 (the 49-tap probe), so every call site is confirmed fp32 on this CPU-only process.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,11 @@ def test_run_resnet50_mixed_float16(resnet_mixed, capsys):
     for f in d["findings"]:
         o = f["observed"]
         assert (f["T"], f["accumulation"]) == ("half", "fp32")
-        assert (o["status"], o["executed_T"], o["observed_accumulation"]) == ("confirmed", "half", "fp32"), o
+        assert (o["status"], o["executed_T"], o["observed_accumulation"]) == (
+            "confirmed",
+            "half",
+            "fp32",
+        ), o
         if o["fused_ops"]:  # a fused node takes the name of its last op (e.g. .../BiasAdd)
             assert o["executed_node"].rsplit("/", 1)[0].endswith(f["node"].rsplit("/", 1)[0])
         else:
@@ -53,7 +58,10 @@ def test_run_resnet50_mixed_float16(resnet_mixed, capsys):
     probe = probes.get("Conv2D:half:-:cpu") or probes["_FusedConv2D:half:-:cpu"]
     assert [o["value"] for o in probe["outcomes"]] == ["1.015625", "0.9794921875", "0.0"]
     (inp,) = d["runtime"]["inputs"]  # Keras numbers input names per process: keras_tensor[_N]
-    assert inp["name"].startswith("keras_tensor") and (inp["dtype"], inp["shape"]) == ("float32", [1, 32, 32, 3])
+    assert inp["name"].startswith("keras_tensor") and (inp["dtype"], inp["shape"]) == (
+        "float32",
+        [1, 32, 32, 3],
+    )
 
 
 def test_run_resnet50_table(resnet_mixed, capsys):

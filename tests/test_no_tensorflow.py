@@ -326,8 +326,13 @@ def test_tensorboard_serves_the_tab_without_a_usable_op_library(library, example
 
 @pytest.mark.parametrize("flag", ["--run", "--build-keras"])
 def test_options_that_need_tensorflow_say_so_without_it(notf_python, example, flag):
-    r = subprocess.run([str(notf_python), "-m", "tf_fp16ops.audit", str(example), flag],
-                       capture_output=True, text=True, timeout=120, cwd="/")
+    r = subprocess.run(
+        [str(notf_python), "-m", "tf_fp16ops.audit", str(example), flag],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
     assert r.returncode == 2 and r.stdout == ""
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"tf-fp16-audit: error: {flag} needs TensorFlow: "), line

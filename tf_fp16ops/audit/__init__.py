@@ -7,11 +7,21 @@ convolution call site the storage dtype, the effective accumulation with its rea
 through casts, the Keras policy, FLOPs and risk flags. See `audit()` and the `tf-fp16-audit` command. `verify()` and
 `tf-fp16-audit --run` (opt-in) execute the model and add runtime evidence (see `runtime/`).
 """
+
 from .api import audit, verify
 from .context import RuntimeContext
 from .demo import demo_example
 from .errors import AuditInputError
 from .findings import CLASSES, SCHEMA_VERSION, AuditReport, ConvFinding
 
-__all__ = ["audit", "verify", "RuntimeContext", "AuditInputError", "AuditReport", "ConvFinding", "CLASSES",
-           "SCHEMA_VERSION", "demo_example"]
+__all__ = [
+    "audit",
+    "verify",
+    "RuntimeContext",
+    "AuditInputError",
+    "AuditReport",
+    "ConvFinding",
+    "CLASSES",
+    "SCHEMA_VERSION",
+    "demo_example",
+]

@@ -5,6 +5,7 @@ Bump the major number on incompatible changes; the minor number when fields are 
 1.1: `ConvFinding.observed` (runtime evidence per call site) and `AuditReport.runtime`
 (executed signature, probes, GPU kernels), both None for a static audit.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -16,12 +17,12 @@ SCHEMA_VERSION = "1.1"
 # Audit classes, from most to least fp16.
 CLASSES = (
     "fp16-accumulate",  # products accumulated in fp16
-    "fp16-storage",     # T=half tensors, fp32 accumulation (TensorFlow's default for half)
-    "fake-fp16",        # T=float conv on values rounded to fp16 on the way in (seed's conv16_32)
-    "bf16",             # T=bfloat16, fp32 accumulation
-    "fp32",             # T=float
-    "fp64",             # T=double
-    "unknown",          # dtype or accumulation not determined statically
+    "fp16-storage",  # T=half tensors, fp32 accumulation (TensorFlow's default for half)
+    "fake-fp16",  # T=float conv on values rounded to fp16 on the way in (seed's conv16_32)
+    "bf16",  # T=bfloat16, fp32 accumulation
+    "fp32",  # T=float
+    "fp64",  # T=double
+    "unknown",  # dtype or accumulation not determined statically
 )
 FP16_CLASSES = ("fp16-accumulate", "fp16-storage")
 
@@ -36,7 +37,9 @@ def make(cls, **values):
     """
     names = _MAKEABLE[cls]
     if values.keys() != names:
-        raise TypeError(f"make({cls.__name__}): fields {sorted(names ^ values.keys())} missing or unknown")
+        raise TypeError(
+            f"make({cls.__name__}): fields {sorted(names ^ values.keys())} missing or unknown"
+        )
     obj = object.__new__(cls)
     obj.__dict__.update(values)
     return obj
@@ -292,11 +295,14 @@ class RuntimeEvidence:
         return {
             "executed": self.executed,
             "inputs": [{"name": n, "dtype": t, "shape": list(s)} for n, t, s in self.inputs],
-            "seed": self.seed, "function_graphs": self.function_graphs, "executed_convs": self.executed_convs,
+            "seed": self.seed,
+            "function_graphs": self.function_graphs,
+            "executed_convs": self.executed_convs,
             "probes": [p.to_dict() for p in self.probes],
             "switch_probes": [p.to_dict() for p in self.switch_probes],
             "gpu_kernels": [k.to_dict() for k in self.gpu_kernels],
-            "counts": dict(self.counts), "notes": list(self.notes),
+            "counts": dict(self.counts),
+            "notes": list(self.notes),
         }
 
 
@@ -340,10 +346,17 @@ def _makeable(*classes) -> dict:
     out = {}
     for cls in classes:
         params = getattr(cls, "__dataclass_params__", None)
-        if params is None or not params.frozen or hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") \
-                or {f.name for f in fields(cls)} != cls.__dataclass_fields__.keys():
-            raise TypeError(f"findings.make cannot build {cls.__name__}: it must be a frozen dataclass "
-                            "without __post_init__, InitVar or ClassVar fields and __slots__")
+        if (
+            params is None
+            or not params.frozen
+            or hasattr(cls, "__post_init__")
+            or hasattr(cls, "__slots__")
+            or {f.name for f in fields(cls)} != cls.__dataclass_fields__.keys()
+        ):
+            raise TypeError(
+                f"findings.make cannot build {cls.__name__}: it must be a frozen dataclass "
+                "without __post_init__, InitVar or ClassVar fields and __slots__"
+            )
         out[cls] = cls.__dataclass_fields__.keys()
     return out
 

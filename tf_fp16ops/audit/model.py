@@ -1,4 +1,5 @@
 """The loaded model: every graph scope of the input, as parsed protos. No analysis here."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -2,9 +2,11 @@
 
 Every table here is data, not logic: the passes read them. Sources are given per table.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 
 @dataclass(frozen=True)
 class ConvOpInfo:
@@ -62,10 +64,21 @@ def _table() -> dict[str, ConvOpInfo]:
 CONV_OPS: dict[str, ConvOpInfo] = _table()
 
 # Ops whose output is their input (value-wise) for provenance purposes. Cast is handled apart.
-IDENTITY_LIKE = frozenset({
-    "Identity", "IdentityN", "Snapshot", "StopGradient", "PreventGradient", "CheckNumerics",
-    "EnsureShape", "Enter", "RefIdentity", "DebugIdentity", "DebugIdentityV2",
-})
+IDENTITY_LIKE = frozenset(
+    {
+        "Identity",
+        "IdentityN",
+        "Snapshot",
+        "StopGradient",
+        "PreventGradient",
+        "CheckNumerics",
+        "EnsureShape",
+        "Enter",
+        "RefIdentity",
+        "DebugIdentity",
+        "DebugIdentityV2",
+    }
+)
 READ_VARIABLE = frozenset({"ReadVariableOp"})
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "VarHandleOpV2"})
 CAST_OPS = frozenset({"Cast"})
@@ -106,6 +119,11 @@ AMP_MIN_COMPUTE_CAPABILITY = (7, 0)
 # TensorFlow 2.21.0, x86_64, in separate processes per switch value:
 # Conv2D gives the fp32 value unless TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1";
 # the others give the fp16 value whatever the switch.
-CPU_HALF_FP16_ACCUMULATE_MEASURED = frozenset({
-    "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3D", "DepthwiseConv2dNative",
-})
+CPU_HALF_FP16_ACCUMULATE_MEASURED = frozenset(
+    {
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "Conv3D",
+        "DepthwiseConv2dNative",
+    }
+)
