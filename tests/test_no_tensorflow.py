@@ -18,12 +18,12 @@ import socket
 import subprocess
 import sys
 import time
-import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 NOTF_VENV = REPO / "build" / "notf-venv"

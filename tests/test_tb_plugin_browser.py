@@ -79,10 +79,10 @@ def _build(policy: str, head_policy: str | None = None):
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
     """Exports both models, runs the audit CLI on each with --logdir; returns (logdir, {run: findings})."""
+    import numpy as np
+
     import tf_fp16ops
     from tf_fp16ops.audit.cli import main
-
-    import numpy as np
 
     tmp = tmp_path_factory.mktemp("tb_browser")
     fp32 = _build("float32")

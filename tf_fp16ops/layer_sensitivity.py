@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Callable, Optional
 
 import keras
 import numpy as np
@@ -58,8 +58,8 @@ class LayerSensitivity:
     rank: int  # 1 = most sensitive
     max_rel: float
     mean_rel: float
-    metric: Optional[float] = None  # metric with this layer in fp16 (labels given)
-    metric_change: Optional[float] = None  # metric - baseline metric
+    metric: float | None = None  # metric with this layer in fp16 (labels given)
+    metric_change: float | None = None  # metric - baseline metric
     in_fp16_set: bool = False
 
 
@@ -71,14 +71,14 @@ class SensitivityResult:
     fp16_set: tuple[str, ...]  # in model order
     set_max_rel: float
     set_mean_rel: float
-    baseline_metric: Optional[float]
-    set_metric: Optional[float]
+    baseline_metric: float | None
+    set_metric: float | None
     tolerance: float
-    metric_tolerance: Optional[float]
+    metric_tolerance: float | None
     others: str
     search: str
     num_samples: int
-    model: Optional[keras.Model] = field(default=None, compare=False, repr=False)
+    model: keras.Model | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
         """All fields but `model` (asdict would deep-copy the Keras model)."""
@@ -232,14 +232,14 @@ def sensitivity(
     y=None,
     *,
     tolerance: float = 1e-2,
-    metric: Optional[Callable] = None,
-    metric_tolerance: Optional[float] = None,
+    metric: Callable | None = None,
+    metric_tolerance: float | None = None,
     others: str = "float32",
     layers: LayerSelection = None,
     search: str = "greedy",
     batch_size: int = 32,
     progress: bool = True,
-    logdir: Optional[str] = None,
+    logdir: str | None = None,
 ) -> SensitivityResult:
     """Ranks the convertible layers of `model` by their sensitivity to fp16 accumulation and finds
     the largest set that can take it (module docstring: measures, ranking, search).

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from . import graph as graph_module
 from .context import RuntimeContext
 from .errors import MalformedModelError
 from .findings import AuditReport
-from . import graph as graph_module
 from .graph import AuditGraph, build_graph
 from .keras_config import scope_name
 from .model import LoadedModel

@@ -19,10 +19,10 @@ callees that cannot reach a convolution are not walked, and at most MAX_CALL_SIT
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import compress
-from typing import Any, Iterator
+from typing import Any
 
 import networkx as nx
 
@@ -273,7 +273,7 @@ def _is_index(s: str) -> bool:
     return s.isascii() and s.isdigit()
 
 
-def _parse_node_input(scope: "Scope", node: str, text: str) -> tuple[str, int] | None:
+def _parse_node_input(scope: Scope, node: str, text: str) -> tuple[str, int] | None:
     """`parse_input` for input `text` of node `node` of `scope`; errors name the scope and node."""
     try:
         return parse_input(text, scope.fdef is not None)
@@ -281,7 +281,7 @@ def _parse_node_input(scope: "Scope", node: str, text: str) -> tuple[str, int] |
         raise MalformedModelError(f"{_where(scope)}: node {node!r} has a {e}") from None
 
 
-def parse_ret(scope: "Scope", text: str) -> tuple[str, int] | None:
+def parse_ret(scope: Scope, text: str) -> tuple[str, int] | None:
     """`parse_input` for a return value of function scope `scope`; errors name the function."""
     try:
         return parse_input(text, True)
@@ -289,7 +289,7 @@ def parse_ret(scope: "Scope", text: str) -> tuple[str, int] | None:
         raise MalformedModelError(f"{_where(scope)}: return value has a {e}") from None
 
 
-def _where(scope: "Scope") -> str:
+def _where(scope: Scope) -> str:
     return f"function {scope.function!r}" if scope.function else f"graph {scope.unit!r}"
 
 

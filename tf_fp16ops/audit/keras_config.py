@@ -21,9 +21,8 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 
-from . import protos
+from . import keras_ours, protos
 from .errors import AuditInputError, MalformedModelError
-from . import keras_ours
 from .model import KerasLayer
 
 _DTYPES = {"float16": "half", "float32": "float", "float64": "double", "bfloat16": "bfloat16"}

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 # Trailing node-name components that name the op, not the layer (TensorFlow's and Keras's own
 # names for the conv node inside a layer's name scope, and this package's op name scope).

@@ -20,11 +20,10 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-from tensorboard import errors
+from tensorboard import errors, plugin_util
 from tensorboard.backend import http_util
 from tensorboard.data import provider
 from tensorboard.plugins import base_plugin
-from tensorboard import plugin_util
 from werkzeug import wrappers
 
 from . import metadata

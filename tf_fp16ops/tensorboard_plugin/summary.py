@@ -15,12 +15,12 @@ if TYPE_CHECKING:  # no run-time import: the audit package imports this module l
     from tf_fp16ops.audit.findings import AuditReport
 
 
-def finding_records(report: "AuditReport") -> list[str]:
+def finding_records(report: AuditReport) -> list[str]:
     """One JSON string per conv call site, in the report's order (`ConvFinding.to_dict()`)."""
     return [json.dumps(f.to_dict(), sort_keys=True) for f in report.findings]
 
 
-def report_record(report: "AuditReport") -> str:
+def report_record(report: AuditReport) -> str:
     """The JSON of `report.to_dict()` without the "findings" list."""
     d = report.to_dict()
     d.pop("findings", None)
@@ -38,7 +38,7 @@ def _string_tensor(values: list[str], shape: list[int]):
     return t
 
 
-def audit_summary_pb(report: "AuditReport"):
+def audit_summary_pb(report: AuditReport):
     """The two summaries as one `Summary` proto (TensorBoard's protos; no TensorFlow needed).
 
     The same values as `write_audit_summary` writes through tf.summary: tag `fp16_audit/findings`
@@ -60,7 +60,7 @@ def audit_summary_pb(report: "AuditReport"):
     return s
 
 
-def write_audit_summary(report: "AuditReport", step: int = 0) -> bool:
+def write_audit_summary(report: AuditReport, step: int = 0) -> bool:
     """Writes tags `fp16_audit/findings` and `fp16_audit/report` to the default summary writer.
 
     Call it inside `with writer.as_default():` of a `tf.summary.create_file_writer(run_dir)`.
