@@ -410,7 +410,7 @@ def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audit
     names = [b.get_attribute("data-layer") for b in bars]
     assert sorted(names) == sorted(LAYERS)  # every conv layer of the model, once
     assert [int(b.get_attribute("data-rank")) for b in bars] == list(range(1, len(LAYERS) + 1))
-    by_name = {l["name"]: l for l in result["layers"]}
+    by_name = {layer["name"]: layer for layer in result["layers"]}
     # Log axis: bar length grows with max_rel; in-set bars end left of the tolerance line.
     widths = [float(b.get_attribute("width")) for b in bars]
     assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1] > 0
@@ -418,7 +418,7 @@ def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audit
     in_set = {n for n in names if by_name[n]["in_fp16_set"]}
     assert 0 < len(in_set) < len(LAYERS)  # SENS_TOLERANCE lies between this model's errors
     colours = {}
-    for b, w in zip(bars, widths):
+    for b, w in zip(bars, widths, strict=True):
         n = b.get_attribute("data-layer")
         assert (b.get_attribute("data-in-set") == "true") == (n in in_set)
         colours.setdefault(n in in_set, set()).add(b.value_of_css_property("fill"))

@@ -31,11 +31,10 @@ def analyze(
     """
     try:
         ag = graph if graph is not None else build_graph(model)
-        layers = {l.name: l for l in model.keras_layers}
-        for (
-            l
-        ) in model.keras_layers:  # static .keras graphs name nodes after the sanitized layer name
-            layers.setdefault(scope_name(l.name), l)
+        layers = {layer.name: layer for layer in model.keras_layers}
+        # static .keras graphs name nodes after the sanitized layer name
+        for layer in model.keras_layers:
+            layers.setdefault(scope_name(layer.name), layer)
         memo = SiteMemo()
         findings = tuple(
             finding(ag, site, ctx, layers, model.keras_model_name, memo) for site in ag.call_sites()

@@ -299,9 +299,11 @@ def _index_scope(
     # One read of each node's op and name into plain lists; everything else is derived from them.
     ops = [n.op for n in nodes]
     names = [n.name for n in nodes]
-    pos = dict(zip(names, range(len(names))))
+    pos = dict(zip(names, range(len(names)), strict=True))
     counts = Counter(ops)
-    first = dict(zip(reversed(ops), range(len(ops) - 1, -1, -1)))  # op -> first position
+    first = dict(
+        zip(reversed(ops), range(len(ops) - 1, -1, -1), strict=True)
+    )  # op -> first position
     op_counts = {op: (c, names[first[op]]) for op, c in counts.items()}
     convs = []
     calls = []

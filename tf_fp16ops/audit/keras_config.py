@@ -101,7 +101,7 @@ def _children(config: dict) -> list[dict]:
     if not isinstance(cfg, dict):
         return []
     layers = cfg.get("layers")
-    out = [l for l in layers if isinstance(l, dict)] if isinstance(layers, list) else []
+    out = [layer for layer in layers if isinstance(layer, dict)] if isinstance(layers, list) else []
     inner = cfg.get("layer")
     if isinstance(inner, dict):  # wrappers (TimeDistributed, ...)
         out.append(inner)
@@ -431,7 +431,7 @@ def _out_shape(in_shape, ks, strides, dil, padding, cout, channels_last):
         return None
     sp = in_shape[1:-1] if channels_last else in_shape[2:]
     out = []
-    for size, k, s, d in zip(sp, ks, strides, dil):
+    for size, k, s, d in zip(sp, ks, strides, dil, strict=False):
         if size < 0:
             out.append(-1)
         elif padding == "SAME":

@@ -56,7 +56,7 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
     if any(s <= 0 for s in st) or any(d <= 0 for d in dl):
         return None
     out = []
-    for size, k, s, d in zip(sp, filt[:sd], st, dl):
+    for size, k, s, d in zip(sp, filt[:sd], st, dl, strict=True):
         if size < 0:
             out.append(-1)
         elif padding == "SAME":

@@ -92,7 +92,7 @@ def _path_facts(ag: AuditGraph, site: CallSite, layers: dict, model_name: str | 
     root = ag.scopes[site.root]
     sigs = tuple(root.signatures.get(call_nodes[0], ())) if call_nodes else None
     prefix = "" if root.function is None else root.function + ":"
-    path = " > ".join(f"{c}->{fn}" for c, fn in zip(call_nodes, function_path))
+    path = " > ".join(f"{c}->{fn}" for c, fn in zip(call_nodes, function_path, strict=True))
     full_path = ((root.function,) if root.function else ()) + function_path
     layer = policy.owning_layer(list(call_nodes), layers, model_name)
     cf_note = control_flow_note(site.frames)
