@@ -1,6 +1,6 @@
-"""Audit behaviour on the real-world cases (docs/design.md "Cases and their public sources"): the seed
-question, the precision switches, Keras mixed precision policies, wrapped SavedModels, auto mixed
-precision, unknown ops, and this package's op."""
+"""Audit behaviour on the real-world cases (docs/design.md "Cases and their public sources"): the
+seed question, the precision switches, Keras mixed precision policies, wrapped SavedModels, auto
+mixed precision, unknown ops, and this package's op."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Malformed and hostile audit inputs: each one is a one-line AuditInputError naming the input and the
-problem (CLI: "tf-fp16-audit: error: ...", exit status 2), never a traceback or a hang."""
+"""Malformed and hostile audit inputs: each one is a one-line AuditInputError naming the input and
+the problem (CLI: "tf-fp16-audit: error: ...", exit status 2), never a traceback or a hang."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _cli_error(capsys, argv) -> str:
     return err[0]
 
 
-# ---- 1. Keras-2 keras_metadata.pb ------------------------------------------------------------------
+# ---- 1. Keras-2 keras_metadata.pb ----------------------------------------------------------------
 def test_keras2_metadata_any_bytes_is_skipped_with_a_note(tmp_path):
     d = _saved_model_dir(tmp_path / "sm", conv_graph())
     with open(os.path.join(d, "keras_metadata.pb"), "wb") as f:
@@ -67,7 +67,7 @@ def test_keras2_metadata_valid_saved_metadata_is_read(tmp_path):
     assert (f.keras_layer, f.keras_policy) == ("conv", "mixed_float16")
 
 
-# ---- 2. ':' in a Keras layer name (static .keras reading) ------------------------------------------
+# ---- 2. ':' in a Keras layer name (static .keras reading) ----------------------------------------
 def test_colon_in_keras_layer_name(tmp_path):
     import keras
 
@@ -82,7 +82,7 @@ def test_colon_in_keras_layer_name(tmp_path):
     assert f.T == "half" and f.flops == 2 * 6 * 6 * 4 * 3 * 3 * 4
 
 
-# ---- 3. malformed node input strings -----------------------------------------------------------------
+# ---- 3. malformed node input strings -------------------------------------------------------------
 @pytest.mark.parametrize("bad", ["x:abc", "", ":", "x:-5", "x:1:2", ":0"])
 def test_malformed_graph_node_input(tmp_path, capsys, bad):
     gd = conv_graph()
@@ -118,7 +118,7 @@ def test_malformed_function_node_input(tmp_path, bad):
     assert str(e.value).startswith(p + ": ") and repr(bad) in str(e.value)
 
 
-# ---- 4. stride 0 / negative without _output_shapes ---------------------------------------------------
+# ---- 4. stride 0 / negative without _output_shapes -----------------------------------------------
 @pytest.mark.parametrize(
     "strides,padding",
     [([1, 0, 0, 1], b"SAME"), ([1, 0, 0, 1], b"VALID"), ([1, -1, -1, 1], b"VALID")],
@@ -134,9 +134,10 @@ def test_non_positive_strides_give_unknown_flops_and_a_flag(tmp_path, strides, p
     assert "invalid-strides" in f.flags and f"strides={strides}" in f.flops_note
 
 
-# ---- 5. exponentially many call paths ----------------------------------------------------------------
+# ---- 5. exponentially many call paths ------------------------------------------------------------
 def _doubling_chain(depth: int, conv_at_bottom: bool) -> graph_pb2.GraphDef:
-    """Functions L0..L{depth-1}; each calls the next twice, so L0 has 2**(depth-1) call paths to the last."""
+    """Functions L0..L{depth-1}; each calls the next twice, so L0 has 2**(depth-1) call paths to
+    the last."""
     gd = graph_pb2.GraphDef()
     for i in range(depth):
         f = gd.library.function.add()
@@ -210,7 +211,7 @@ def test_no_truncation_note_below_the_cap(tmp_path):
     assert len(r.findings) == 16 and not any("truncated" in n for n in r.notes)
 
 
-# ---- 6. malformed .keras config.json -----------------------------------------------------------------
+# ---- 6. malformed .keras config.json -------------------------------------------------------------
 def _conv_layer(build_config=None, **cfg):
     c = {
         "name": "c",
@@ -233,7 +234,8 @@ def _model(*layers):
 
 
 def _nested(depth) -> str:
-    """JSON of `depth` Sequential models nested in each other around one Conv2D (3 JSON levels each)."""
+    """JSON of `depth` Sequential models nested in each other around one Conv2D (3 JSON levels
+    each)."""
     return (
         '{"class_name": "Sequential", "config": {"name": "m", "layers": [' * depth
         + json.dumps(_conv_layer())
@@ -309,7 +311,7 @@ def test_deeply_nested_keras_config_within_json_limits_is_read(tmp_path):
     assert f.keras_layer == "c" and f.flops == 2 * 6 * 6 * 8 * 3 * 3 * 4
 
 
-# ---- 7. deeply nested .pbtxt ---------------------------------------------------------------------------
+# ---- 7. deeply nested .pbtxt ---------------------------------------------------------------------
 def test_deeply_nested_pbtxt(tmp_path, capsys):
     p = tmp_path / "deep.pbtxt"
     p.write_text(
@@ -324,7 +326,7 @@ def test_deeply_nested_pbtxt(tmp_path, capsys):
     _cli_error(capsys, [str(p)])
 
 
-# ---- 8. --logdir that is not a directory ---------------------------------------------------------------
+# ---- 8. --logdir that is not a directory ---------------------------------------------------------
 @pytest.mark.parametrize("logdir", ["/dev/null", "FILE", "FILE/sub"])
 def test_logdir_not_a_directory(tmp_path, capsys, logdir):
     g = _write_graph(tmp_path / "g.pb", conv_graph())
@@ -333,7 +335,7 @@ def test_logdir_not_a_directory(tmp_path, capsys, logdir):
     assert "--logdir" in _cli_error(capsys, [g, "--logdir", logdir])
 
 
-# ---- 9. numeric CLI options ------------------------------------------------------------------------------
+# ---- 9. numeric CLI options ----------------------------------------------------------------------
 @pytest.mark.parametrize(
     "args,needle",
     [
@@ -371,7 +373,7 @@ def test_max_rows_must_be_non_negative(tmp_path, capsys, value):
     assert main([g, "--max-rows", "0"]) == 0
 
 
-# ---- 10. permission denied ---------------------------------------------------------------------------------
+# ---- 10. permission denied -----------------------------------------------------------------------
 def test_saved_model_under_unsearchable_directory(tmp_path, monkeypatch):
     locked = tmp_path / "locked"
     locked.mkdir()
@@ -396,7 +398,7 @@ def test_saved_model_under_unsearchable_directory(tmp_path, monkeypatch):
         os.chmod(locked, 0o700)
 
 
-# ---- 11. subclassed Keras models ---------------------------------------------------------------------------
+# ---- 11. subclassed Keras models -----------------------------------------------------------------
 def _subclassed():
     import keras
 
@@ -422,7 +424,8 @@ def test_called_subclassed_keras_model_is_traced():
     m = _subclassed()
     m(np.zeros((2, 8, 8, 4), "float32"))
     (f,) = audit(m, CPU).findings
-    # Traced on [None, 8, 8, 4]: VALID 3x3, 8 filters -> [None, 6, 6, 8], fp16 compute per the policy.
+    # Traced on [None, 8, 8, 4]: VALID 3x3, 8 filters -> [None, 6, 6, 8], fp16 compute per the
+    # policy.
     assert (
         f.T == "half"
         and f.flops == 2 * 6 * 6 * 8 * 3 * 3 * 4
@@ -430,7 +433,7 @@ def test_called_subclassed_keras_model_is_traced():
     )
 
 
-# ---- last-resort guard ---------------------------------------------------------------------------------------
+# ---- last-resort guard ---------------------------------------------------------------------------
 def test_unexpected_exception_becomes_internal_error(tmp_path, capsys, monkeypatch):
     import tf_fp16ops.audit.analyze as analyze_mod
 
@@ -440,6 +443,6 @@ def test_unexpected_exception_becomes_internal_error(tmp_path, capsys, monkeypat
     monkeypatch.setattr(analyze_mod, "analyze", boom)
     g = _write_graph(tmp_path / "g.pb", conv_graph())
     assert (
-        _cli_error(capsys, [g])
-        == f"tf-fp16-audit: error: internal error while auditing {g}: RuntimeError: boom second line"
+        _cli_error(capsys, [g]) == "tf-fp16-audit: error: internal error while auditing "
+        f"{g}: RuntimeError: boom second line"
     )

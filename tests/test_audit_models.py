@@ -2,7 +2,8 @@
 
 Expected counts come from the architectures: ResNet50 has 53 Conv2D layers; MobileNetV2 has
 35 Conv2D and 17 DepthwiseConv2D layers. Expected classes come from the switch and policy rules
-(docs/design.md "Cases and their public sources") and the CPU measurement documented in tf_fp16ops/audit/opsets.py.
+(docs/design.md "Cases and their public sources") and the CPU measurement documented in
+tf_fp16ops/audit/opsets.py.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ def test_saved_model_counts_and_classes_cpu(app_models, arch, policy):
     if policy == "float32":
         assert dict(class_counts(r)) == {"fp32": n_conv + n_dw}
     else:
-        # CPU: Conv2D T=half computes in fp32 unless TF_CONV2D_USE_FP16_ACCUMULATE="1"; CPU depthwise
-        # with T=half accumulates in fp16 (measured, see opsets.py).
+        # CPU: Conv2D T=half computes in fp32 unless TF_CONV2D_USE_FP16_ACCUMULATE="1"; CPU
+        # depthwise with T=half accumulates in fp16 (measured, see opsets.py).
         expected = {"fp16-storage": n_conv}
         if n_dw:
             expected["fp16-accumulate"] = n_dw

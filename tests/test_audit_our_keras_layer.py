@@ -1,4 +1,5 @@
-"""A .keras file with tf_fp16ops.layers.Conv2D is audited statically with the layer's accumulation."""
+"""A .keras file with tf_fp16ops.layers.Conv2D is audited statically with the layer's
+accumulation."""
 
 import keras
 

@@ -2,7 +2,8 @@
 and the XSpace reader on a recorded-layout fixture (tests/data/gpu_conv_kernels.xplane.pbtxt).
 
 Expected accumulators come from the naming conventions (cuDNN/cuBLAS: h = half accumulate,
-s = single; XMMA: "<A><B>_<C><ACC>_<EPI>"; CUTLASS 3: "<A>_<B>_<ACC>_<C>_<D>"), not from the decoder.
+s = single; XMMA: "<A><B>_<C><ACC>_<EPI>"; CUTLASS 3: "<A>_<B>_<ACC>_<C>_<D>"), not from the
+decoder.
 """
 
 from __future__ import annotations
@@ -58,9 +59,12 @@ KERNEL_TABLE = [
         "nvprof, https://github.com/pytorch/pytorch/issues/13412",
     ),
     (
-        "void cudnn::detail::implicit_convolve_sgemm<float, float, int=128, int=6, int=7, int=3, int=3, int=5, int=1, "
-        "bool=1, bool=0, bool=1>(int, int, int, float const *, int, float*, cudnn::detail::implicit_convolve_sgemm<float, "
-        "float, int=128, int=6, int=7, int=3, int=3, int=5, int=1, bool=1, bool=0, bool=1>*, kernel_conv_params, int, "
+        "void cudnn::detail::implicit_convolve_sgemm<float, float, int=128, int=6, int=7, int=3, "
+        "int=3, int=5, int=1, "
+        "bool=1, bool=0, bool=1>(int, int, int, float const *, int, float*, "
+        "cudnn::detail::implicit_convolve_sgemm<float, "
+        "float, int=128, int=6, int=7, int=3, int=3, int=5, int=1, bool=1, bool=0, bool=1>*, "
+        "kernel_conv_params, int, "
         "float, float, int, float, float, int, int)",
         "fp32",
         "nvprof, https://github.com/pytorch/pytorch/issues/13412",
@@ -72,13 +76,15 @@ KERNEL_TABLE = [
         "logs/scalars5/20201222-020845/train/plugins/profile/2020_12_22_02_08_58/a0ecb7033138.kernel_stats.pb",
     ),
     (
-        "void cudnn::detail::wgrad_alg0_engine<float, 512, 6, 5, 3, 3, 3, false, 512>(int, int, int, float const*, int, "
+        "void cudnn::detail::wgrad_alg0_engine<float, 512, 6, 5, 3, 3, 3, false, 512>(int, int, "
+        "int, float const*, int, "
         "float*, float const*, kernel_grad_params, int, float, int, int, int, int)",
         "fp32",
         "TensorFlow profiler kernel_stats, github.com/mholmeslinder/semi-supervised-cv (same file)",
     ),
     (
-        "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, true>(int, int, int, float const*, int, float const*, "
+        "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, true>(int, int, int, float "
+        "const*, int, float const*, "
         "int, float*, kernel_grad_params, int, int, float, int, int, int)",
         "fp32",
         "TensorFlow profiler kernel_stats, github.com/shalinekoh/pneumonia_covid19_classification "
@@ -144,7 +150,8 @@ KERNEL_TABLE = [
         "CUTLASS kernel filter, https://github.com/NVIDIA/cutlass/issues/2923",
     ),
     (
-        "void nchwToNhwcKernel<__half, __half, float, bool=1, bool=0>(int, int, int, int, __half const *, __half*, "
+        "void nchwToNhwcKernel<__half, __half, float, bool=1, bool=0>(int, int, int, int, __half "
+        "const *, __half*, "
         "float, float)",
         "unknown",
         "nvprof, https://github.com/apache/mxnet/issues/17665 (layout kernel)",
@@ -155,10 +162,13 @@ KERNEL_TABLE = [
         "Nsight Systems summary of a TensorRT FP16 engine on a T4, public code corpus (pooling)",
     ),
     (
-        "void fft2d_c2r_32x32<float, false, false, 0u, false, false>(float*, float2 const*, int, int, int, int, int, int, "
-        "int, int, int, float, float, cudnn::reduced_divisor, bool, float*, float*, int2, int, int)",
+        "void fft2d_c2r_32x32<float, false, false, 0u, false, false>(float*, float2 const*, int, "
+        "int, int, int, int, int, "
+        "int, int, int, float, float, cudnn::reduced_divisor, bool, float*, float*, int2, int, "
+        "int)",
         "unknown",
-        "TensorFlow profiler kernel_stats, shalinekoh/pneumonia_covid19_classification (FFT conv: not encoded)",
+        "TensorFlow profiler kernel_stats, shalinekoh/pneumonia_covid19_classification (FFT conv: "
+        "not encoded)",
     ),
 ]
 

@@ -122,7 +122,8 @@ def _pinned(name: str) -> str:
 
 
 def _notf_python() -> Path:
-    """build/notf-venv/bin/python, created on first use (a stamp holds the pins it was made with)."""
+    """build/notf-venv/bin/python, created on first use (a stamp holds the pins it was made
+    with)."""
     pins = [_pinned(n) for n in NOTF_PACKAGES]
     py = NOTF_VENV / "bin" / "python"
     stamp = NOTF_VENV / ".tf_fp16ops-pins"

@@ -1,7 +1,7 @@
-"""End to end: `tf-fp16-audit --logdir` on two exports of one small Keras model, a real `tensorboard`
-server, and Debian's Chromium (headless, through Selenium and Debian's chromedriver) driving the
-"fp16 audit" dashboard: one table row per finding with the right classes, filters, sorting, the
-run-vs-run comparison, and a screenshot.
+"""End to end: `tf-fp16-audit --logdir` on two exports of one small Keras model, a real
+`tensorboard` server, and Debian's Chromium (headless, through Selenium and Debian's chromedriver)
+driving the "fp16 audit" dashboard: one table row per finding with the right classes, filters,
+sorting, the run-vs-run comparison, and a screenshot.
 
 Model: image[16,16,8] -> Conv2D "stem" 3x3x16 -> Conv2D "block1" 3x3x16 -> DepthwiseConv2D "dw"
 3x3 -> Conv2D "head" 1x1x32, exported (two signatures, "serve" and "serving_default", so each
@@ -41,7 +41,8 @@ CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER),
-    reason="Debian's chromium and chromium-driver are not installed (`make system-deps` installs them as root)",
+    reason="Debian's chromium and chromium-driver are not installed "
+    "(`make system-deps` installs them as root)",
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,7 +79,8 @@ def _build(policy: str, head_policy: str | None = None):
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
-    """Exports both models, runs the audit CLI on each with --logdir; returns (logdir, {run: findings})."""
+    """Exports both models, runs the audit CLI on each with --logdir; returns
+    (logdir, {run: findings})."""
     import numpy as np
 
     import tf_fp16ops
@@ -126,7 +128,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def tensorboard_url(audited, tmp_path_factory):
-    """A `tensorboard --logdir` subprocess on a free 127.0.0.1 port, stopped (its process group) at the end."""
+    """A `tensorboard --logdir` subprocess on a free 127.0.0.1 port, stopped (its process group)
+    at the end."""
     logdir, _ = audited
     log = tmp_path_factory.mktemp("tb_log") / "tensorboard.log"
     port = _free_port()

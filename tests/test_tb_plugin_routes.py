@@ -37,7 +37,8 @@ PREFIX = "/data/plugin/fp16_audit"
 
 
 def _graph(conv_T: str, f32_T: str, extra: bool = False):
-    """Two convs "conv" (dtype conv_T) and "f32_conv" (dtype f32_T); with `extra`, a third "x3_conv"."""
+    """Two convs "conv" (dtype conv_T) and "f32_conv" (dtype f32_T); with `extra`, a third
+    "x3_conv"."""
     from tensorflow.core.framework import graph_pb2
 
     gd = graph_pb2.GraphDef()

@@ -4,8 +4,9 @@ Reads SavedModels, GraphDefs, .keras archives and traced Python functions as pro
 executes them, never needs this package's op library; files are read without importing
 TensorFlow, through TensorBoard's copies of its protos, see `protos`), and reports per
 convolution call site the storage dtype, the effective accumulation with its reason, provenance
-through casts, the Keras policy, FLOPs and risk flags. See `audit()` and the `tf-fp16-audit` command. `verify()` and
-`tf-fp16-audit --run` (opt-in) execute the model and add runtime evidence (see `runtime/`).
+through casts, the Keras policy, FLOPs and risk flags. See `audit()` and the `tf-fp16-audit`
+command. `verify()` and `tf-fp16-audit --run` (opt-in) execute the model and add runtime evidence
+(see `runtime/`).
 """
 
 from .api import audit, verify

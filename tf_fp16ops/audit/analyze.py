@@ -47,13 +47,15 @@ def analyze(
             from .errors import AuditInputError
 
             raise AuditInputError(
-                f"{model.source}: no signature {signature!r} (has: {', '.join(sorted(known)) or 'none'})"
+                f"{model.source}: no signature {signature!r} (has: "
+                f"{', '.join(sorted(known)) or 'none'})"
             )
         findings = tuple(f for f in findings if signature in f.signatures)
     notes = list(model.notes) + list(ag.notes)
     if len(findings) >= graph_module.MAX_CALL_SITES and signature is None:
         notes.append(
-            f"call sites truncated: only the first {graph_module.MAX_CALL_SITES} (call path, convolution) "
+            f"call sites truncated: only the first {graph_module.MAX_CALL_SITES} (call path, "
+            "convolution) "
             f"pairs are reported; the call graph may have more paths"
         )
     loops = sum(1 for f in findings if f.flops is not None and "per iteration of" in f.flops_note)

@@ -199,7 +199,8 @@ class ConvFinding:
 
 @dataclass(frozen=True)
 class UnknownOp:
-    """An op type no registry knows (not TensorFlow's, not this package's, not a library function)."""
+    """An op type no registry knows (not TensorFlow's, not this package's, not a library
+    function)."""
 
     op: str
     count: int

@@ -207,7 +207,8 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
 
 
 def _our_accumulation(layer: dict) -> str | None:
-    """'half' or 'float' for a tf_fp16ops.layers.Conv2D (registered as "tf_fp16ops>Conv2D"), else None."""
+    """'half' or 'float' for a tf_fp16ops.layers.Conv2D (registered as "tf_fp16ops>Conv2D"), else
+    None."""
     registered = str(layer.get("registered_name") or "")
     if not (
         registered.startswith("tf_fp16ops>")
@@ -388,7 +389,8 @@ def _is_int(v) -> bool:
 
 
 class _FieldReader:
-    """Checks the fields of one conv layer config; errors name the layer, the field and the value."""
+    """Checks the fields of one conv layer config; errors name the layer, the field and the
+    value."""
 
     def __init__(self, name: str, cls: str):
         self.where = f"config.json: layer {name!r} ({cls})"

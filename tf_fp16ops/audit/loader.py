@@ -51,7 +51,8 @@ def _os_reason(e: OSError) -> str:
 
 
 def _exists(path: str) -> bool:
-    """Whether `path` exists; an `AuditInputError` when that cannot be checked (permission denied)."""
+    """Whether `path` exists; an `AuditInputError` when that cannot be checked (permission
+    denied)."""
     try:
         os.stat(path)
     except FileNotFoundError:

@@ -54,10 +54,12 @@ def layer_scope(node: str, op: str = "") -> str:
 
 
 def match_key(finding: Mapping) -> str:
-    """ "<signatures> | <normalized function path> | <layer scope> | <direction>" of a finding dict."""
+    """The match key of a finding dict:
+    "<signatures> | <normalized function path> | <layer scope> | <direction>"."""
     sigs = ",".join(finding.get("signatures") or ())
     path = " > ".join(normalize_function(f) for f in finding.get("function_path") or ())
-    return f"{sigs} | {path} | {layer_scope(finding['node'], finding.get('op', ''))} | {finding.get('direction', '')}"
+    scope = layer_scope(finding["node"], finding.get("op", ""))
+    return f"{sigs} | {path} | {scope} | {finding.get('direction', '')}"
 
 
 def _keyed(findings: Iterable[Mapping]) -> dict[str, Mapping]:

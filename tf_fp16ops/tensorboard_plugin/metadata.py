@@ -74,7 +74,8 @@ def parse_plugin_metadata(content: bytes) -> dict:
         or meta.get("kind") not in KINDS
     ):
         raise ValueError(
-            f"fp16_audit plugin_data content lacks an integer 'version' and a known 'kind': {meta!r}"
+            "fp16_audit plugin_data content lacks an integer 'version' and a known 'kind': "
+            f"{meta!r}"
         )
     if meta["version"] > PLUGIN_DATA_VERSION:
         raise ValueError(

@@ -29,8 +29,9 @@ from werkzeug import wrappers
 from . import metadata
 from .compare import compare_findings
 
-# The audit's classes (tf_fp16ops.audit.findings.CLASSES, same order) with the dashboard's legend text.
-# Kept here rather than imported so that this module does not import the audit (and TensorFlow).
+# The audit's classes (tf_fp16ops.audit.findings.CLASSES, same order) with the dashboard's legend
+# text. Kept here rather than imported so that this module does not import the audit (and
+# TensorFlow).
 CLASS_LEGEND = (
     ("fp16-accumulate", "products summed in fp16"),
     ("fp16-storage", "fp16 tensors, fp32 accumulation"),

@@ -1,10 +1,11 @@
 """Auto mixed precision pass: predicts grappler's fp16 rewrite of a conv. Always a prediction.
 
 Rules [tensorflow/core/grappler/optimizers/auto_mixed_precision_lists.h; docs/design.md]: only
-when the rewrite is requested (`--amp` / tf.config.optimizer option), on a GPU of compute capability >= 7.0, for T=float ops on
-the allow list (Conv2D and backprops; Conv3D* with cuDNN >= 7.6.2; DepthwiseConv2dNative* with
-cuDNN >= 8), edited by TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_ADD / _REMOVE
-(comma-separated op names). Grappler skips the rewrite when no suitable GPU is present.
+when the rewrite is requested (`--amp` / tf.config.optimizer option), on a GPU of compute
+capability >= 7.0, for T=float ops on the allow list (Conv2D and backprops; Conv3D* with
+cuDNN >= 7.6.2; DepthwiseConv2dNative* with cuDNN >= 8), edited by
+TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_ADD / _REMOVE (comma-separated op names).
+Grappler skips the rewrite when no suitable GPU is present.
 """
 
 from __future__ import annotations
