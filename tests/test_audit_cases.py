@@ -1,6 +1,7 @@
-"""Audit behaviour on the real-world cases (docs/design.md "Cases and their public sources"): the seed
-question, the precision switches, Keras mixed precision policies, wrapped SavedModels, auto mixed
-precision, unknown ops, and this package's op."""
+"""Audit behaviour on the real-world cases (docs/design.md "Cases and their public sources"): the
+seed question, the precision switches, Keras mixed precision policies, wrapped SavedModels, auto
+mixed precision, unknown ops, and this package's op."""
+
 from __future__ import annotations
 
 import keras
@@ -21,20 +22,31 @@ def test_seed_conv16_and_conv16_32_are_told_apart():
 
     @tf.function(input_signature=[X16, W16])
     def conv16_32(x, w):
-        return tf.cast(tf.nn.conv2d(tf.cast(x, tf.float32), tf.cast(w, tf.float32), 1, "VALID"), tf.float16)
+        return tf.cast(
+            tf.nn.conv2d(tf.cast(x, tf.float32), tf.cast(w, tf.float32), 1, "VALID"), tf.float16
+        )
 
     a, b = audit(conv16, CPU), audit(conv16_32, CPU)
     assert [f.audit_class for f in a.findings] == ["fp16-storage"]
     assert [f.audit_class for f in b.findings] == ["fake-fp16"]
     fb = b.findings[0]
-    assert fb.T == "float" and fb.data.dtypes == ("half", "float") and fb.filter.dtypes == ("half", "float")
+    assert (
+        fb.T == "float"
+        and fb.data.dtypes == ("half", "float")
+        and fb.filter.dtypes == ("half", "float")
+    )
     assert any(fl.startswith("fake-fp16-input") for fl in fb.flags)
     # 30x30x16 outputs per image, 3*3*16 MACs each, batch 16.
     assert a.findings[0].flops == fb.flops == 2 * 16 * 30 * 30 * 16 * 3 * 3 * 16
 
 
 def test_float_half_float_round_trip_is_fake_fp16():
-    @tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 4], tf.float32), tf.TensorSpec([1, 1, 4, 8], tf.float32)])
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([1, 8, 8, 4], tf.float32),
+            tf.TensorSpec([1, 1, 4, 8], tf.float32),
+        ]
+    )
     def f(x, w):
         x = tf.identity(tf.cast(tf.cast(x, tf.float16), tf.float32))
         return tf.nn.conv2d(x, w, 1, "VALID")
@@ -55,8 +67,10 @@ def test_half_float_half_round_trip_is_a_noop():
     assert "noop-round-trip-input(half->float->half)" in fd.flags
 
 
-@pytest.mark.parametrize("value,expected", [(None, "fp32"), ("0", "fp16"), ("false", "fp32"), ("", "fp32"),
-                                            ("1", "fp32"), (" 0", "fp32")])
+@pytest.mark.parametrize(
+    "value,expected",
+    [(None, "fp32"), ("0", "fp16"), ("false", "fp32"), ("", "fp32"), ("1", "fp32"), (" 0", "fp32")],
+)
 def test_gpu_switch_exact_string(value, expected):
     env = {} if value is None else {"TF_FP16_CONV_USE_FP32_COMPUTE": value}
     (f,) = audit(conv_graph(), gpu(env)).findings
@@ -64,7 +78,9 @@ def test_gpu_switch_exact_string(value, expected):
     assert "TF_FP16_CONV_USE_FP32_COMPUTE" in f.accumulation_reason
 
 
-@pytest.mark.parametrize("value,expected", [(None, "fp32"), ("1", "fp16"), ("true", "fp32"), ("0", "fp32")])
+@pytest.mark.parametrize(
+    "value,expected", [(None, "fp32"), ("1", "fp16"), ("true", "fp32"), ("0", "fp32")]
+)
 def test_cpu_switch_exact_string(value, expected):
     env = {} if value is None else {"TF_CONV2D_USE_FP16_ACCUMULATE": value}
     (f,) = audit(conv_graph(), cpu(env)).findings
@@ -75,22 +91,28 @@ def test_cpu_switch_exact_string(value, expected):
 
 
 def test_auto_mixed_precision_env_is_reported_ignored():
-    r = audit(conv_graph(T="DT_FLOAT"), gpu({"TF_ENABLE_AUTO_MIXED_PRECISION": "1"}, compute_capability="8.0"))
+    r = audit(
+        conv_graph(T="DT_FLOAT"),
+        gpu({"TF_ENABLE_AUTO_MIXED_PRECISION": "1"}, compute_capability="8.0"),
+    )
     sw = {s.name: s for s in r.switches}
     assert "ignored in TF2" in sw["TF_ENABLE_AUTO_MIXED_PRECISION"].effect
     assert r.findings[0].amp is None and r.findings[0].T == "float"
 
 
-@pytest.mark.parametrize("policy,switch,weights,acc,T", [
-    ("float32", None, ("float",), "fp32", "float"),
-    ("float32", "0", ("float",), "fp32", "float"),
-    ("float16", None, ("half",), "fp32", "half"),
-    ("float16", "1", ("half",), "fp32", "half"),
-    ("float16", "0", ("half",), "fp16", "half"),
-    ("mixed_float16", None, ("float", "half"), "fp32", "half"),
-    ("mixed_float16", "1", ("float", "half"), "fp32", "half"),
-    ("mixed_float16", "0", ("float", "half"), "fp16", "half"),
-])
+@pytest.mark.parametrize(
+    "policy,switch,weights,acc,T",
+    [
+        ("float32", None, ("float",), "fp32", "float"),
+        ("float32", "0", ("float",), "fp32", "float"),
+        ("float16", None, ("half",), "fp32", "half"),
+        ("float16", "1", ("half",), "fp32", "half"),
+        ("float16", "0", ("half",), "fp16", "half"),
+        ("mixed_float16", None, ("float", "half"), "fp32", "half"),
+        ("mixed_float16", "1", ("float", "half"), "fp32", "half"),
+        ("mixed_float16", "0", ("float", "half"), "fp16", "half"),
+    ],
+)
 def test_mixed_policy_rows(policy, switch, weights, acc, T):
     inp = keras.Input((8, 8, 3))
     layer = keras.layers.Conv2D(8, 3, dtype=policy, name="c")
@@ -106,13 +128,17 @@ def test_policy_mixed_but_wrapped_savedmodel_computes_fp32(tmp_path):
     # float16 activations a mixed_float16 model hands it (Keras autocasts a TFSMLayer's inputs to
     # the policy's compute dtype) and casts them back to float32 before its conv.
     inner_in = keras.Input((8, 8, 3), dtype="float16")
-    inner = keras.Model(inner_in, keras.layers.Conv2D(4, 3, dtype="float32", name="inner_conv")(inner_in))
+    inner = keras.Model(
+        inner_in, keras.layers.Conv2D(4, 3, dtype="float32", name="inner_conv")(inner_in)
+    )
     inner.export(str(tmp_path / "fp32_sm"), verbose=False)
     prev = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         x = keras.Input((8, 8, 3))
-        y = keras.layers.TFSMLayer(str(tmp_path / "fp32_sm"), call_endpoint="serve", name="wrapped")(x)
+        y = keras.layers.TFSMLayer(
+            str(tmp_path / "fp32_sm"), call_endpoint="serve", name="wrapped"
+        )(x)
         z = keras.layers.Conv2D(4, 1, name="outer_conv")(x)
         model = keras.Model(x, [y, z])
     finally:
@@ -130,11 +156,17 @@ def test_policy_mixed_but_wrapped_savedmodel_computes_fp32(tmp_path):
         assert [(f.T, f.audit_class) for f in outer] == [("half", "fp16-storage")]
 
 
-@pytest.mark.parametrize("op,cudnn,expected", [
-    ("Conv2D", None, True), ("Conv3D", "7.6.1", False), ("Conv3D", "7.6.2", True),
-    ("DepthwiseConv2dNative", "7.6.5", False), ("DepthwiseConv2dNative", "8.0", True),
-    ("Fp16Conv2D", "9.0", False),
-])
+@pytest.mark.parametrize(
+    "op,cudnn,expected",
+    [
+        ("Conv2D", None, True),
+        ("Conv3D", "7.6.1", False),
+        ("Conv3D", "7.6.2", True),
+        ("DepthwiseConv2dNative", "7.6.5", False),
+        ("DepthwiseConv2dNative", "8.0", True),
+        ("Fp16Conv2D", "9.0", False),
+    ],
+)
 def test_amp_allow_list(op, cudnn, expected):
     extra = {"Tacc": "DT_FLOAT"} if op == "Fp16Conv2D" else {}
     gd = conv_graph(op=op, T="DT_FLOAT", **extra)
@@ -145,8 +177,11 @@ def test_amp_allow_list(op, cudnn, expected):
 
 def test_amp_custom_op_added_to_allow_list():
     gd = conv_graph(op="Fp16Conv2D", T="DT_FLOAT", Tacc="DT_FLOAT")
-    ctx = gpu({"TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_ADD": "Fp16Conv2D"}, amp=True,
-              compute_capability="8.0")
+    ctx = gpu(
+        {"TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_ADD": "Fp16Conv2D"},
+        amp=True,
+        compute_capability="8.0",
+    )
     (f,) = audit(gd, ctx).findings
     assert f.amp.rewrite and f.amp.predicted_T == "half"
     (g,) = audit(gd, gpu(amp=False, compute_capability="8.0")).findings
@@ -211,7 +246,9 @@ def test_our_backprop_ops_read_tacc(op, tacc, cls):
         add_node(gd.node, name, "Placeholder", dtype="DT_HALF")
     add_node(gd.node, "sizes", "Const", dtype="DT_INT32")
     inputs = ["sizes", "b", "c"] if op.endswith("Input") else ["a", "sizes", "c"]
-    add_node(gd.node, "grad", op, inputs, T="DT_HALF", Tacc=tacc, strides=[1, 1, 1, 1], padding=b"SAME")
+    add_node(
+        gd.node, "grad", op, inputs, T="DT_HALF", Tacc=tacc, strides=[1, 1, 1, 1], padding=b"SAME"
+    )
     (f,) = audit(gd, CPU).findings
     assert f.audit_class == cls and f.Tacc == {"DT_HALF": "half", "DT_FLOAT": "float"}[tacc]
     assert f.direction == ("dgrad" if op.endswith("Input") else "wgrad")

@@ -1,4 +1,5 @@
 """Audit inputs and graph walking: formats, malformed files, nested functions, CLI and gates."""
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,11 @@ def test_attr_placeholders_resolved_per_call_site_and_direct_calls():
     direct.attr["T"].type = types_pb2.DT_HALF
     r = audit(gd, CPU)
     got = sorted((f.call_nodes[0], f.T, f.data.source_node) for f in r.findings)
-    assert got == [("call_DT_FLOAT", "float", "x_DT_FLOAT"), ("call_DT_HALF", "half", "x_DT_HALF"),
-                   ("direct", "half", "x_DT_HALF")]
+    assert got == [
+        ("call_DT_FLOAT", "float", "x_DT_FLOAT"),
+        ("call_DT_HALF", "half", "x_DT_HALF"),
+        ("direct", "half", "x_DT_HALF"),
+    ]
     assert r.summary.conv_nodes == 1 and r.summary.call_sites == 3
 
 
@@ -100,8 +104,10 @@ def test_multiple_meta_graphs_and_pbtxt(tmp_path):
     d.mkdir()
     (d / "saved_model.pbtxt").write_text(text_format.MessageToString(sm))
     r = audit(str(d), CPU)
-    assert sorted((f.unit, f.T) for f in r.findings) == [("meta_graph[0] tags=serve", "half"),
-                                                         ("meta_graph[1] tags=train", "float")]
+    assert sorted((f.unit, f.T) for f in r.findings) == [
+        ("meta_graph[0] tags=serve", "half"),
+        ("meta_graph[1] tags=train", "float"),
+    ]
     (tmp_path / "g.pbtxt").write_text(text_format.MessageToString(conv_graph()))
     assert audit(str(tmp_path / "g.pbtxt"), CPU).findings[0].T == "half"
 
@@ -115,15 +121,18 @@ def test_graph_def_binary_and_frozen_shapes(tmp_path):
     assert f.flops_note == "for the graph's batch size"
 
 
-@pytest.mark.parametrize("name,content,needle", [
-    ("missing.pb", None, "no such file"),
-    ("trunc.pb", "TRUNC", "truncated or malformed"),
-    ("junk.pb", b"\xff\xfe\x00garbage\x13", "GraphDef"),
-    ("empty.pb", b"", "GraphDef"),
-    ("bad.pbtxt", b"node { name: 'x' op: ", "not a valid text GraphDef"),
-    ("bad.keras", b"not a zip", "not a valid .keras (zip) archive"),
-    ("dir_without_model", "DIR", "not a SavedModel"),
-])
+@pytest.mark.parametrize(
+    "name,content,needle",
+    [
+        ("missing.pb", None, "no such file"),
+        ("trunc.pb", "TRUNC", "truncated or malformed"),
+        ("junk.pb", b"\xff\xfe\x00garbage\x13", "GraphDef"),
+        ("empty.pb", b"", "GraphDef"),
+        ("bad.pbtxt", b"node { name: 'x' op: ", "not a valid text GraphDef"),
+        ("bad.keras", b"not a zip", "not a valid .keras (zip) archive"),
+        ("dir_without_model", "DIR", "not a SavedModel"),
+    ],
+)
 def test_bad_inputs_raise_clear_errors(tmp_path, name, content, needle):
     p = tmp_path / name
     if content == "TRUNC":
@@ -153,7 +162,9 @@ def test_cli_formats_output_and_gates(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main([str(p), "--device", "cpu", "--format", "json", "--output", str(out)]) == 0
     d = json.loads(out.read_text())
-    assert d["schema_version"] == SCHEMA_VERSION and d["findings"][0]["audit_class"] == "fp16-storage"
+    assert (
+        d["schema_version"] == SCHEMA_VERSION and d["findings"][0]["audit_class"] == "fp16-storage"
+    )
     assert main([str(p), "--device", "cpu", "--format", "markdown"]) == 0
     md = capsys.readouterr().out
     assert md.startswith("# fp16 convolution audit") and "| fp16-storage | 1 |" in md
@@ -161,11 +172,36 @@ def test_cli_formats_output_and_gates(tmp_path, capsys):
     assert main([str(p), "--device", "cpu", "--fail-under", "1.0"]) == 0
     assert main([str(p), "--device", "cpu", "--require", "fp16-accumulate"]) == 1
     # The switch selects fp16 on TensorFlow's Eigen kernel (a CPU where oneDNN does not take half).
-    assert main([str(p), "--device", "cpu", "--cpu-onednn-fp16", "no",
-                 "--env", "TF_CONV2D_USE_FP16_ACCUMULATE=1",
-                 "--require", "fp16-accumulate"]) == 0
-    assert main([str(p), "--device", "gpu", "--env", "TF_FP16_CONV_USE_FP32_COMPUTE=false",
-                 "--require", "fp16-accumulate"]) == 1
+    assert (
+        main(
+            [
+                str(p),
+                "--device",
+                "cpu",
+                "--cpu-onednn-fp16",
+                "no",
+                "--env",
+                "TF_CONV2D_USE_FP16_ACCUMULATE=1",
+                "--require",
+                "fp16-accumulate",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                str(p),
+                "--device",
+                "gpu",
+                "--env",
+                "TF_FP16_CONV_USE_FP32_COMPUTE=false",
+                "--require",
+                "fp16-accumulate",
+            ]
+        )
+        == 1
+    )
     assert main([str(p), "--env", "NOEQUALS"]) == 2
     assert main([str(p), "--compute-capability", "eight"]) == 2
     err = capsys.readouterr().err
@@ -177,13 +213,27 @@ def test_cli_subprocess_errors_have_no_traceback(tmp_path):
     bad.write_bytes(conv_graph().SerializeToString()[:-7])
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
     for args in ([str(bad)], [str(tmp_path / "nope")]):
-        p = subprocess.run([sys.executable, "-m", "tf_fp16ops.audit", *args], capture_output=True, text=True,
-                           env=env, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "tf_fp16ops.audit", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert p.returncode == 2
         assert "Traceback" not in p.stderr and "tf-fp16-audit: error:" in p.stderr
-    h = subprocess.run([sys.executable, "-m", "tf_fp16ops.audit", "--help"], capture_output=True, text=True,
-                       env=env, timeout=120)
-    assert h.returncode == 0 and "TF_FP16_CONV_USE_FP32_COMPUTE" in h.stdout and "--fail-under" in h.stdout
+    h = subprocess.run(
+        [sys.executable, "-m", "tf_fp16ops.audit", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert (
+        h.returncode == 0
+        and "TF_FP16_CONV_USE_FP32_COMPUTE" in h.stdout
+        and "--fail-under" in h.stdout
+    )
 
 
 def test_demo_example_is_generated_once_and_audited(tmp_path):
@@ -191,8 +241,16 @@ def test_demo_example_is_generated_once_and_audited(tmp_path):
 
     path = demo_example(str(tmp_path / "demo"))
     mtime = os.path.getmtime(os.path.join(path, "saved_model.pb"))
-    assert demo_example(path) == path and os.path.getmtime(os.path.join(path, "saved_model.pb")) == mtime
+    assert (
+        demo_example(path) == path
+        and os.path.getmtime(os.path.join(path, "saved_model.pb")) == mtime
+    )
     r = audit(path, CPU)
     by_sig = {f.signatures[0]: f.audit_class for f in r.findings}
-    assert by_sig == {"conv16": "fp16-storage", "conv32": "fp32", "conv16_32": "fake-fp16",
-                      "ours_half": "fp16-accumulate", "ours_float": "fp16-storage"}
+    assert by_sig == {
+        "conv16": "fp16-storage",
+        "conv32": "fp32",
+        "conv16_32": "fake-fp16",
+        "ours_half": "fp16-accumulate",
+        "ours_float": "fp16-storage",
+    }

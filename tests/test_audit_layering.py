@@ -44,7 +44,9 @@ def test_op_table_matches_the_installed_tensorflow_registry():
 _CONTEXT = """
 import json, sys
 from tf_fp16ops.audit import RuntimeContext
-c = RuntimeContext.from_process({"CUDA_VISIBLE_DEVICES": "-1", "TF_CONV2D_USE_FP16_ACCUMULATE": "1"})
+c = RuntimeContext.from_process(
+    {"CUDA_VISIBLE_DEVICES": "-1", "TF_CONV2D_USE_FP16_ACCUMULATE": "1"}
+)
 print(json.dumps([c.to_dict(), "tensorflow" in sys.modules]))
 """
 

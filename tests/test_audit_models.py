@@ -2,8 +2,10 @@
 
 Expected counts come from the architectures: ResNet50 has 53 Conv2D layers; MobileNetV2 has
 35 Conv2D and 17 DepthwiseConv2D layers. Expected classes come from the switch and policy rules
-(docs/design.md "Cases and their public sources") and the CPU measurement documented in tf_fp16ops/audit/opsets.py.
+(docs/design.md "Cases and their public sources") and the CPU measurement documented in
+tf_fp16ops/audit/opsets.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,7 +31,9 @@ def app_models(tmp_path_factory):
             prev = keras.mixed_precision.global_policy()
             keras.mixed_precision.set_global_policy(policy)
             try:
-                m = getattr(keras.applications, arch)(weights=None, input_shape=(32, 32, 3), classes=10)
+                m = getattr(keras.applications, arch)(
+                    weights=None, input_shape=(32, 32, 3), classes=10
+                )
             finally:
                 keras.mixed_precision.set_global_policy(prev)
             sm, kp = str(root / f"{arch}_{policy}"), str(root / f"{arch}_{policy}.keras")
@@ -52,8 +56,8 @@ def test_saved_model_counts_and_classes_cpu(app_models, arch, policy):
     if policy == "float32":
         assert dict(class_counts(r)) == {"fp32": n_conv + n_dw}
     else:
-        # CPU: Conv2D T=half computes in fp32 unless TF_CONV2D_USE_FP16_ACCUMULATE="1"; CPU depthwise
-        # with T=half accumulates in fp16 (measured, see opsets.py).
+        # CPU: Conv2D T=half computes in fp32 unless TF_CONV2D_USE_FP16_ACCUMULATE="1"; CPU
+        # depthwise with T=half accumulates in fp16 (measured, see opsets.py).
         expected = {"fp16-storage": n_conv}
         if n_dw:
             expected["fp16-accumulate"] = n_dw
@@ -62,7 +66,9 @@ def test_saved_model_counts_and_classes_cpu(app_models, arch, policy):
         assert f.T == ("float" if policy == "float32" else "half")
         assert f.filter.variable is not None
         # Under mixed_float16 the variable is float and is cast to half on the way to the conv.
-        want = {"float32": ("float",), "float16": ("half",), "mixed_float16": ("float", "half")}[policy]
+        want = {"float32": ("float",), "float16": ("half",), "mixed_float16": ("float", "half")}[
+            policy
+        ]
         assert f.filter.dtypes == want
         assert any(fl.startswith("variable-cast") for fl in f.flags) == (policy == "mixed_float16")
         assert f.flops is not None and f.flops > 0
@@ -103,13 +109,21 @@ def test_keras_archive_static_matches_saved_model(app_models, arch, policy):
 
 def test_amp_prediction_gates(app_models):
     sm, _ = app_models("MobileNetV2", "float32")
-    old = audit(sm, gpu(amp=True, compute_capability="8.0", cudnn_version="7.6.5"), signature="serve")
+    old = audit(
+        sm, gpu(amp=True, compute_capability="8.0", cudnn_version="7.6.5"), signature="serve"
+    )
     assert old.summary.amp_predicted_rewrites == 35  # depthwise needs cuDNN >= 8
-    new = audit(sm, gpu(amp=True, compute_capability="8.0", cudnn_version="8.9.7"), signature="serve")
+    new = audit(
+        sm, gpu(amp=True, compute_capability="8.0", cudnn_version="8.9.7"), signature="serve"
+    )
     assert new.summary.amp_predicted_rewrites == 52
-    volta_less = audit(sm, gpu(amp=True, compute_capability="6.1", cudnn_version="8.9.7"), signature="serve")
+    volta_less = audit(
+        sm, gpu(amp=True, compute_capability="6.1", cudnn_version="8.9.7"), signature="serve"
+    )
     assert volta_less.summary.amp_predicted_rewrites == 0
-    assert all(f.T == "float" and f.audit_class == "fp32" for f in new.findings)  # static facts unchanged
+    assert all(
+        f.T == "float" and f.audit_class == "fp32" for f in new.findings
+    )  # static facts unchanged
     assert all(f.amp.label.startswith("prediction") for f in new.findings)
     cpu_amp = audit(sm, CPU.with_overrides(amp=True), signature="serve")
     assert cpu_amp.summary.amp_predicted_rewrites == 0
@@ -119,7 +133,9 @@ def test_tf32_flag_on_ampere(app_models):
     sm, _ = app_models("ResNet50", "float32")
     r = audit(sm, gpu(compute_capability="8.0"), signature="serve")
     assert all("tf32" in f.flags for f in r.findings)
-    r = audit(sm, gpu(compute_capability="8.0", env={"NVIDIA_TF32_OVERRIDE": "0"}), signature="serve")
+    r = audit(
+        sm, gpu(compute_capability="8.0", env={"NVIDIA_TF32_OVERRIDE": "0"}), signature="serve"
+    )
     assert not any("tf32" in f.flags for f in r.findings)
 
 

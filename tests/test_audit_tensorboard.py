@@ -1,4 +1,5 @@
 """TensorBoard output: event files read back, and a real `tensorboard` server's HTTP data routes."""
+
 from __future__ import annotations
 
 import json
@@ -52,7 +53,12 @@ def test_event_files_hold_text_scalars_and_annotated_graph(logdir):
     assert runs == [os.path.join(root, "audit")]
     ea = _accumulator(runs[0])
     tags = set(ea.Tags()["tensors"])
-    assert {"audit/report", "audit/fp16_share", "audit/count/fp16-storage", "audit/flop_share/fp32"} <= tags
+    assert {
+        "audit/report",
+        "audit/fp16_share",
+        "audit/count/fp16-storage",
+        "audit/flop_share/fp32",
+    } <= tags
     text = tf.make_ndarray(ea.Tensors("audit/report")[0].tensor_proto).item().decode()
     assert "# fp16 convolution audit" in text and "fp16-storage" in text
     val = lambda tag: float(tf.make_ndarray(ea.Tensors(tag)[0].tensor_proto))  # noqa: E731
@@ -81,9 +87,23 @@ def test_tensorboard_server_serves_text_and_scalars(logdir):
     port = _free_port()
     exe = os.path.join(os.path.dirname(sys.executable), "tensorboard")
     cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "tensorboard.main"]
-    proc = subprocess.Popen(cmd + ["--logdir", root, "--port", str(port), "--host", "127.0.0.1",
-                                   "--load_fast", "false", "--reload_interval", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd
+        + [
+            "--logdir",
+            root,
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--load_fast",
+            "false",
+            "--reload_interval",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     q = lambda tag: urllib.parse.urlencode({"run": "audit", "tag": tag})  # noqa: E731
     try:
@@ -102,7 +122,11 @@ def test_tensorboard_server_serves_text_and_scalars(logdir):
         wall_time, step, value = scalars[0]
         assert step == 0 and value == pytest.approx(0.5)
         text = _get_json(f"{base}/data/plugin/text/text?{q('audit/report')}")
-        assert text and "fp16 convolution audit" in text[0]["text"] and "fp16-storage" in text[0]["text"]
+        assert (
+            text
+            and "fp16 convolution audit" in text[0]["text"]
+            and "fp16-storage" in text[0]["text"]
+        )
         counts = _get_json(f"{base}/data/plugin/scalars/scalars?{q('audit/count/fp32')}")
         assert counts[0][2] == 1
     finally:

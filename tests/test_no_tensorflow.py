@@ -18,12 +18,12 @@ import socket
 import subprocess
 import sys
 import time
-import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 NOTF_VENV = REPO / "build" / "notf-venv"
@@ -122,7 +122,8 @@ def _pinned(name: str) -> str:
 
 
 def _notf_python() -> Path:
-    """build/notf-venv/bin/python, created on first use (a stamp holds the pins it was made with)."""
+    """build/notf-venv/bin/python, created on first use (a stamp holds the pins it was made
+    with)."""
     pins = [_pinned(n) for n in NOTF_PACKAGES]
     py = NOTF_VENV / "bin" / "python"
     stamp = NOTF_VENV / ".tf_fp16ops-pins"
@@ -326,8 +327,13 @@ def test_tensorboard_serves_the_tab_without_a_usable_op_library(library, example
 
 @pytest.mark.parametrize("flag", ["--run", "--build-keras"])
 def test_options_that_need_tensorflow_say_so_without_it(notf_python, example, flag):
-    r = subprocess.run([str(notf_python), "-m", "tf_fp16ops.audit", str(example), flag],
-                       capture_output=True, text=True, timeout=120, cwd="/")
+    r = subprocess.run(
+        [str(notf_python), "-m", "tf_fp16ops.audit", str(example), flag],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
     assert r.returncode == 2 and r.stdout == ""
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"tf-fp16-audit: error: {flag} needs TensorFlow: "), line

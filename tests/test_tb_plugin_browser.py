@@ -1,7 +1,7 @@
-"""End to end: `tf-fp16-audit --logdir` on two exports of one small Keras model, a real `tensorboard`
-server, and Debian's Chromium (headless, through Selenium and Debian's chromedriver) driving the
-"fp16 audit" dashboard: one table row per finding with the right classes, filters, sorting, the
-run-vs-run comparison, and a screenshot.
+"""End to end: `tf-fp16-audit --logdir` on two exports of one small Keras model, a real
+`tensorboard` server, and Debian's Chromium (headless, through Selenium and Debian's chromedriver)
+driving the "fp16 audit" dashboard: one table row per finding with the right classes, filters,
+sorting, the run-vs-run comparison, and a screenshot.
 
 Model: image[16,16,8] -> Conv2D "stem" 3x3x16 -> Conv2D "block1" 3x3x16 -> DepthwiseConv2D "dw"
 3x3 -> Conv2D "head" 1x1x32, exported (two signatures, "serve" and "serving_default", so each
@@ -19,6 +19,7 @@ shows them as a bar chart beside that run's call sites.
 Set TF_FP16OPS_UPDATE_SCREENSHOT=1 to copy the screenshots to docs/images/fp16_audit_dashboard.png
 and docs/images/fp16_audit_sensitivity.png.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,7 +41,9 @@ CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER),
-    reason="Debian's chromium and chromium-driver are not installed (`make system-deps` installs them as root)")
+    reason="Debian's chromium and chromium-driver are not installed "
+    "(`make system-deps` installs them as root)",
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SCREENSHOT_COPY = REPO / "docs" / "images" / "fp16_audit_dashboard.png"
@@ -76,11 +79,12 @@ def _build(policy: str, head_policy: str | None = None):
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
-    """Exports both models, runs the audit CLI on each with --logdir; returns (logdir, {run: findings})."""
+    """Exports both models, runs the audit CLI on each with --logdir; returns
+    (logdir, {run: findings})."""
+    import numpy as np
+
     import tf_fp16ops
     from tf_fp16ops.audit.cli import main
-
-    import numpy as np
 
     tmp = tmp_path_factory.mktemp("tb_browser")
     fp32 = _build("float32")
@@ -88,16 +92,29 @@ def audited(tmp_path_factory):
     # Sensitivity of the fp32 model into the same --logdir as its audit (run "fp32", the parent
     # of the audit's run "fp32/audit"), as README shows.
     x = np.random.default_rng(0).standard_normal((4, 16, 16, 8)).astype(np.float32)
-    tf_fp16ops.sensitivity(fp32, x, tolerance=SENS_TOLERANCE, progress=False,
-                           logdir=str(tmp / "logs" / "fp32"))
-    converted = tf_fp16ops.convert(_build("mixed_float16", head_policy="float32"), accumulation="float16",
-                                   layers=["block1"])
+    tf_fp16ops.sensitivity(
+        fp32, x, tolerance=SENS_TOLERANCE, progress=False, logdir=str(tmp / "logs" / "fp32")
+    )
+    converted = tf_fp16ops.convert(
+        _build("mixed_float16", head_policy="float32"), accumulation="float16", layers=["block1"]
+    )
     converted.export(str(tmp / "models" / "fp16"), verbose=False)
     findings = {}
     for name in ("fp32", "fp16"):
         out = tmp / f"{name}.json"
-        rc = main([str(tmp / "models" / name), "--device", "cpu", "--logdir", str(tmp / "logs" / name),
-                   "--format", "json", "--output", str(out)])
+        rc = main(
+            [
+                str(tmp / "models" / name),
+                "--device",
+                "cpu",
+                "--logdir",
+                str(tmp / "logs" / name),
+                "--format",
+                "json",
+                "--output",
+                str(out),
+            ]
+        )
         assert rc == 0
         findings[f"{name}/audit"] = json.loads(out.read_text())["findings"]
     return tmp / "logs", findings
@@ -111,7 +128,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def tensorboard_url(audited, tmp_path_factory):
-    """A `tensorboard --logdir` subprocess on a free 127.0.0.1 port, stopped (its process group) at the end."""
+    """A `tensorboard --logdir` subprocess on a free 127.0.0.1 port, stopped (its process group)
+    at the end."""
     logdir, _ = audited
     log = tmp_path_factory.mktemp("tb_log") / "tensorboard.log"
     port = _free_port()
@@ -119,25 +137,36 @@ def tensorboard_url(audited, tmp_path_factory):
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "tensorboard.main"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     with open(log, "wb") as logf:
-        proc = subprocess.Popen(cmd + ["--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd + ["--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_WAIT_S
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"tensorboard exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+                pytest.fail(
+                    f"tensorboard exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"{url}/data/plugins_listing", timeout=5) as r:
                     if json.loads(r.read().decode()).get("fp16_audit", {}).get("enabled"):
-                        with urllib.request.urlopen(f"{url}/data/plugin/fp16_audit/runs", timeout=5) as r2:
+                        with urllib.request.urlopen(
+                            f"{url}/data/plugin/fp16_audit/runs", timeout=5
+                        ) as r2:
                             if len(json.loads(r2.read().decode())["runs"]) == 2:
                                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"tensorboard did not serve both fp16_audit runs within {SERVER_WAIT_S} s:\n"
-                            f"{log.read_text()[-3000:]}")
+                pytest.fail(
+                    f"tensorboard did not serve both fp16_audit runs within {SERVER_WAIT_S} s:\n"
+                    f"{log.read_text()[-3000:]}"
+                )
             time.sleep(0.5)
         yield url
     finally:
@@ -159,10 +188,19 @@ def browser(tmp_path_factory):
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1500,1300",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium_profile')}"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1500,1300",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium_profile')}",
+    ):
         opts.add_argument(arg)
     # An explicit driver path: Selenium Manager (which would download drivers) is not used.
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
@@ -196,18 +234,28 @@ def test_dashboard_in_chromium(browser, tensorboard_url, audited, tmp_path):
     browser.get(f"{tensorboard_url}/#fp16_audit")
     # The tab is listed in TensorBoard's header, and its iframe loads our module.
     wait.until(lambda d: "fp16 audit" in d.find_element(By.TAG_NAME, "body").text.lower())
-    frame = wait.until(EC.presence_of_element_located(
-        (By.CSS_SELECTOR, 'iframe[src*="plugin_entry.html?name=fp16_audit"]')))
+    frame = wait.until(
+        EC.presence_of_element_located(
+            (By.CSS_SELECTOR, 'iframe[src*="plugin_entry.html?name=fp16_audit"]')
+        )
+    )
     browser.switch_to.frame(frame)
 
     # Default run: the first in sorted order, fp16/audit. One row per finding, classes as audited.
     fp16 = findings["fp16/audit"]
     assert len(fp16) == 2 * len(LAYERS)  # two signatures
     wait.until(lambda d: len(_rows(d)) == len(fp16))
-    assert Select(browser.find_element(By.ID, "run")).first_selected_option.get_attribute("value") == "fp16/audit"
+    assert (
+        Select(browser.find_element(By.ID, "run")).first_selected_option.get_attribute("value")
+        == "fp16/audit"
+    )
     rows = _rows(browser)
-    assert Counter((node, cls) for cls, _, node, _ in rows) == Counter((f["node"], f["audit_class"]) for f in fp16)
-    assert all(cls == text for cls, text, _, _ in rows)  # the class chip says what the row colour encodes
+    assert Counter((node, cls) for cls, _, node, _ in rows) == Counter(
+        (f["node"], f["audit_class"]) for f in fp16
+    )
+    assert all(
+        cls == text for cls, text, _, _ in rows
+    )  # the class chip says what the row colour encodes
     by_layer = {}
     for cls, _, node, _ in rows:
         by_layer.setdefault(_layer_of(node), set()).add(cls)
@@ -217,21 +265,31 @@ def test_dashboard_in_chromium(browser, tensorboard_url, audited, tmp_path):
     # Rows are coloured by class: each class's rows share one background, distinct from the others.
     colours = {}
     for tr in browser.find_elements(By.CSS_SELECTOR, "#findings tbody tr"):
-        colours.setdefault(tr.get_attribute("data-class"), set()).add(tr.value_of_css_property("background-color"))
-    assert all(len(c) == 1 for c in colours.values()) and len({next(iter(c)) for c in colours.values()}) == len(colours)
+        colours.setdefault(tr.get_attribute("data-class"), set()).add(
+            tr.value_of_css_property("background-color")
+        )
+    assert all(len(c) == 1 for c in colours.values()) and len(
+        {next(iter(c)) for c in colours.values()}
+    ) == len(colours)
 
     # FLOP-share bar: one segment per class with known FLOPs; the legend names every class present.
-    legend = {li.get_attribute("data-class") for li in browser.find_elements(By.CSS_SELECTOR, "#legend li")}
+    legend = {
+        li.get_attribute("data-class")
+        for li in browser.find_elements(By.CSS_SELECTOR, "#legend li")
+    }
     assert legend == {f["audit_class"] for f in fp16}
     segs = browser.find_elements(By.CSS_SELECTOR, "#flop-bar .seg")
     flop_classes = {f["audit_class"] for f in fp16 if f["flops"]}
     assert {s.get_attribute("data-class") for s in segs} == flop_classes
     assert sum(s.size["width"] for s in segs) == pytest.approx(
-        browser.find_element(By.ID, "flop-bar").size["width"] - 2, abs=len(segs) + 1)  # fills the bar (1px borders)
+        browser.find_element(By.ID, "flop-bar").size["width"] - 2, abs=len(segs) + 1
+    )  # fills the bar (1px borders)
     # The call-site bar: segment widths proportional to the class counts.
     counts = Counter(f["audit_class"] for f in fp16)
-    widths = {s.get_attribute("data-class"): s.size["width"]
-              for s in browser.find_elements(By.CSS_SELECTOR, "#count-bar .seg")}
+    widths = {
+        s.get_attribute("data-class"): s.size["width"]
+        for s in browser.find_elements(By.CSS_SELECTOR, "#count-bar .seg")
+    }
     inner = browser.find_element(By.ID, "count-bar").size["width"] - 2
     assert widths.keys() == counts.keys()
     for cls, n in counts.items():
@@ -261,16 +319,27 @@ def test_dashboard_in_chromium(browser, tensorboard_url, audited, tmp_path):
 
     # Run-vs-run: compared with the fp32 export, every conv changed class (fp32 has no fp16 conv).
     Select(browser.find_element(By.ID, "compare-run")).select_by_value("fp32/audit")
-    wait.until(lambda d: d.find_element(By.ID, "comparison").is_displayed()
-               and len(d.find_elements(By.CSS_SELECTOR, "#changes tbody tr")) > 0)
-    changes = [(tr.get_attribute("data-class-a"), tr.get_attribute("data-class-b"),
-                tr.find_elements(By.TAG_NAME, "td")[3].text)
-               for tr in browser.find_elements(By.CSS_SELECTOR, "#changes tbody tr")]
+    wait.until(
+        lambda d: (
+            d.find_element(By.ID, "comparison").is_displayed()
+            and len(d.find_elements(By.CSS_SELECTOR, "#changes tbody tr")) > 0
+        )
+    )
+    changes = [
+        (
+            tr.get_attribute("data-class-a"),
+            tr.get_attribute("data-class-b"),
+            tr.find_elements(By.TAG_NAME, "td")[3].text,
+        )
+        for tr in browser.find_elements(By.CSS_SELECTOR, "#changes tbody tr")
+    ]
     assert len(changes) == len(fp16)
     assert {b for _, b, _ in changes} == {"fp32"}
     for layer, cls in EXPECTED_FP16.items():
         assert {a for a, _, node in changes if _layer_of(node) == layer} == {cls}, layer
-    assert browser.find_element(By.ID, "comparison-title").text.startswith(f"{len(fp16)} convs changed class")
+    assert browser.find_element(By.ID, "comparison-title").text.startswith(
+        f"{len(fp16)} convs changed class"
+    )
 
     browser.switch_to.default_content()
     shot = tmp_path / "fp16_audit_dashboard.png"
@@ -280,13 +349,22 @@ def test_dashboard_in_chromium(browser, tensorboard_url, audited, tmp_path):
         shutil.copyfile(shot, SCREENSHOT_COPY)
 
     # The other run: all fp32, and the comparison now runs the other way.
-    browser.switch_to.frame(browser.find_element(By.CSS_SELECTOR, 'iframe[src*="plugin_entry.html?name=fp16_audit"]'))
+    browser.switch_to.frame(
+        browser.find_element(By.CSS_SELECTOR, 'iframe[src*="plugin_entry.html?name=fp16_audit"]')
+    )
     Select(browser.find_element(By.ID, "compare-run")).select_by_value("fp16/audit")
     Select(browser.find_element(By.ID, "run")).select_by_value("fp32/audit")
     wait.until(lambda d: {r[0] for r in _rows(d)} == {"fp32"})
     assert len(_rows(browser)) == len(findings["fp32/audit"]) == 2 * len(LAYERS)
-    wait.until(lambda d: {tr.get_attribute("data-class-a")
-                          for tr in d.find_elements(By.CSS_SELECTOR, "#changes tbody tr")} == {"fp32"})
+    wait.until(
+        lambda d: (
+            {
+                tr.get_attribute("data-class-a")
+                for tr in d.find_elements(By.CSS_SELECTOR, "#changes tbody tr")
+            }
+            == {"fp32"}
+        )
+    )
 
 
 def _js_exp(v: float) -> str:
@@ -308,10 +386,14 @@ def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audit
     wait = WebDriverWait(browser, UI_WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
     browser.get("about:blank")  # a fresh page load, not a hash change of the previous test's page
     browser.get(f"{tensorboard_url}/#fp16_audit")
-    frame = wait.until(EC.presence_of_element_located(
-        (By.CSS_SELECTOR, 'iframe[src*="plugin_entry.html?name=fp16_audit"]')))
+    frame = wait.until(
+        EC.presence_of_element_located(
+            (By.CSS_SELECTOR, 'iframe[src*="plugin_entry.html?name=fp16_audit"]')
+        )
+    )
     browser.switch_to.frame(frame)
     wait.until(lambda d: len(_rows(d)) == len(findings["fp16/audit"]))
+
     # fp16/audit has no sensitivity run beside it: no chart, no sensitivity column.
     def sens_run(d):
         option = Select(d.find_element(By.ID, "sens-run")).first_selected_option
@@ -331,7 +413,7 @@ def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audit
     names = [b.get_attribute("data-layer") for b in bars]
     assert sorted(names) == sorted(LAYERS)  # every conv layer of the model, once
     assert [int(b.get_attribute("data-rank")) for b in bars] == list(range(1, len(LAYERS) + 1))
-    by_name = {l["name"]: l for l in result["layers"]}
+    by_name = {layer["name"]: layer for layer in result["layers"]}
     # Log axis: bar length grows with max_rel; in-set bars end left of the tolerance line.
     widths = [float(b.get_attribute("width")) for b in bars]
     assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1] > 0
@@ -339,7 +421,7 @@ def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audit
     in_set = {n for n in names if by_name[n]["in_fp16_set"]}
     assert 0 < len(in_set) < len(LAYERS)  # SENS_TOLERANCE lies between this model's errors
     colours = {}
-    for b, w in zip(bars, widths):
+    for b, w in zip(bars, widths, strict=True):
         n = b.get_attribute("data-layer")
         assert (b.get_attribute("data-in-set") == "true") == (n in in_set)
         colours.setdefault(n in in_set, set()).add(b.value_of_css_property("fill"))
@@ -347,8 +429,12 @@ def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audit
             assert float(b.get_attribute("x")) + w <= tol_x + 0.5, n
     assert len(colours[True]) == len(colours[False]) == 1 and colours[True] != colours[False]
     # The call-site table: every row's sensitivity cell names its layer's max_rel and rank.
-    wait.until(lambda d: all(tr.find_elements(By.TAG_NAME, "td")[-1].text
-                             for tr in d.find_elements(By.CSS_SELECTOR, "#findings tbody tr")))
+    wait.until(
+        lambda d: all(
+            tr.find_elements(By.TAG_NAME, "td")[-1].text
+            for tr in d.find_elements(By.CSS_SELECTOR, "#findings tbody tr")
+        )
+    )
     for tr in browser.find_elements(By.CSS_SELECTOR, "#findings tbody tr"):
         tds = tr.find_elements(By.TAG_NAME, "td")
         layer = by_name[_layer_of(tds[2].text)]

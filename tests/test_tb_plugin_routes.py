@@ -4,6 +4,7 @@ through TensorBoard's own WSGI application (werkzeug test client), and the run c
 Expected classes come from how the graphs are built: on CPU, a Conv2D with T=half computes in
 fp32 (TensorFlow's default; fp16-storage) and one with T=float is fp32.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,14 +25,20 @@ from tf_fp16ops.audit.analyze import analyze
 from tf_fp16ops.audit.loader import load_path
 from tf_fp16ops.audit.render.tensorboard import write_tensorboard
 from tf_fp16ops.tensorboard_plugin import metadata
-from tf_fp16ops.tensorboard_plugin.compare import compare_findings, layer_scope, match_key, normalize_function
+from tf_fp16ops.tensorboard_plugin.compare import (
+    compare_findings,
+    layer_scope,
+    match_key,
+    normalize_function,
+)
 from tf_fp16ops.tensorboard_plugin.plugin import Fp16AuditPlugin
 
 PREFIX = "/data/plugin/fp16_audit"
 
 
 def _graph(conv_T: str, f32_T: str, extra: bool = False):
-    """Two convs "conv" (dtype conv_T) and "f32_conv" (dtype f32_T); with `extra`, a third "x3_conv"."""
+    """Two convs "conv" (dtype conv_T) and "f32_conv" (dtype f32_T); with `extra`, a third
+    "x3_conv"."""
     from tensorflow.core.framework import graph_pb2
 
     gd = graph_pb2.GraphDef()
@@ -109,9 +116,11 @@ def test_plugin_disabled_without_its_data(tmp_path):
 
 
 def test_static_frontend_served_from_package_without_network(client):
-    for name, mime, marker in (("index.js", "text/javascript", "export async function render()"),
-                               ("view.html", "text/html", 'id="findings"'),
-                               ("style.css", "text/css", ".cls-fake-fp16")):
+    for name, mime, marker in (
+        ("index.js", "text/javascript", "export async function render()"),
+        ("view.html", "text/html", 'id="findings"'),
+        ("style.css", "text/css", ".cls-fake-fp16"),
+    ):
         r = client.get(f"{PREFIX}/{name}")
         assert r.status_code == 200 and r.mimetype == mime, name
         assert marker in r.get_data(as_text=True), name
@@ -130,7 +139,10 @@ def test_runs_route_lists_both_runs_and_the_audit_classes(client, logdir):
     runs = {r["run"]: r for r in body["runs"]}
     assert set(runs) == {"a/audit", "b/audit"}
     assert runs["a/audit"]["call_sites"] == 2 and runs["b/audit"]["call_sites"] == 3
-    assert runs["a/audit"]["source"].endswith("a.pb") and runs["a/audit"]["source_format"] == reports["a/audit"].source_format
+    assert (
+        runs["a/audit"]["source"].endswith("a.pb")
+        and runs["a/audit"]["source_format"] == reports["a/audit"].source_format
+    )
     assert {r["audit_schema_version"] for r in runs.values()} == {SCHEMA_VERSION}
     # The legend uses exactly the audit's class names, in the audit's order.
     assert tuple(c["name"] for c in body["classes"]) == CLASSES
@@ -140,28 +152,40 @@ def test_findings_route_returns_one_record_per_call_site(client, logdir):
     _, reports = logdir
     body = _json(client, f"{PREFIX}/findings?run=a/audit")
     assert body["step"] == 0 and body["report"]["schema_version"] == SCHEMA_VERSION
-    assert {f["node"]: f["audit_class"] for f in body["findings"]} == {"conv": "fp16-storage", "f32_conv": "fp32"}
+    assert {f["node"]: f["audit_class"] for f in body["findings"]} == {
+        "conv": "fp16-storage",
+        "f32_conv": "fp32",
+    }
     # Records are the audit's own dicts, unchanged by the round trip through the event file.
-    assert body["findings"] == json.loads(json.dumps([f.to_dict() for f in reports["a/audit"].findings]))
+    assert body["findings"] == json.loads(
+        json.dumps([f.to_dict() for f in reports["a/audit"].findings])
+    )
     shares = {c["audit_class"]: c["flop_share"] for c in body["report"]["summary"]["classes"]}
-    assert shares == {"fp16-storage": pytest.approx(0.5), "fp32": pytest.approx(0.5)}  # two equal convs
+    assert shares == {
+        "fp16-storage": pytest.approx(0.5),
+        "fp32": pytest.approx(0.5),
+    }  # two equal convs
 
 
 def test_compare_route_lists_the_conv_whose_class_changed(client):
     body = _json(client, f"{PREFIX}/compare?run_a=a/audit&run_b=b/audit")
-    assert [(c["a"]["node"], c["a"]["audit_class"], c["b"]["audit_class"]) for c in body["changed"]] == \
-        [("conv", "fp16-storage", "fp32")]
+    assert [
+        (c["a"]["node"], c["a"]["audit_class"], c["b"]["audit_class"]) for c in body["changed"]
+    ] == [("conv", "fp16-storage", "fp32")]
     assert body["unchanged"] == 1  # f32_conv is fp32 in both
     assert body["only_a"] == [] and [s.split(" | ")[-1] for s in body["only_b"]] == ["x3_conv"]
 
 
-@pytest.mark.parametrize("url, status, needle", [
-    (f"{PREFIX}/findings", 400, "'run'"),
-    (f"{PREFIX}/findings?run=", 400, "'run'"),
-    (f"{PREFIX}/findings?run=nope", 404, "run='nope'"),
-    (f"{PREFIX}/compare?run_a=a/audit", 400, "'run_b'"),
-    (f"{PREFIX}/compare?run_a=a/audit&run_b=nope", 404, "run='nope'"),
-])
+@pytest.mark.parametrize(
+    "url, status, needle",
+    [
+        (f"{PREFIX}/findings", 400, "'run'"),
+        (f"{PREFIX}/findings?run=", 400, "'run'"),
+        (f"{PREFIX}/findings?run=nope", 404, "run='nope'"),
+        (f"{PREFIX}/compare?run_a=a/audit", 400, "'run_b'"),
+        (f"{PREFIX}/compare?run_a=a/audit&run_b=nope", 404, "run='nope'"),
+    ],
+)
 def test_bad_queries_name_the_argument_and_value(client, url, status, needle):
     r = client.get(url)
     assert r.status_code == status and needle in r.get_data(as_text=True)
@@ -198,9 +222,15 @@ def test_write_audit_summary_without_default_writer_returns_false(tmp_path):
 
 def test_metadata_round_trip_and_rejections():
     md = metadata.create_summary_metadata("findings", "1.0")
-    assert md.plugin_data.plugin_name == "fp16_audit" and md.data_class == summary_pb2.DATA_CLASS_TENSOR
+    assert (
+        md.plugin_data.plugin_name == "fp16_audit"
+        and md.data_class == summary_pb2.DATA_CLASS_TENSOR
+    )
     assert metadata.parse_plugin_metadata(md.plugin_data.content) == {
-        "version": metadata.PLUGIN_DATA_VERSION, "audit_schema_version": "1.0", "kind": "findings"}
+        "version": metadata.PLUGIN_DATA_VERSION,
+        "audit_schema_version": "1.0",
+        "kind": "findings",
+    }
     with pytest.raises(ValueError, match="kind must be one of"):
         metadata.create_summary_metadata("graph", "1.0")
     with pytest.raises(ValueError, match="not UTF-8 JSON"):
@@ -210,32 +240,60 @@ def test_metadata_round_trip_and_rejections():
 
 
 def _f(node, cls, fpath=("__inference_f_12",), op="Conv2D", sig=("serving_default",)):
-    return {"site_id": f"u | {' > '.join(fpath)} | {node}", "node": node, "op": op, "direction": "fprop",
-            "function_path": list(fpath), "signatures": list(sig), "audit_class": cls}
+    return {
+        "site_id": f"u | {' > '.join(fpath)} | {node}",
+        "node": node,
+        "op": op,
+        "direction": "fprop",
+        "function_path": list(fpath),
+        "signatures": list(sig),
+        "audit_class": cls,
+    }
 
 
 def test_match_key_survives_retracing_and_conversion_to_our_op():
-    assert normalize_function("__inference_signature_wrapper___call___236") == "signature_wrapper___call__"
+    assert (
+        normalize_function("__inference_signature_wrapper___call___236")
+        == "signature_wrapper___call__"
+    )
     assert layer_scope("tiny/block1/convolution", "Conv2D") == "tiny/block1"
     assert layer_scope("tiny/block1/Fp16Conv2D/Fp16Conv2D", "Fp16Conv2D") == "tiny/block1"
     assert layer_scope("stem", "Conv2D") == "stem"  # a top-level node keeps its name
     a = _f("m/block1/convolution", "fp32", ("__inference_call_12",))
-    b = _f("m/block1/Fp16Conv2D/Fp16Conv2D", "fp16-accumulate", ("__inference_call_99",), op="Fp16Conv2D")
+    b = _f(
+        "m/block1/Fp16Conv2D/Fp16Conv2D",
+        "fp16-accumulate",
+        ("__inference_call_99",),
+        op="Fp16Conv2D",
+    )
     assert match_key(a) == match_key(b)
     assert match_key(a) != match_key(_f("m/block2/convolution", "fp32", ("__inference_call_99",)))
-    assert match_key(a) != match_key(_f("m/block1/convolution", "fp32", ("__inference_call_12",), sig=("serve",)))
+    assert match_key(a) != match_key(
+        _f("m/block1/convolution", "fp32", ("__inference_call_12",), sig=("serve",))
+    )
 
 
 def test_compare_findings_changed_unchanged_and_unmatched():
-    a = [_f("m/c1/convolution", "fp32"), _f("m/c2/convolution", "fp32"), _f("m/c3/convolution", "fp32"),
-         _f("m/shared/convolution", "fp32"), _f("m/shared/convolution", "fp32")]
-    b = [_f("m/c1/Fp16Conv2D/Fp16Conv2D", "fp16-accumulate", op="Fp16Conv2D"), _f("m/c2/convolution", "fp32"),
-         _f("m/c4/convolution", "fake-fp16"),
-         _f("m/shared/convolution", "fp32"), _f("m/shared/convolution", "fp16-storage")]
+    a = [
+        _f("m/c1/convolution", "fp32"),
+        _f("m/c2/convolution", "fp32"),
+        _f("m/c3/convolution", "fp32"),
+        _f("m/shared/convolution", "fp32"),
+        _f("m/shared/convolution", "fp32"),
+    ]
+    b = [
+        _f("m/c1/Fp16Conv2D/Fp16Conv2D", "fp16-accumulate", op="Fp16Conv2D"),
+        _f("m/c2/convolution", "fp32"),
+        _f("m/c4/convolution", "fake-fp16"),
+        _f("m/shared/convolution", "fp32"),
+        _f("m/shared/convolution", "fp16-storage"),
+    ]
     cmp = compare_findings(a, b)
     # Repeated keys pair up in order: the second "shared" call site changed, the first did not.
     assert [(c.a["node"], c.a["audit_class"], c.b["audit_class"]) for c in cmp.changed] == [
-        ("m/c1/convolution", "fp32", "fp16-accumulate"), ("m/shared/convolution", "fp32", "fp16-storage")]
+        ("m/c1/convolution", "fp32", "fp16-accumulate"),
+        ("m/shared/convolution", "fp32", "fp16-storage"),
+    ]
     assert cmp.changed[1].key.endswith(" #2")
     assert cmp.unchanged == 2
     assert [s.split(" | ")[-1] for s in cmp.only_a] == ["m/c3/convolution"]

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Callable, Optional
 
 import keras
 import numpy as np
@@ -58,8 +58,8 @@ class LayerSensitivity:
     rank: int  # 1 = most sensitive
     max_rel: float
     mean_rel: float
-    metric: Optional[float] = None  # metric with this layer in fp16 (labels given)
-    metric_change: Optional[float] = None  # metric - baseline metric
+    metric: float | None = None  # metric with this layer in fp16 (labels given)
+    metric_change: float | None = None  # metric - baseline metric
     in_fp16_set: bool = False
 
 
@@ -71,14 +71,14 @@ class SensitivityResult:
     fp16_set: tuple[str, ...]  # in model order
     set_max_rel: float
     set_mean_rel: float
-    baseline_metric: Optional[float]
-    set_metric: Optional[float]
+    baseline_metric: float | None
+    set_metric: float | None
     tolerance: float
-    metric_tolerance: Optional[float]
+    metric_tolerance: float | None
     others: str
     search: str
     num_samples: int
-    model: Optional[keras.Model] = field(default=None, compare=False, repr=False)
+    model: keras.Model | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
         """All fields but `model` (asdict would deep-copy the Keras model)."""
@@ -109,10 +109,10 @@ class SensitivityResult:
         )
         head.append("fp16 set")
         rows = [
-            [str(l.rank), l.name, l.class_name, f"{l.max_rel:.3e}", f"{l.mean_rel:.3e}"]
-            + ([f"{l.metric_change:+.4f}"] if with_metric else [])
-            + (["yes" if l.in_fp16_set else "no"])
-            for l in self.layers
+            [str(e.rank), e.name, e.class_name, f"{e.max_rel:.3e}", f"{e.mean_rel:.3e}"]
+            + ([f"{e.metric_change:+.4f}"] if with_metric else [])
+            + (["yes" if e.in_fp16_set else "no"])
+            for e in self.layers
         ]
         summary = (
             f"fp16 set: {len(self.fp16_set)} of {len(self.layers)} layers ({self.search}, "
@@ -136,9 +136,13 @@ class SensitivityResult:
         widths = [
             max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)
         ]
-        fmt = lambda r: "  ".join(
-            v.ljust(w) if i in (1, 2) else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))
-        )
+
+        def fmt(r):
+            return "  ".join(
+                v.ljust(w) if i in (1, 2) else v.rjust(w)
+                for i, (v, w) in enumerate(zip(r, widths, strict=True))
+            )
+
         return "\n".join([fmt(head)] + [fmt(r) for r in rows] + [summary])
 
     def write_summaries(self, logdir: str, step: int = 0) -> None:
@@ -203,7 +207,7 @@ def _errors(base: list, outs: list) -> tuple[float, float]:
     """(max_rel, mean_rel) of the module docstring, the largest over the outputs. Elements equal
     in both (NaN included) differ by 0; a non-finite difference counts as inf."""
     max_rel = mean_rel = 0.0
-    for a, b in zip(base, outs):
+    for a, b in zip(base, outs, strict=False):
         with np.errstate(invalid="ignore", over="ignore"):
             d = np.abs(a - b)
         equal = (a == b) | (np.isnan(a) & np.isnan(b))
@@ -223,7 +227,7 @@ def _errors(base: list, outs: list) -> tuple[float, float]:
 def _batches(x, batch_size: int):
     n = len(keras.tree.flatten(x)[0])
     for start in range(0, n, batch_size):
-        yield keras.tree.map_structure(lambda a: a[start : start + batch_size], x)
+        yield keras.tree.map_structure(lambda a, start=start: a[start : start + batch_size], x)
 
 
 def sensitivity(
@@ -232,14 +236,14 @@ def sensitivity(
     y=None,
     *,
     tolerance: float = 1e-2,
-    metric: Optional[Callable] = None,
-    metric_tolerance: Optional[float] = None,
+    metric: Callable | None = None,
+    metric_tolerance: float | None = None,
     others: str = "float32",
     layers: LayerSelection = None,
     search: str = "greedy",
     batch_size: int = 32,
     progress: bool = True,
-    logdir: Optional[str] = None,
+    logdir: str | None = None,
 ) -> SensitivityResult:
     """Ranks the convertible layers of `model` by their sensitivity to fp16 accumulation and finds
     the largest set that can take it (module docstring: measures, ranking, search).
@@ -306,18 +310,18 @@ def sensitivity(
             f"model '{model.name}' has no layer convert can switch to fp16 accumulation"
         )
     by_name = {
-        l.name: l
-        for l in probe_conv.model._flatten_layers(include_self=False, recursive=True)
-        if l.name in set(names)
+        layer.name: layer
+        for layer in probe_conv.model._flatten_layers(include_self=False, recursive=True)
+        if layer.name in set(names)
     }
     probe = probe_conv.model
 
     # 'original': a Keras layer runs its Keras kernel; a layer that already was a tf_fp16ops
     # layer runs with the accumulation it had.
     own_accumulation = {
-        l.name: getattr(l, "accumulation", None)
-        for l in model._flatten_layers(include_self=False, recursive=True)
-        if l.name in by_name
+        layer.name: getattr(layer, "accumulation", None)
+        for layer in model._flatten_layers(include_self=False, recursive=True)
+        if layer.name in by_name
     }
 
     def set_state(fp16: set):
@@ -400,7 +404,9 @@ def sensitivity(
         layer._keras_path = False
 
     ranked = sorted(names, key=lambda nm: (-sweep[nm][0], -sweep[nm][1]))
-    classes = dict(zip(probe_conv.report.converted, probe_conv.report.converted_classes))
+    classes = dict(
+        zip(probe_conv.report.converted, probe_conv.report.converted_classes, strict=False)
+    )
     entries = tuple(
         LayerSensitivity(
             name=nm,

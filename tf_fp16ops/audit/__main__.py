@@ -1,4 +1,5 @@
 """`python -m tf_fp16ops.audit` runs the `tf-fp16-audit` command."""
+
 import sys
 
 from .cli import main

@@ -1,10 +1,11 @@
 """The audit pipeline: loaded model + runtime context -> AuditReport. Pure; prints nothing."""
+
 from __future__ import annotations
 
+from . import graph as graph_module
 from .context import RuntimeContext
 from .errors import MalformedModelError
 from .findings import AuditReport
-from . import graph as graph_module
 from .graph import AuditGraph, build_graph
 from .keras_config import scope_name
 from .model import LoadedModel
@@ -14,8 +15,12 @@ from .passes.switches import switch_statuses
 from .passes.unknown_ops import unknown_ops
 
 
-def analyze(model: LoadedModel, ctx: RuntimeContext, graph: AuditGraph | None = None,
-            signature: str | None = None) -> AuditReport:
+def analyze(
+    model: LoadedModel,
+    ctx: RuntimeContext,
+    graph: AuditGraph | None = None,
+    signature: str | None = None,
+) -> AuditReport:
     """Runs every pass over every conv call site.
 
     Args:
@@ -26,11 +31,14 @@ def analyze(model: LoadedModel, ctx: RuntimeContext, graph: AuditGraph | None = 
     """
     try:
         ag = graph if graph is not None else build_graph(model)
-        layers = {l.name: l for l in model.keras_layers}
-        for l in model.keras_layers:  # static .keras graphs name nodes after the sanitized layer name
-            layers.setdefault(scope_name(l.name), l)
+        layers = {layer.name: layer for layer in model.keras_layers}
+        # static .keras graphs name nodes after the sanitized layer name
+        for layer in model.keras_layers:
+            layers.setdefault(scope_name(layer.name), layer)
         memo = SiteMemo()
-        findings = tuple(finding(ag, site, ctx, layers, model.keras_model_name, memo) for site in ag.call_sites())
+        findings = tuple(
+            finding(ag, site, ctx, layers, model.keras_model_name, memo) for site in ag.call_sites()
+        )
     except MalformedModelError as e:
         raise e.at(model.source) from None
     if signature is not None:
@@ -38,23 +46,43 @@ def analyze(model: LoadedModel, ctx: RuntimeContext, graph: AuditGraph | None = 
         if signature not in known:
             from .errors import AuditInputError
 
-            raise AuditInputError(f"{model.source}: no signature {signature!r} (has: {', '.join(sorted(known)) or 'none'})")
+            raise AuditInputError(
+                f"{model.source}: no signature {signature!r} (has: "
+                f"{', '.join(sorted(known)) or 'none'})"
+            )
         findings = tuple(f for f in findings if signature in f.signatures)
     notes = list(model.notes) + list(ag.notes)
     if len(findings) >= graph_module.MAX_CALL_SITES and signature is None:
-        notes.append(f"call sites truncated: only the first {graph_module.MAX_CALL_SITES} (call path, convolution) "
-                     f"pairs are reported; the call graph may have more paths")
+        notes.append(
+            f"call sites truncated: only the first {graph_module.MAX_CALL_SITES} (call path, "
+            "convolution) "
+            f"pairs are reported; the call graph may have more paths"
+        )
     loops = sum(1 for f in findings if f.flops is not None and "per iteration of" in f.flops_note)
     branches = sum(1 for f in findings if f.flops is not None and "per branch:" in f.flops_note)
     if loops or branches:
-        notes.append(f"FLOPs of {loops} call site(s) in loop bodies are per iteration and of "
-                     f"{branches} in If/Case branches per branch (one branch runs per call); the "
-                     "FLOP total and shares count each once (see each site's flops_note)")
+        notes.append(
+            f"FLOPs of {loops} call site(s) in loop bodies are per iteration and of "
+            f"{branches} in If/Case branches per branch (one branch runs per call); the "
+            "FLOP total and shares count each once (see each site's flops_note)"
+        )
     if ctx.amp:
-        notes.append("auto mixed precision requested: the rewrite happens at run time inside grappler; "
-                     "the graph still shows T=float, and amp columns are predictions")
+        notes.append(
+            "auto mixed precision requested: the rewrite happens at run time inside grappler; "
+            "the graph still shows T=float, and amp columns are predictions"
+        )
     if model.format == "keras":
-        notes.append("Keras config read statically: conv nodes are reconstructed from layer configs "
-                     "(use --build-keras to trace the real model in Keras safe mode)")
-    return AuditReport(model.source, model.format, ctx, findings, summarize(findings),
-                       switch_statuses(ctx), unknown_ops(ag), tuple(notes))
+        notes.append(
+            "Keras config read statically: conv nodes are reconstructed from layer configs "
+            "(use --build-keras to trace the real model in Keras safe mode)"
+        )
+    return AuditReport(
+        model.source,
+        model.format,
+        ctx,
+        findings,
+        summarize(findings),
+        switch_statuses(ctx),
+        unknown_ops(ag),
+        tuple(notes),
+    )

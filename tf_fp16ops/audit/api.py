@@ -1,8 +1,10 @@
 """Python entry points of the audit."""
+
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .analyze import analyze
 from .context import RuntimeContext
@@ -10,8 +12,13 @@ from .findings import AuditReport
 from .loader import build_keras, load_object, load_path
 
 
-def audit(source: Any, context: RuntimeContext | None = None, *, build_keras_model: bool = False,
-          signature: str | None = None) -> AuditReport:
+def audit(
+    source: Any,
+    context: RuntimeContext | None = None,
+    *,
+    build_keras_model: bool = False,
+    signature: str | None = None,
+) -> AuditReport:
     """Audits a model file/directory path or a Python object; never executes the model.
 
     Args:
@@ -27,14 +34,20 @@ def audit(source: Any, context: RuntimeContext | None = None, *, build_keras_mod
     ctx = context if context is not None else RuntimeContext.from_process()
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        model = build_keras(path) if build_keras_model and path.endswith(".keras") else load_path(path)
+        model = (
+            build_keras(path) if build_keras_model and path.endswith(".keras") else load_path(path)
+        )
     else:
         model = load_object(source)
     return analyze(model, ctx, signature=signature)
 
 
-def verify(fn_or_model: Any, *inputs: Any, context: RuntimeContext | None = None,
-           probe_switches: tuple[Mapping[str, str], ...] = ()) -> AuditReport:
+def verify(
+    fn_or_model: Any,
+    *inputs: Any,
+    context: RuntimeContext | None = None,
+    probe_switches: tuple[Mapping[str, str], ...] = (),
+) -> AuditReport:
     """EXECUTES `fn_or_model(*inputs)` once and returns the audit with runtime evidence.
 
     The static findings (same objects as `audit()`) get `observed`: the executed node (after

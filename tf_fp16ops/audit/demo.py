@@ -1,4 +1,5 @@
 """A small bundled example SavedModel for `make demo`, generated on first use."""
+
 from __future__ import annotations
 
 import os
@@ -48,10 +49,14 @@ def demo_example(path: str) -> str:
     m = Demo()
     sigs = {"conv16": m.conv16, "conv32": m.conv32, "conv16_32": m.conv16_32}
     if conv_ours is not None:
-        m.ours_half = tf.function(lambda x: conv_ours(x, m.w16, [1, 1, 1, 1], "VALID", accumulation="float16"),
-                                  input_signature=[x16])
-        m.ours_float = tf.function(lambda x: conv_ours(x, m.w16, [1, 1, 1, 1], "VALID", accumulation="float32"),
-                                   input_signature=[x16])
+        m.ours_half = tf.function(
+            lambda x: conv_ours(x, m.w16, [1, 1, 1, 1], "VALID", accumulation="float16"),
+            input_signature=[x16],
+        )
+        m.ours_float = tf.function(
+            lambda x: conv_ours(x, m.w16, [1, 1, 1, 1], "VALID", accumulation="float32"),
+            input_signature=[x16],
+        )
         sigs.update(ours_half=m.ours_half, ours_float=m.ours_float)
     tf.saved_model.save(m, path, signatures=sigs)
     return path

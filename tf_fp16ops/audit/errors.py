@@ -1,4 +1,5 @@
 """Errors raised by the audit for inputs it cannot read."""
+
 from __future__ import annotations
 
 

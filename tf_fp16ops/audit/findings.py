@@ -7,6 +7,7 @@ Bump the major number on incompatible changes; the minor number when fields are 
 1.2: `context.cpu_flags`, `context.cpu_onednn_fp16` (true/false/null: whether oneDNN takes T=half
 convs on the target CPU) and `context.cpu_onednn_fp16_reason`.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -18,12 +19,12 @@ SCHEMA_VERSION = "1.2"
 # Audit classes, from most to least fp16.
 CLASSES = (
     "fp16-accumulate",  # products accumulated in fp16
-    "fp16-storage",     # T=half tensors, fp32 accumulation (TensorFlow's default for half)
-    "fake-fp16",        # T=float conv on values rounded to fp16 on the way in (seed's conv16_32)
-    "bf16",             # T=bfloat16, fp32 accumulation
-    "fp32",             # T=float
-    "fp64",             # T=double
-    "unknown",          # dtype or accumulation not determined statically
+    "fp16-storage",  # T=half tensors, fp32 accumulation (TensorFlow's default for half)
+    "fake-fp16",  # T=float conv on values rounded to fp16 on the way in (seed's conv16_32)
+    "bf16",  # T=bfloat16, fp32 accumulation
+    "fp32",  # T=float
+    "fp64",  # T=double
+    "unknown",  # dtype or accumulation not determined statically
 )
 FP16_CLASSES = ("fp16-accumulate", "fp16-storage")
 
@@ -38,7 +39,9 @@ def make(cls, **values):
     """
     names = _MAKEABLE[cls]
     if values.keys() != names:
-        raise TypeError(f"make({cls.__name__}): fields {sorted(names ^ values.keys())} missing or unknown")
+        raise TypeError(
+            f"make({cls.__name__}): fields {sorted(names ^ values.keys())} missing or unknown"
+        )
     obj = object.__new__(cls)
     obj.__dict__.update(values)
     return obj
@@ -198,7 +201,8 @@ class ConvFinding:
 
 @dataclass(frozen=True)
 class UnknownOp:
-    """An op type no registry knows (not TensorFlow's, not this package's, not a library function)."""
+    """An op type no registry knows (not TensorFlow's, not this package's, not a library
+    function)."""
 
     op: str
     count: int
@@ -294,11 +298,14 @@ class RuntimeEvidence:
         return {
             "executed": self.executed,
             "inputs": [{"name": n, "dtype": t, "shape": list(s)} for n, t, s in self.inputs],
-            "seed": self.seed, "function_graphs": self.function_graphs, "executed_convs": self.executed_convs,
+            "seed": self.seed,
+            "function_graphs": self.function_graphs,
+            "executed_convs": self.executed_convs,
             "probes": [p.to_dict() for p in self.probes],
             "switch_probes": [p.to_dict() for p in self.switch_probes],
             "gpu_kernels": [k.to_dict() for k in self.gpu_kernels],
-            "counts": dict(self.counts), "notes": list(self.notes),
+            "counts": dict(self.counts),
+            "notes": list(self.notes),
         }
 
 
@@ -342,10 +349,17 @@ def _makeable(*classes) -> dict:
     out = {}
     for cls in classes:
         params = getattr(cls, "__dataclass_params__", None)
-        if params is None or not params.frozen or hasattr(cls, "__post_init__") or hasattr(cls, "__slots__") \
-                or {f.name for f in fields(cls)} != cls.__dataclass_fields__.keys():
-            raise TypeError(f"findings.make cannot build {cls.__name__}: it must be a frozen dataclass "
-                            "without __post_init__, InitVar or ClassVar fields and __slots__")
+        if (
+            params is None
+            or not params.frozen
+            or hasattr(cls, "__post_init__")
+            or hasattr(cls, "__slots__")
+            or {f.name for f in fields(cls)} != cls.__dataclass_fields__.keys()
+        ):
+            raise TypeError(
+                f"findings.make cannot build {cls.__name__}: it must be a frozen dataclass "
+                "without __post_init__, InitVar or ClassVar fields and __slots__"
+            )
         out[cls] = cls.__dataclass_fields__.keys()
     return out
 

@@ -5,6 +5,7 @@
 `--fail-under F`: the share (FLOP share when every site's FLOPs are known, else count share) of
 the required category (default "fp16") must be at least F.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,5 +30,8 @@ def check(report: AuditReport, fail_under: float | None, require: str | None) ->
         return GateResult(False, f"gate failed: no convolutions found, {category} share undefined")
     ok = value >= threshold - 1e-12
     word = "passed" if ok else "failed"
-    return GateResult(ok, f"gate {word}: {category} share by {s.share_basis} = {value:.4f}, "
-                          f"required >= {threshold:.4f}")
+    return GateResult(
+        ok,
+        f"gate {word}: {category} share by {s.share_basis} = {value:.4f}, "
+        f"required >= {threshold:.4f}",
+    )

@@ -15,13 +15,14 @@ Call sites are enumerated by `call_sites()`: one per (call path from a root, con
 function attr placeholders resolved per call path. Recursion is cut at the first repeated scope;
 callees that cannot reach a convolution are not walked, and at most MAX_CALL_SITES sites are listed.
 """
+
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import compress
-from typing import Any, Iterator
+from typing import Any
 
 import networkx as nx
 
@@ -182,9 +183,12 @@ class AuditGraph:
         s = self.scopes.get(scope)
         if s is None or call_node not in s.call_set or scope not in self.calls:
             return []
-        out = [(d["order"], callee, key[1], d["bindings"])
-               for callee, by_key in self.calls.adj[scope].items()
-               for key, d in by_key.items() if key[0] == call_node]
+        out = [
+            (d["order"], callee, key[1], d["bindings"])
+            for callee, by_key in self.calls.adj[scope].items()
+            for key, d in by_key.items()
+            if key[0] == call_node
+        ]
         return [(callee, attr, raw) for _, callee, attr, raw in sorted(out, key=lambda e: e[0])]
 
     # ---- call sites --------------------------------------------------------------------------
@@ -269,7 +273,7 @@ def _is_index(s: str) -> bool:
     return s.isascii() and s.isdigit()
 
 
-def _parse_node_input(scope: "Scope", node: str, text: str) -> tuple[str, int] | None:
+def _parse_node_input(scope: Scope, node: str, text: str) -> tuple[str, int] | None:
     """`parse_input` for input `text` of node `node` of `scope`; errors name the scope and node."""
     try:
         return parse_input(text, scope.fdef is not None)
@@ -277,7 +281,7 @@ def _parse_node_input(scope: "Scope", node: str, text: str) -> tuple[str, int] |
         raise MalformedModelError(f"{_where(scope)}: node {node!r} has a {e}") from None
 
 
-def parse_ret(scope: "Scope", text: str) -> tuple[str, int] | None:
+def parse_ret(scope: Scope, text: str) -> tuple[str, int] | None:
     """`parse_input` for a return value of function scope `scope`; errors name the function."""
     try:
         return parse_input(text, True)
@@ -285,18 +289,21 @@ def parse_ret(scope: "Scope", text: str) -> tuple[str, int] | None:
         raise MalformedModelError(f"{_where(scope)}: return value has a {e}") from None
 
 
-def _where(scope: "Scope") -> str:
+def _where(scope: Scope) -> str:
     return f"function {scope.function!r}" if scope.function else f"graph {scope.unit!r}"
 
 
-def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_shapes=None,
-                 owner_layer=None) -> Scope:
+def _index_scope(
+    key, unit, function, nodes, fdef, fnames, signatures=None, arg_shapes=None, owner_layer=None
+) -> Scope:
     # One read of each node's op and name into plain lists; everything else is derived from them.
     ops = [n.op for n in nodes]
     names = [n.name for n in nodes]
-    pos = dict(zip(names, range(len(names))))
+    pos = dict(zip(names, range(len(names)), strict=True))
     counts = Counter(ops)
-    first = dict(zip(reversed(ops), range(len(ops) - 1, -1, -1)))  # op -> first position
+    first = dict(
+        zip(reversed(ops), range(len(ops) - 1, -1, -1), strict=True)
+    )  # op -> first position
     op_counts = {op: (c, names[first[op]]) for op, c in counts.items()}
     convs = []
     calls = []
@@ -313,9 +320,24 @@ def _index_scope(key, unit, function, nodes, fdef, fnames, signatures=None, arg_
         for i, aa in fdef.arg_attr.items():
             arg_attrs[i] = aa.attr
         rets = tuple(fdef.ret[o.name] for o in fdef.signature.output_arg if o.name in fdef.ret)
-    return Scope(key, unit, function, NodeIndex(nodes, pos), fdef, tuple(convs), tuple(calls), args,
-                 arg_attrs, rets, signatures or {}, arg_shapes or {}, op_counts, owner_layer, ops,
-                 frozenset(calls))
+    return Scope(
+        key,
+        unit,
+        function,
+        NodeIndex(nodes, pos),
+        fdef,
+        tuple(convs),
+        tuple(calls),
+        args,
+        arg_attrs,
+        rets,
+        signatures or {},
+        arg_shapes or {},
+        op_counts,
+        owner_layer,
+        ops,
+        frozenset(calls),
+    )
 
 
 def build_graph(model: LoadedModel) -> AuditGraph:
@@ -332,12 +354,22 @@ def build_graph(model: LoadedModel) -> AuditGraph:
         functions = {f.signature.name: f for f in gd.library.function}
         fnames = set(functions)
         top_key = prefix + "<graph>"
-        scopes[top_key] = _index_scope(top_key, unit.label, None, gd.node, None, fnames,
-                                       unit.signatures, unit.arg_shapes, unit.owner_layer)
+        scopes[top_key] = _index_scope(
+            top_key,
+            unit.label,
+            None,
+            gd.node,
+            None,
+            fnames,
+            unit.signatures,
+            unit.arg_shapes,
+            unit.owner_layer,
+        )
         for fname, fdef in functions.items():
             key = prefix + fname
-            scopes[key] = _index_scope(key, unit.label, fname, fdef.node_def, fdef, fnames,
-                                       owner_layer=unit.owner_layer)
+            scopes[key] = _index_scope(
+                key, unit.label, fname, fdef.node_def, fdef, fnames, owner_layer=unit.owner_layer
+            )
         unit_keys = [top_key] + [prefix + f for f in functions]
         calls.add_nodes_from(unit_keys)
         called: set[str] = set()
@@ -348,11 +380,15 @@ def build_graph(model: LoadedModel) -> AuditGraph:
                 for attr, callee, raw in _callee_refs(nd, fnames):
                     ckey = prefix + callee
                     if ckey not in scopes:
-                        notes.append(f"{s.function or 'graph'}: call node {call!r} names function "
-                                     f"{callee!r}, which the library does not define")
+                        notes.append(
+                            f"{s.function or 'graph'}: call node {call!r} names function "
+                            f"{callee!r}, which the library does not define"
+                        )
                         continue
                     called.add(ckey)
-                    calls.add_edge(key, ckey, key=(call, attr, order), op=nd.op, bindings=raw, order=order)
+                    calls.add_edge(
+                        key, ckey, key=(call, attr, order), op=nd.op, bindings=raw, order=order
+                    )
                     order += 1
         roots.append(top_key)
         roots.extend(k for k in unit_keys[1:] if k not in called)
@@ -387,6 +423,8 @@ def _recursion_notes(cg) -> list[str]:
     notes = []
     for comp in nx.strongly_connected_components(cg):
         if len(comp) > 1 or any(cg.has_edge(k, k) for k in comp):
-            notes.append("recursive functions (call cycle cut at the first repeat on each path): "
-                         + ", ".join(sorted(comp)))
+            notes.append(
+                "recursive functions (call cycle cut at the first repeat on each path): "
+                + ", ".join(sorted(comp))
+            )
     return notes

@@ -11,6 +11,7 @@ policy's variable dtype -> ReadVariableOp -> Cast to the compute dtype when they
 Conv2D/DepthwiseConv2dNative/Conv3D/Conv2DBackpropInput with T = compute dtype), so the same
 analysis applies. Those graphs are labelled as reconstructions in every report.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,8 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 
-from . import protos
+from . import keras_ours, protos
 from .errors import AuditInputError, MalformedModelError
-from . import keras_ours
 from .model import KerasLayer
 
 _DTYPES = {"float16": "half", "float32": "float", "float64": "double", "bfloat16": "bfloat16"}
@@ -48,7 +48,7 @@ def policy_dtypes(name: str | None) -> tuple[str | None, str | None]:
     if not name:
         return None, None
     if name.startswith("mixed_"):
-        return "float32", name[len("mixed_"):]
+        return "float32", name[len("mixed_") :]
     return name, name
 
 
@@ -57,7 +57,9 @@ def read_keras_archive(path: str) -> dict:
     try:
         with zipfile.ZipFile(path) as z:
             if "config.json" not in z.namelist():
-                raise AuditInputError(f"{path}: zip archive without config.json is not a .keras file")
+                raise AuditInputError(
+                    f"{path}: zip archive without config.json is not a .keras file"
+                )
             raw = z.read("config.json")
     except zipfile.BadZipFile as e:
         raise AuditInputError(f"{path}: not a valid .keras (zip) archive: {e}") from None
@@ -72,8 +74,10 @@ def read_keras_archive(path: str) -> dict:
     if not isinstance(config, dict) or "config" not in config:
         raise AuditInputError(f"{path}: config.json does not describe a Keras model")
     if not isinstance(config["config"], dict):
-        raise AuditInputError(f"{path}: config.json: the model's \"config\" must be an object, "
-                              f"got {type(config['config']).__name__}")
+        raise AuditInputError(
+            f'{path}: config.json: the model\'s "config" must be an object, '
+            f"got {type(config['config']).__name__}"
+        )
     return config
 
 
@@ -97,7 +101,7 @@ def _children(config: dict) -> list[dict]:
     if not isinstance(cfg, dict):
         return []
     layers = cfg.get("layers")
-    out = [l for l in layers if isinstance(l, dict)] if isinstance(layers, list) else []
+    out = [layer for layer in layers if isinstance(layer, dict)] if isinstance(layers, list) else []
     inner = cfg.get("layer")
     if isinstance(inner, dict):  # wrappers (TimeDistributed, ...)
         out.append(inner)
@@ -127,8 +131,15 @@ def layers_from_config(config: dict) -> list[KerasLayer]:
             continue
         p = policy_name(cfg.get("dtype"))
         var, comp = policy_dtypes(p)
-        out.append(KerasLayer(str(cfg.get("name", layer.get("name", "?"))), str(layer.get("class_name", "?")),
-                              p, var, comp))
+        out.append(
+            KerasLayer(
+                str(cfg.get("name", layer.get("name", "?"))),
+                str(layer.get("class_name", "?")),
+                p,
+                var,
+                comp,
+            )
+        )
     return out
 
 
@@ -139,8 +150,11 @@ class StaticNotes:
 
 
 _CONV_LAYERS = {
-    "Conv1D": ("Conv2D", 1), "Conv2D": ("Conv2D", 2), "Conv3D": ("Conv3D", 3),
-    "DepthwiseConv2D": ("DepthwiseConv2dNative", 2), "SeparableConv2D": ("separable", 2),
+    "Conv1D": ("Conv2D", 1),
+    "Conv2D": ("Conv2D", 2),
+    "Conv3D": ("Conv3D", 3),
+    "DepthwiseConv2D": ("DepthwiseConv2dNative", 2),
+    "SeparableConv2D": ("separable", 2),
     "Conv2DTranspose": ("Conv2DBackpropInput", 2),
 }
 
@@ -157,44 +171,64 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
             # A conv layer whose config cannot be read would silently drop out of the audit.
             label = layer.get("name")
             label = label if isinstance(label, str) else f"#{position} (unnamed)"
-            raise MalformedModelError(f"config.json: layer {label!r} ({cls}): its config must be "
-                                      f"an object, got {type(cfg).__name__} {cfg!r:.60}")
+            raise MalformedModelError(
+                f"config.json: layer {label!r} ({cls}): its config must be "
+                f"an object, got {type(cfg).__name__} {cfg!r:.60}"
+            )
         if not isinstance(cfg, dict) or not isinstance(cls, str):
             continue
         name = cfg.get("name", "?")
         if not isinstance(name, str):
-            raise MalformedModelError(f"config.json: a {cls} layer's config.name must be a string, "
-                                      f"got {type(name).__name__} {name!r:.60}")
+            raise MalformedModelError(
+                f"config.json: a {cls} layer's config.name must be a string, "
+                f"got {type(name).__name__} {name!r:.60}"
+            )
         if cls == "TFSMLayer" and isinstance(cfg.get("filepath"), str):
             fp = cfg["filepath"]
             fp = fp if os.path.isabs(fp) else os.path.join(base_dir, fp)
             notes.saved_models.append((fp, name))
-            notes.messages.append(f"layer {name!r} (TFSMLayer, policy {policy_name(cfg.get('dtype'))}) "
-                                  f"wraps the SavedModel {fp}: its convolutions are audited from that file")
+            notes.messages.append(
+                f"layer {name!r} (TFSMLayer, policy {policy_name(cfg.get('dtype'))}) "
+                f"wraps the SavedModel {fp}: its convolutions are audited from that file"
+            )
             continue
         ours = keras_ours.our_layer_name(layer)
         if ours is not None:  # tf_fp16ops' other registered layers (audit/keras_ours.py)
-            keras_ours.add_our_layer(gd, name, ours, cfg, notes, layer.get("build_config"),
-                                     _our_accumulation(layer))
+            keras_ours.add_our_layer(
+                gd, name, ours, cfg, notes, layer.get("build_config"), _our_accumulation(layer)
+            )
             continue
         if cls not in _CONV_LAYERS:
             continue
-        _add_conv_layer(gd, name, cls, cfg, notes, layer.get("build_config"), _our_accumulation(layer))
+        _add_conv_layer(
+            gd, name, cls, cfg, notes, layer.get("build_config"), _our_accumulation(layer)
+        )
     return gd, notes
 
 
 def _our_accumulation(layer: dict) -> str | None:
-    """'half' or 'float' for a tf_fp16ops.layers.Conv2D (registered as "tf_fp16ops>Conv2D"), else None."""
+    """'half' or 'float' for a tf_fp16ops.layers.Conv2D (registered as "tf_fp16ops>Conv2D"), else
+    None."""
     registered = str(layer.get("registered_name") or "")
-    if not (registered.startswith("tf_fp16ops>") or str(layer.get("module") or "").startswith("tf_fp16ops")):
+    if not (
+        registered.startswith("tf_fp16ops>")
+        or str(layer.get("module") or "").startswith("tf_fp16ops")
+    ):
         return None
     cfg = layer.get("config")
     acc = str(cfg.get("accumulation", "float16") if isinstance(cfg, dict) else "float16").lower()
     return "half" if acc in ("float16", "half", "fp16") else "float"
 
 
-def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, build_config=None,
-                    our_accumulation: str | None = None) -> None:
+def _add_conv_layer(
+    gd,
+    name: str,
+    cls: str,
+    cfg: dict,
+    notes: StaticNotes,
+    build_config=None,
+    our_accumulation: str | None = None,
+) -> None:
     op, nd = _CONV_LAYERS[cls]
     p = policy_name(cfg.get("dtype")) or "float32"
     var, comp = policy_dtypes(p)
@@ -219,7 +253,11 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, buil
     if nd == 1:  # Keras' TF backend runs Conv1D as Conv2D over an inserted unit height
         ks, strides, dil = (1,) + ks, (1,) + strides, (1,) + dil
         if shape and len(shape) == 3:
-            shape = [shape[0], 1, shape[1], shape[2]] if channels_last else [shape[0], shape[1], 1, shape[2]]
+            shape = (
+                [shape[0], 1, shape[1], shape[2]]
+                if channels_last
+                else [shape[0], shape[1], 1, shape[2]]
+            )
     in_shape = tuple(-1 if d is None else d for d in shape) if shape else None
     cin = None
     if in_shape:
@@ -264,24 +302,49 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, buil
     filters = cfg.get("filters")
     if filters is not None:
         filters = field.count("filters", filters)
-    conv_attrs = dict(T=tc, strides=full(strides), padding=padding if padding in ("SAME", "VALID") else "VALID",
-                      data_format=fmt, dilations=full(dil))
+    conv_attrs = dict(
+        T=tc,
+        strides=full(strides),
+        padding=padding if padding in ("SAME", "VALID") else "VALID",
+        data_format=fmt,
+        dilations=full(dil),
+    )
     if op == "separable":
         dm = field.count("depth_multiplier", cfg.get("depth_multiplier", 1))
         dk = kernel("depthwise_kernel", ks + (cin, dm) if cin else None)
-        add("depthwise", "DepthwiseConv2dNative", ["input", dk], **conv_attrs,
-            **_out(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last))
+        add(
+            "depthwise",
+            "DepthwiseConv2dNative",
+            ["input", dk],
+            **conv_attrs,
+            **_out(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last),
+        )
         pk = kernel("pointwise_kernel", (1, 1, cin * dm, filters) if cin and filters else None)
-        mid = _out_shape(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last)
-        add("pointwise", "Conv2D", ["depthwise", pk], T=tc, strides=full((1, 1)), padding="VALID",
-            data_format=fmt, dilations=full((1, 1)),
-            **_out(mid, (1, 1), (1, 1), (1, 1), "VALID", filters, channels_last))
+        mid = _out_shape(
+            in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last
+        )
+        add(
+            "pointwise",
+            "Conv2D",
+            ["depthwise", pk],
+            T=tc,
+            strides=full((1, 1)),
+            padding="VALID",
+            data_format=fmt,
+            dilations=full((1, 1)),
+            **_out(mid, (1, 1), (1, 1), (1, 1), "VALID", filters, channels_last),
+        )
         return
     if op == "DepthwiseConv2dNative":
         dm = field.count("depth_multiplier", cfg.get("depth_multiplier", 1))
         k = kernel("kernel", ks + (cin, dm) if cin else None)
-        add("depthwise", op, ["input", k], **conv_attrs,
-            **_out(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last))
+        add(
+            "depthwise",
+            op,
+            ["input", k],
+            **conv_attrs,
+            **_out(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last),
+        )
     elif op == "Conv2DBackpropInput":
         k = kernel("kernel", ks + (filters, cin) if cin and filters else None)
         add("conv_transpose", op, ["input_sizes", k, "input"], **conv_attrs)
@@ -297,13 +360,23 @@ def _add_conv_layer(gd, name: str, cls: str, cfg: dict, notes: StaticNotes, buil
             add("input/Cast", "Cast", ["input"], SrcT=tc, DstT=t)
             add("kernel/CastHalf", "Cast", [k], SrcT=tc, DstT=t)
             x, k = "input/Cast", "kernel/CastHalf"
-        node = add("convolution", "Fp16Conv2D", [x, k], **dict(conv_attrs, T=t),
-                   **_out(in_shape, ks, strides, dil, padding, filters, channels_last))
+        node = add(
+            "convolution",
+            "Fp16Conv2D",
+            [x, k],
+            **dict(conv_attrs, T=t),
+            **_out(in_shape, ks, strides, dil, padding, filters, channels_last),
+        )
         node.attr["Tacc"].type = protos.DT_HALF if our_accumulation == "half" else protos.DT_FLOAT
     else:
         k = kernel("kernel", ks + (cin // groups, filters) if cin and filters else None)
-        add("convolution", op, ["input", k], **conv_attrs,
-            **_out(in_shape, ks, strides, dil, padding, filters, channels_last))
+        add(
+            "convolution",
+            op,
+            ["input", k],
+            **conv_attrs,
+            **_out(in_shape, ks, strides, dil, padding, filters, channels_last),
+        )
 
 
 # Largest size accepted for a layer's counts and input dims: TensorFlow shapes are int64, and the
@@ -316,7 +389,8 @@ def _is_int(v) -> bool:
 
 
 class _FieldReader:
-    """Checks the fields of one conv layer config; errors name the layer, the field and the value."""
+    """Checks the fields of one conv layer config; errors name the layer, the field and the
+    value."""
 
     def __init__(self, name: str, cls: str):
         self.where = f"config.json: layer {name!r} ({cls})"
@@ -341,10 +415,16 @@ class _FieldReader:
         """build_config.input_shape: None, or a list of `rank` dims, each None or an int >= 0."""
         if v is None:
             return None
-        if not isinstance(v, (list, tuple)) or len(v) != rank or \
-                not all(d is None or (_is_int(d) and 0 <= d <= _MAX_SIZE) for d in v):
-            raise self.error("build_config.input_shape", v,
-                             f"a list of {rank} dimensions (each null or an integer >= 0)")
+        if (
+            not isinstance(v, (list, tuple))
+            or len(v) != rank
+            or not all(d is None or (_is_int(d) and 0 <= d <= _MAX_SIZE) for d in v)
+        ):
+            raise self.error(
+                "build_config.input_shape",
+                v,
+                f"a list of {rank} dimensions (each null or an integer >= 0)",
+            )
         return list(v)
 
 
@@ -353,14 +433,16 @@ def _out_shape(in_shape, ks, strides, dil, padding, cout, channels_last):
         return None
     sp = in_shape[1:-1] if channels_last else in_shape[2:]
     out = []
-    for size, k, s, d in zip(sp, ks, strides, dil):
+    for size, k, s, d in zip(sp, ks, strides, dil, strict=False):
         if size < 0:
             out.append(-1)
         elif padding == "SAME":
             out.append(math.ceil(size / s))
         else:
             out.append(max(0, math.ceil((size - (k - 1) * d) / s)))
-    return (in_shape[0],) + tuple(out) + (cout,) if channels_last else (in_shape[0], cout) + tuple(out)
+    return (
+        (in_shape[0],) + tuple(out) + (cout,) if channels_last else (in_shape[0], cout) + tuple(out)
+    )
 
 
 def _out(in_shape, ks, strides, dil, padding, cout, channels_last):

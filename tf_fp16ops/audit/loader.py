@@ -8,6 +8,7 @@ Supported:
     tf.Graph, GraphDef, keras.Model (traced on its input specs; policies from its layers).
 Errors: `AuditInputError` naming the path and the problem.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,7 +42,7 @@ def load_path(path: str) -> LoadedModel:
 
 
 def _os_reason(e: OSError) -> str:
-    """"no such file or directory", "permission denied", ...: the OS's reason, lower case."""
+    """ "no such file or directory", "permission denied", ...: the OS's reason, lower case."""
     if isinstance(e, FileNotFoundError):
         return "no such file or directory"
     if isinstance(e, PermissionError):
@@ -50,7 +51,8 @@ def _os_reason(e: OSError) -> str:
 
 
 def _exists(path: str) -> bool:
-    """Whether `path` exists; an `AuditInputError` when that cannot be checked (permission denied)."""
+    """Whether `path` exists; an `AuditInputError` when that cannot be checked (permission
+    denied)."""
     try:
         os.stat(path)
     except FileNotFoundError:
@@ -74,7 +76,9 @@ def _parse_binary(msg, data: bytes, path: str, what: str):
     try:
         msg.ParseFromString(data)
     except (pb_message.DecodeError, RuntimeError, ValueError) as e:
-        raise AuditInputError(f"{path}: not a valid binary {what} (truncated or malformed protobuf: {e})") from None
+        raise AuditInputError(
+            f"{path}: not a valid binary {what} (truncated or malformed protobuf: {e})"
+        ) from None
     return msg
 
 
@@ -84,8 +88,10 @@ def _parse_text(msg, data: bytes, path: str, what: str):
     except (text_format.ParseError, UnicodeDecodeError) as e:
         raise AuditInputError(f"{path}: not a valid text {what}: {e}") from None
     except RecursionError:  # the pure-Python text parser recurses once per nested message
-        raise AuditInputError(f"{path}: not a valid text {what}: messages nested too deeply "
-                              f"(over Python's recursion limit of {sys.getrecursionlimit()})") from None
+        raise AuditInputError(
+            f"{path}: not a valid text {what}: messages nested too deeply "
+            f"(over Python's recursion limit of {sys.getrecursionlimit()})"
+        ) from None
     return msg
 
 
@@ -98,9 +104,13 @@ def _load_saved_model_dir(path: str) -> LoadedModel:
     elif _exists(pbtxt):
         _parse_text(sm, _read(pbtxt), pbtxt, "SavedModel")
     else:
-        raise AuditInputError(f"{path}: a directory without saved_model.pb or saved_model.pbtxt is not a SavedModel")
+        raise AuditInputError(
+            f"{path}: a directory without saved_model.pb or saved_model.pbtxt is not a SavedModel"
+        )
     if not sm.meta_graphs:
-        raise AuditInputError(f"{path}: SavedModel has no MetaGraph (truncated or not a SavedModel)")
+        raise AuditInputError(
+            f"{path}: SavedModel has no MetaGraph (truncated or not a SavedModel)"
+        )
     units = []
     for i, mg in enumerate(sm.meta_graphs):
         tags = ",".join(mg.meta_info_def.tags) or "-"
@@ -113,8 +123,14 @@ def _load_saved_model_dir(path: str) -> LoadedModel:
             for t in sdef.inputs.values():
                 if t.name and not t.tensor_shape.unknown_rank:
                     shapes[t.name.split(":")[0]] = tuple(d.size for d in t.tensor_shape.dim)
-        label = f"meta_graph[{i}] tags={tags}" if len(sm.meta_graphs) > 1 else f"saved_model tags={tags}"
-        units.append(GraphUnit(label, mg.graph_def, {k: tuple(sorted(v)) for k, v in sigs.items()}, shapes))
+        label = (
+            f"meta_graph[{i}] tags={tags}"
+            if len(sm.meta_graphs) > 1
+            else f"saved_model tags={tags}"
+        )
+        units.append(
+            GraphUnit(label, mg.graph_def, {k: tuple(sorted(v)) for k, v in sigs.items()}, shapes)
+        )
     layers, notes = _keras_metadata(path)
     return LoadedModel(path, "saved_model", tuple(units), layers, None, notes)
 
@@ -140,7 +156,9 @@ def _keras_metadata(path: str) -> tuple[tuple[KerasLayer, ...], tuple[str, ...]]
         except (ValueError, RecursionError):
             continue
         if isinstance(md, dict) and "name" in md:
-            layers.extend(layers_from_config({"class_name": md.get("class_name", "?"), "config": md}))
+            layers.extend(
+                layers_from_config({"class_name": md.get("class_name", "?"), "config": md})
+            )
     return tuple(layers), ("layer policies read from keras_metadata.pb",)
 
 
@@ -154,8 +172,9 @@ def _load_graph_def_file(path: str) -> LoadedModel:
         if not data:
             raise AuditInputError(f"{path}: empty file is not a GraphDef")
     if not gd.node and not gd.library.function:
-        raise AuditInputError(f"{path}: parsed as a GraphDef but holds no nodes and no functions "
-                              "(wrong format?)")
+        raise AuditInputError(
+            f"{path}: parsed as a GraphDef but holds no nodes and no functions (wrong format?)"
+        )
     for n in gd.node:
         if not n.op:
             raise AuditInputError(f"{path}: node {n.name!r} has no op type: not a GraphDef")
@@ -167,12 +186,16 @@ def _load_keras(path: str) -> LoadedModel:
     config = read_keras_archive(path)
     try:
         layers = tuple(layers_from_config(config))
-        gd, notes = static_graph_from_config(config, base_dir=os.path.dirname(os.path.abspath(path)))
+        gd, notes = static_graph_from_config(
+            config, base_dir=os.path.dirname(os.path.abspath(path))
+        )
     except MalformedModelError as e:
         raise e.at(path) from None
     except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as e:
         # Field checks above name the usual culprits; anything else malformed lands here.
-        raise AuditInputError(f"{path}: config.json is malformed ({type(e).__name__}: {e})") from None
+        raise AuditInputError(
+            f"{path}: config.json is malformed ({type(e).__name__}: {e})"
+        ) from None
     units = [GraphUnit("keras config (static reconstruction)", gd)]
     for sub_path, layer in notes.saved_models:
         try:
@@ -181,11 +204,24 @@ def _load_keras(path: str) -> LoadedModel:
             notes.messages.append(f"layer {layer!r} wraps {sub_path}, which could not be read: {e}")
             continue
         for u in sub.units:
-            units.append(GraphUnit(f"layer {layer} -> {sub_path} {u.label}", u.graph_def,
-                                   u.signatures, u.arg_shapes, owner_layer=layer))
+            units.append(
+                GraphUnit(
+                    f"layer {layer} -> {sub_path} {u.label}",
+                    u.graph_def,
+                    u.signatures,
+                    u.arg_shapes,
+                    owner_layer=layer,
+                )
+            )
     name = config["config"].get("name")
-    return LoadedModel(path, "keras", tuple(units), layers, name if isinstance(name, str) else None,
-                       tuple(notes.messages))
+    return LoadedModel(
+        path,
+        "keras",
+        tuple(units),
+        layers,
+        name if isinstance(name, str) else None,
+        tuple(notes.messages),
+    )
 
 
 def build_keras(path: str) -> LoadedModel:
@@ -198,10 +234,18 @@ def build_keras(path: str) -> LoadedModel:
     try:
         m = keras.saving.load_model(path, compile=False, safe_mode=True)
     except Exception as e:  # noqa: BLE001 - any load failure is an input problem here
-        raise AuditInputError(f"{path}: keras could not build the model in safe mode: {e}") from None
+        raise AuditInputError(
+            f"{path}: keras could not build the model in safe mode: {e}"
+        ) from None
     loaded = load_object(m)
-    return LoadedModel(path, "keras-built", loaded.units, loaded.keras_layers, loaded.keras_model_name,
-                       loaded.notes)
+    return LoadedModel(
+        path,
+        "keras-built",
+        loaded.units,
+        loaded.keras_layers,
+        loaded.keras_model_name,
+        loaded.notes,
+    )
 
 
 def load_object(obj: Any) -> LoadedModel:
@@ -234,13 +278,20 @@ def load_object(obj: Any) -> LoadedModel:
     elif hasattr(obj, "get_concrete_function"):  # tf.function
         concrete = _concrete_functions(obj)
         if not concrete:
-            raise AuditInputError(f"{desc}: tf.function has no input_signature and was never traced; "
-                                  "pass a ConcreteFunction (fn.get_concrete_function(...))")
-        units = tuple(GraphUnit(f"trace[{i}]", c.graph.as_graph_def(add_shapes=True)) for i, c in enumerate(concrete))
+            raise AuditInputError(
+                f"{desc}: tf.function has no input_signature and was never traced; "
+                "pass a ConcreteFunction (fn.get_concrete_function(...))"
+            )
+        units = tuple(
+            GraphUnit(f"trace[{i}]", c.graph.as_graph_def(add_shapes=True))
+            for i, c in enumerate(concrete)
+        )
         return LoadedModel(desc, "python", units)
     else:
-        raise AuditInputError(f"cannot audit an object of type {desc}: expected a path, tf.function, "
-                              "ConcreteFunction, tf.Graph, GraphDef or keras.Model")
+        raise AuditInputError(
+            f"cannot audit an object of type {desc}: expected a path, tf.function, "
+            "ConcreteFunction, tf.Graph, GraphDef or keras.Model"
+        )
     return LoadedModel(desc, "python", (GraphUnit("graph", gd),), layers, model_name)
 
 
@@ -258,13 +309,21 @@ def _keras_input_specs(model, desc: str) -> list:
         return [tf.TensorSpec(t.shape, t.dtype) for t in inputs]
     shapes = getattr(model, "_build_shapes_dict", None)
     if not getattr(model, "built", False) or not shapes:
-        raise AuditInputError(f"{desc}: the model is not built, so its input shapes are unknown; build it "
-                              "(model.build(input_shape)) or call it once on data before auditing it")
+        raise AuditInputError(
+            f"{desc}: the model is not built, so its input shapes are unknown; build it "
+            "(model.build(input_shape)) or call it once on data before auditing it"
+        )
     shape = shapes.get("input_shape") if len(shapes) == 1 else None
-    if not isinstance(shape, (tuple, list)) or not all(d is None or isinstance(d, int) for d in shape):
-        raise AuditInputError(f"{desc}: cannot tell the model's input specs from its build shapes {shapes!r}; "
-                              "audit a tf.function with an input_signature that calls it instead")
-    dtype = getattr(model, "input_dtype", None) or getattr(model, "compute_dtype", None) or "float32"
+    if not isinstance(shape, (tuple, list)) or not all(
+        d is None or isinstance(d, int) for d in shape
+    ):
+        raise AuditInputError(
+            f"{desc}: cannot tell the model's input specs from its build shapes {shapes!r}; "
+            "audit a tf.function with an input_signature that calls it instead"
+        )
+    dtype = (
+        getattr(model, "input_dtype", None) or getattr(model, "compute_dtype", None) or "float32"
+    )
     return [tf.TensorSpec((None,) + tuple(shape[1:]) if shape else (), dtype)]
 
 

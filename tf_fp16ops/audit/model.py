@@ -1,4 +1,5 @@
 """The loaded model: every graph scope of the input, as parsed protos. No analysis here."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,8 +14,10 @@ class GraphUnit:
       label: human-readable name, e.g. "graph" or "meta_graph[0] tags=serve".
       graph_def: a GraphDef message (`protos.GraphDef` read from files; TensorFlow's own for
         Python graph objects), not copied.
-      signatures: maps a top-level node name to the names of the signatures whose outputs it produces.
-      arg_shapes: optional shapes for top-level Placeholders by node name (from signature TensorSpecs).
+      signatures: maps a top-level node name to the names of the signatures whose outputs it
+        produces.
+      arg_shapes: optional shapes for top-level Placeholders by node name (from signature
+        TensorSpecs).
       owner_layer: the Keras layer wrapping this whole graph, when known.
     """
 
@@ -32,7 +35,8 @@ class KerasLayer:
     Attributes:
       name: layer name as configured.
       class_name: Keras class, e.g. "Conv2D".
-      policy: dtype policy name ("float32", "float16", "mixed_float16", ...) or None when not stated.
+      policy: dtype policy name ("float32", "float16", "mixed_float16", ...) or None when not
+        stated.
       variable_dtype / compute_dtype: derived from the policy name (mixed_X: float32 / X).
     """
 

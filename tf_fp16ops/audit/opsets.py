@@ -2,9 +2,11 @@
 
 Every table here is data, not logic: the passes read them. Sources are given per table.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 
 @dataclass(frozen=True)
 class ConvOpInfo:
@@ -62,10 +64,21 @@ def _table() -> dict[str, ConvOpInfo]:
 CONV_OPS: dict[str, ConvOpInfo] = _table()
 
 # Ops whose output is their input (value-wise) for provenance purposes. Cast is handled apart.
-IDENTITY_LIKE = frozenset({
-    "Identity", "IdentityN", "Snapshot", "StopGradient", "PreventGradient", "CheckNumerics",
-    "EnsureShape", "Enter", "RefIdentity", "DebugIdentity", "DebugIdentityV2",
-})
+IDENTITY_LIKE = frozenset(
+    {
+        "Identity",
+        "IdentityN",
+        "Snapshot",
+        "StopGradient",
+        "PreventGradient",
+        "CheckNumerics",
+        "EnsureShape",
+        "Enter",
+        "RefIdentity",
+        "DebugIdentity",
+        "DebugIdentityV2",
+    }
+)
 READ_VARIABLE = frozenset({"ReadVariableOp"})
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "VarHandleOpV2"})
 CAST_OPS = frozenset({"Cast"})
@@ -107,9 +120,14 @@ AMP_MIN_COMPUTE_CAPABILITY = (7, 0)
 # (Eigen) kernels, i.e. where oneDNN does not take T=half (see context.onednn_takes_half):
 # Conv2D gives the fp32 value unless TF_CONV2D_USE_FP16_ACCUMULATE is exactly "1";
 # the others give the fp16 value whatever the switch.
-CPU_HALF_FP16_ACCUMULATE_MEASURED = frozenset({
-    "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3D", "DepthwiseConv2dNative",
-})
+CPU_HALF_FP16_ACCUMULATE_MEASURED = frozenset(
+    {
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "Conv3D",
+        "DepthwiseConv2dNative",
+    }
+)
 
 # Conv ops the oneDNN layout pass rewrites to _MklNative<op> kernels when oneDNN takes T=half
 # (op list: tensorflow/core/common_runtime/mkl_layout_pass.cc). oneDNN's default accumulation mode
@@ -117,8 +135,17 @@ CPU_HALF_FP16_ACCUMULATE_MEASURED = frozenset({
 # mode"); measured with the probes (fp32 values, _MklNative kernels) for every op below on
 # TensorFlow 2.21.0, Intel Xeon with avx512_fp16, TF_ENABLE_ONEDNN_OPTS unset, whatever
 # TF_CONV2D_USE_FP16_ACCUMULATE.
-ONEDNN_HALF_CONV_OPS = frozenset({
-    "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "_FusedConv2D", "Conv3D",
-    "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", "DepthwiseConv2dNative",
-    "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
-})
+ONEDNN_HALF_CONV_OPS = frozenset(
+    {
+        "Conv2D",
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "_FusedConv2D",
+        "Conv3D",
+        "Conv3DBackpropInputV2",
+        "Conv3DBackpropFilterV2",
+        "DepthwiseConv2dNative",
+        "DepthwiseConv2dNativeBackpropInput",
+        "DepthwiseConv2dNativeBackpropFilter",
+    }
+)

@@ -4,6 +4,7 @@
 `summary.write_audit_summary` writes the data it shows; `metadata` documents the layout.
 Nothing here imports TensorFlow at module load.
 """
+
 from .metadata import FINDINGS_TAG, PLUGIN_DATA_VERSION, PLUGIN_NAME, REPORT_TAG
 
 __all__ = ["FINDINGS_TAG", "PLUGIN_DATA_VERSION", "PLUGIN_NAME", "REPORT_TAG"]

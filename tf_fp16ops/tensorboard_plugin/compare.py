@@ -8,27 +8,40 @@ of the conv node's name (`.../convolution` for Conv2D, `.../Fp16Conv2D/Fp16Conv2
 package's op, `.../depthwise` for DepthwiseConv2dNative), so a Keras layer converted from
 keras Conv2D to the Fp16Conv2D op still matches its original.
 """
+
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 # Trailing node-name components that name the op, not the layer (TensorFlow's and Keras's own
 # names for the conv node inside a layer's name scope, and this package's op name scope).
-OP_NAME_TAILS = frozenset({
-    "convolution", "Conv2D", "Conv3D", "depthwise", "Fp16Conv2D", "Conv2DBackpropInput",
-    "Conv2DBackpropFilter", "Fp16Conv2DBackpropInput", "Fp16Conv2DBackpropFilter",
-    "DepthwiseConv2dNative", "_FusedConv2D", "conv2d", "conv3d",
-})
+OP_NAME_TAILS = frozenset(
+    {
+        "convolution",
+        "Conv2D",
+        "Conv3D",
+        "depthwise",
+        "Fp16Conv2D",
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "Fp16Conv2DBackpropInput",
+        "Fp16Conv2DBackpropFilter",
+        "DepthwiseConv2dNative",
+        "_FusedConv2D",
+        "conv2d",
+        "conv3d",
+    }
+)
 _TRACE_SUFFIX = re.compile(r"_\d+$")
 
 
 def normalize_function(name: str) -> str:
     """Function name without TensorFlow's trace prefix "__inference_" and numeric suffix "_<n>"."""
     if name.startswith("__inference_"):
-        name = name[len("__inference_"):]
+        name = name[len("__inference_") :]
     return _TRACE_SUFFIX.sub("", name)
 
 
@@ -41,10 +54,12 @@ def layer_scope(node: str, op: str = "") -> str:
 
 
 def match_key(finding: Mapping) -> str:
-    """"<signatures> | <normalized function path> | <layer scope> | <direction>" of a finding dict."""
+    """The match key of a finding dict:
+    "<signatures> | <normalized function path> | <layer scope> | <direction>"."""
     sigs = ",".join(finding.get("signatures") or ())
     path = " > ".join(normalize_function(f) for f in finding.get("function_path") or ())
-    return f"{sigs} | {path} | {layer_scope(finding['node'], finding.get('op', ''))} | {finding.get('direction', '')}"
+    scope = layer_scope(finding["node"], finding.get("op", ""))
+    return f"{sigs} | {path} | {scope} | {finding.get('direction', '')}"
 
 
 def _keyed(findings: Iterable[Mapping]) -> dict[str, Mapping]:
@@ -68,8 +83,22 @@ class ClassChange:
 
     def to_dict(self) -> dict:
         def side(f: Mapping) -> dict:
-            return {k: f.get(k) for k in ("site_id", "node", "op", "T", "Tacc", "audit_class", "accumulation",
-                                          "accumulation_reason", "flops", "flags")}
+            return {
+                k: f.get(k)
+                for k in (
+                    "site_id",
+                    "node",
+                    "op",
+                    "T",
+                    "Tacc",
+                    "audit_class",
+                    "accumulation",
+                    "accumulation_reason",
+                    "flops",
+                    "flags",
+                )
+            }
+
         return {"key": self.key, "a": side(self.a), "b": side(self.b)}
 
 
@@ -88,8 +117,12 @@ class RunComparison:
     only_b: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        return {"changed": [c.to_dict() for c in self.changed], "unchanged": self.unchanged,
-                "only_a": list(self.only_a), "only_b": list(self.only_b)}
+        return {
+            "changed": [c.to_dict() for c in self.changed],
+            "unchanged": self.unchanged,
+            "only_a": list(self.only_a),
+            "only_b": list(self.only_b),
+        }
 
 
 def compare_findings(a: Iterable[Mapping], b: Iterable[Mapping]) -> RunComparison:
@@ -105,6 +138,8 @@ def compare_findings(a: Iterable[Mapping], b: Iterable[Mapping]) -> RunCompariso
         else:
             unchanged += 1
     return RunComparison(
-        changed=tuple(changed), unchanged=unchanged,
+        changed=tuple(changed),
+        unchanged=unchanged,
         only_a=tuple(f["site_id"] for k, f in ka.items() if k not in kb),
-        only_b=tuple(f["site_id"] for k, f in kb.items() if k not in ka))
+        only_b=tuple(f["site_id"] for k, f in kb.items() if k not in ka),
+    )

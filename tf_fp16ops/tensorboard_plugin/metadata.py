@@ -15,6 +15,7 @@ multiplexer and TensorBoard's Rust data server serve them as tensors.
 
 This module imports no TensorFlow: TensorBoard loads it at start-up.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,12 +41,17 @@ def create_summary_metadata(kind: str, audit_schema_version: str) -> summary_pb2
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
-    content = {"version": PLUGIN_DATA_VERSION, "audit_schema_version": audit_schema_version, "kind": kind}
+    content = {
+        "version": PLUGIN_DATA_VERSION,
+        "audit_schema_version": audit_schema_version,
+        "kind": kind,
+    }
     return summary_pb2.SummaryMetadata(
         display_name=KINDS[kind],
         summary_description=f"fp16 audit {kind} (JSON, audit schema {audit_schema_version})",
         plugin_data=summary_pb2.SummaryMetadata.PluginData(
-            plugin_name=PLUGIN_NAME, content=json.dumps(content, sort_keys=True).encode("utf-8")),
+            plugin_name=PLUGIN_NAME, content=json.dumps(content, sort_keys=True).encode("utf-8")
+        ),
         data_class=summary_pb2.DATA_CLASS_TENSOR,
     )
 
@@ -59,10 +65,21 @@ def parse_plugin_metadata(content: bytes) -> dict:
     try:
         meta = json.loads(content.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"fp16_audit plugin_data content is not UTF-8 JSON: {content[:80]!r} ({e})") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("version"), int) or meta.get("kind") not in KINDS:
-        raise ValueError(f"fp16_audit plugin_data content lacks an integer 'version' and a known 'kind': {meta!r}")
+        raise ValueError(
+            f"fp16_audit plugin_data content is not UTF-8 JSON: {content[:80]!r} ({e})"
+        ) from None
+    if (
+        not isinstance(meta, dict)
+        or not isinstance(meta.get("version"), int)
+        or meta.get("kind") not in KINDS
+    ):
+        raise ValueError(
+            "fp16_audit plugin_data content lacks an integer 'version' and a known 'kind': "
+            f"{meta!r}"
+        )
     if meta["version"] > PLUGIN_DATA_VERSION:
-        raise ValueError(f"fp16_audit plugin_data version {meta['version']} is newer than this reader "
-                         f"({PLUGIN_DATA_VERSION}); upgrade tf_fp16ops")
+        raise ValueError(
+            f"fp16_audit plugin_data version {meta['version']} is newer than this reader "
+            f"({PLUGIN_DATA_VERSION}); upgrade tf_fp16ops"
+        )
     return meta

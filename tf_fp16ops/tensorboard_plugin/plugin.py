@@ -14,23 +14,24 @@ Data are read through TensorBoard's data provider (tensors of plugin "fp16_audit
 Errors: a missing query argument gives 400, an unknown run 404 (TensorBoard's PublicError
 responses), each naming the argument and value.
 """
+
 from __future__ import annotations
 
 import json
 from importlib import resources
 
-from tensorboard import errors
+from tensorboard import errors, plugin_util
 from tensorboard.backend import http_util
 from tensorboard.data import provider
 from tensorboard.plugins import base_plugin
-from tensorboard import plugin_util
 from werkzeug import wrappers
 
 from . import metadata
 from .compare import compare_findings
 
-# The audit's classes (tf_fp16ops.audit.findings.CLASSES, same order) with the dashboard's legend text.
-# Kept here rather than imported so that this module does not import the audit (and TensorFlow).
+# The audit's classes (tf_fp16ops.audit.findings.CLASSES, same order) with the dashboard's legend
+# text. Kept here rather than imported so that this module does not import the audit (and
+# TensorFlow).
 CLASS_LEGEND = (
     ("fp16-accumulate", "products summed in fp16"),
     ("fp16-storage", "fp16 tensors, fp32 accumulation"),
@@ -67,12 +68,17 @@ class _SensitivityData:
         "layers" list."""
         flt = provider.RunTagFilter(runs=runs, tags=[SENSITIVITY_TAG])
         listing = self._data_provider.list_tensors(
-            ctx, experiment_id=experiment, plugin_name=TEXT_PLUGIN, run_tag_filter=flt)
+            ctx, experiment_id=experiment, plugin_name=TEXT_PLUGIN, run_tag_filter=flt
+        )
         if not listing:
             return {}
         data = self._data_provider.read_tensors(
-            ctx, experiment_id=experiment, plugin_name=TEXT_PLUGIN, downsample=1,
-            run_tag_filter=provider.RunTagFilter(runs=list(listing), tags=[SENSITIVITY_TAG]))
+            ctx,
+            experiment_id=experiment,
+            plugin_name=TEXT_PLUGIN,
+            downsample=1,
+            run_tag_filter=provider.RunTagFilter(runs=list(listing), tags=[SENSITIVITY_TAG]),
+        )
         out = {}
         for run, tags in data.items():
             series = tags.get(SENSITIVITY_TAG)
@@ -84,10 +90,16 @@ class _SensitivityData:
             except json.JSONDecodeError as e:
                 result = None
                 error = f"run={run!r}: {SENSITIVITY_TAG} is not JSON ({e}): {text[:80]!r}"
-            if error is None and (not isinstance(result, dict)
-                                  or not isinstance(result.get("layers"), list)):
-                result, error = None, (f"run={run!r}: {SENSITIVITY_TAG} is not a sensitivity "
-                                       f"result (no 'layers' list)")
+            if error is None and (
+                not isinstance(result, dict) or not isinstance(result.get("layers"), list)
+            ):
+                result, error = (
+                    None,
+                    (
+                        f"run={run!r}: {SENSITIVITY_TAG} is not a sensitivity "
+                        f"result (no 'layers' list)"
+                    ),
+                )
             out[run] = (series[-1], result, error)
         return out
 
@@ -97,8 +109,11 @@ class _SensitivityData:
         from tensorboard import context as tb_context
 
         listing = self._data_provider.list_tensors(
-            tb_context.RequestContext(), experiment_id="", plugin_name=TEXT_PLUGIN,
-            run_tag_filter=provider.RunTagFilter(tags=[SENSITIVITY_TAG]))
+            tb_context.RequestContext(),
+            experiment_id="",
+            plugin_name=TEXT_PLUGIN,
+            run_tag_filter=provider.RunTagFilter(tags=[SENSITIVITY_TAG]),
+        )
         return any(SENSITIVITY_TAG in tags for tags in (listing or {}).values())
 
     def sensitivity_runs_impl(self, ctx, experiment: str) -> dict:
@@ -108,9 +123,15 @@ class _SensitivityData:
             if error:
                 errs.append({"run": run, "error": error})
                 continue
-            runs.append({"run": run, "step": datum.step, "layers": len(result["layers"]),
-                         "set_size": len(result.get("fp16_set") or ()),
-                         "tolerance": result.get("tolerance")})
+            runs.append(
+                {
+                    "run": run,
+                    "step": datum.step,
+                    "layers": len(result["layers"]),
+                    "set_size": len(result.get("fp16_set") or ()),
+                    "tolerance": result.get("tolerance"),
+                }
+            )
         return {"runs": runs, "errors": errs}
 
     def sensitivity_impl(self, ctx, experiment: str, run: str) -> dict:
@@ -152,9 +173,19 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
 
     def get_plugin_apps(self):
         apps = {route: self._static_route(name, mime) for route, (name, mime) in _STATIC.items()}
-        apps.update({"/runs": self._runs_route, "/findings": self._findings_route, "/compare": self._compare_route})
-        apps.update({"/sensitivity_runs": self._sensitivity_runs_route,
-                     "/sensitivity": self._sensitivity_route})
+        apps.update(
+            {
+                "/runs": self._runs_route,
+                "/findings": self._findings_route,
+                "/compare": self._compare_route,
+            }
+        )
+        apps.update(
+            {
+                "/sensitivity_runs": self._sensitivity_runs_route,
+                "/sensitivity": self._sensitivity_route,
+            }
+        )
         return apps
 
     # -- data ---------------------------------------------------------------------------------
@@ -163,12 +194,17 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
         """{run: (TensorDatum of the latest step, parsed plugin metadata)} for `tag`."""
         flt = provider.RunTagFilter(runs=runs, tags=[tag])
         listing = self._data_provider.list_tensors(
-            ctx, experiment_id=experiment, plugin_name=metadata.PLUGIN_NAME, run_tag_filter=flt)
+            ctx, experiment_id=experiment, plugin_name=metadata.PLUGIN_NAME, run_tag_filter=flt
+        )
         if not listing:
             return {}
         data = self._data_provider.read_tensors(
-            ctx, experiment_id=experiment, plugin_name=metadata.PLUGIN_NAME, downsample=1,
-            run_tag_filter=provider.RunTagFilter(runs=list(listing), tags=[tag]))
+            ctx,
+            experiment_id=experiment,
+            plugin_name=metadata.PLUGIN_NAME,
+            downsample=1,
+            run_tag_filter=provider.RunTagFilter(runs=list(listing), tags=[tag]),
+        )
         out = {}
         for run, tags in data.items():
             series = tags.get(tag)
@@ -182,8 +218,12 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
         if run not in got:
             raise errors.NotFoundError(f"run={run!r} has no {metadata.REPORT_TAG} data")
         datum, meta = got[run]
-        return {"report": json.loads(_scalar_str(datum.numpy)), "step": datum.step,
-                "wall_time": datum.wall_time, "audit_schema_version": meta.get("audit_schema_version")}
+        return {
+            "report": json.loads(_scalar_str(datum.numpy)),
+            "step": datum.step,
+            "wall_time": datum.wall_time,
+            "audit_schema_version": meta.get("audit_schema_version"),
+        }
 
     def _findings(self, ctx, experiment: str, run: str) -> list[dict]:
         got = self._read_tag(ctx, experiment, metadata.FINDINGS_TAG, [run])
@@ -197,10 +237,17 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
         for run in sorted(reports):
             datum, meta = reports[run]
             rep = json.loads(_scalar_str(datum.numpy))
-            runs.append({"run": run, "source": rep.get("source"), "source_format": rep.get("source_format"),
-                         "device": (rep.get("context") or {}).get("device"),
-                         "call_sites": (rep.get("summary") or {}).get("call_sites"),
-                         "audit_schema_version": meta.get("audit_schema_version"), "step": datum.step})
+            runs.append(
+                {
+                    "run": run,
+                    "source": rep.get("source"),
+                    "source_format": rep.get("source_format"),
+                    "device": (rep.get("context") or {}).get("device"),
+                    "call_sites": (rep.get("summary") or {}).get("call_sites"),
+                    "audit_schema_version": meta.get("audit_schema_version"),
+                    "step": datum.step,
+                }
+            )
         return {"runs": runs, "classes": [{"name": n, "description": d} for n, d in CLASS_LEGEND]}
 
     def findings_impl(self, ctx, experiment: str, run: str) -> dict:
@@ -208,7 +255,9 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
         return {"run": run, **rep, "findings": self._findings(ctx, experiment, run)}
 
     def compare_impl(self, ctx, experiment: str, run_a: str, run_b: str) -> dict:
-        cmp = compare_findings(self._findings(ctx, experiment, run_a), self._findings(ctx, experiment, run_b))
+        cmp = compare_findings(
+            self._findings(ctx, experiment, run_a), self._findings(ctx, experiment, run_b)
+        )
         return {"run_a": run_a, "run_b": run_b, **cmp.to_dict()}
 
     # -- routes -------------------------------------------------------------------------------
@@ -217,6 +266,7 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
         @wrappers.Request.application
         def route(request):
             return http_util.Respond(request, _static_bytes(filename), mime)
+
         return route
 
     @wrappers.Request.application

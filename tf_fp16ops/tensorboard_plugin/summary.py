@@ -3,6 +3,7 @@
 `audit_summary_pb` builds them as a Summary proto without TensorFlow (the audit's `--logdir`
 writer uses it); `write_audit_summary` writes them through `tf.summary` (imports TensorFlow).
 """
+
 from __future__ import annotations
 
 import json
@@ -14,12 +15,12 @@ if TYPE_CHECKING:  # no run-time import: the audit package imports this module l
     from tf_fp16ops.audit.findings import AuditReport
 
 
-def finding_records(report: "AuditReport") -> list[str]:
+def finding_records(report: AuditReport) -> list[str]:
     """One JSON string per conv call site, in the report's order (`ConvFinding.to_dict()`)."""
     return [json.dumps(f.to_dict(), sort_keys=True) for f in report.findings]
 
 
-def report_record(report: "AuditReport") -> str:
+def report_record(report: AuditReport) -> str:
     """The JSON of `report.to_dict()` without the "findings" list."""
     d = report.to_dict()
     d.pop("findings", None)
@@ -30,13 +31,14 @@ def _string_tensor(values: list[str], shape: list[int]):
     from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2, types_pb2
 
     dims = [tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in shape]
-    t = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING,
-                               tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=dims))
+    t = tensor_pb2.TensorProto(
+        dtype=types_pb2.DT_STRING, tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=dims)
+    )
     t.string_val.extend(v.encode("utf-8") for v in values)
     return t
 
 
-def audit_summary_pb(report: "AuditReport"):
+def audit_summary_pb(report: AuditReport):
     """The two summaries as one `Summary` proto (TensorBoard's protos; no TensorFlow needed).
 
     The same values as `write_audit_summary` writes through tf.summary: tag `fp16_audit/findings`
@@ -45,14 +47,20 @@ def audit_summary_pb(report: "AuditReport"):
 
     s = summary_pb2.Summary()
     findings = _string_tensor(finding_records(report), [len(report.findings)])
-    s.value.add(tag=metadata.FINDINGS_TAG, tensor=findings,
-                metadata=metadata.create_summary_metadata("findings", report.schema_version))
-    s.value.add(tag=metadata.REPORT_TAG, tensor=_string_tensor([report_record(report)], []),
-                metadata=metadata.create_summary_metadata("report", report.schema_version))
+    s.value.add(
+        tag=metadata.FINDINGS_TAG,
+        tensor=findings,
+        metadata=metadata.create_summary_metadata("findings", report.schema_version),
+    )
+    s.value.add(
+        tag=metadata.REPORT_TAG,
+        tensor=_string_tensor([report_record(report)], []),
+        metadata=metadata.create_summary_metadata("report", report.schema_version),
+    )
     return s
 
 
-def write_audit_summary(report: "AuditReport", step: int = 0) -> bool:
+def write_audit_summary(report: AuditReport, step: int = 0) -> bool:
     """Writes tags `fp16_audit/findings` and `fp16_audit/report` to the default summary writer.
 
     Call it inside `with writer.as_default():` of a `tf.summary.create_file_writer(run_dir)`.
@@ -67,8 +75,16 @@ def write_audit_summary(report: "AuditReport", step: int = 0) -> bool:
     import tensorflow as tf
 
     findings = tf.constant(finding_records(report), dtype=tf.string, shape=[len(report.findings)])
-    ok_f = tf.summary.write(metadata.FINDINGS_TAG, findings, step=step,
-                            metadata=metadata.create_summary_metadata("findings", report.schema_version))
-    ok_r = tf.summary.write(metadata.REPORT_TAG, tf.constant(report_record(report), dtype=tf.string), step=step,
-                            metadata=metadata.create_summary_metadata("report", report.schema_version))
+    ok_f = tf.summary.write(
+        metadata.FINDINGS_TAG,
+        findings,
+        step=step,
+        metadata=metadata.create_summary_metadata("findings", report.schema_version),
+    )
+    ok_r = tf.summary.write(
+        metadata.REPORT_TAG,
+        tf.constant(report_record(report), dtype=tf.string),
+        step=step,
+        metadata=metadata.create_summary_metadata("report", report.schema_version),
+    )
     return bool(ok_f) and bool(ok_r)

@@ -1,1 +1,2 @@
-"""Analysis passes: pure functions of (audit graph, call site, runtime context). They never print."""
+"""Analysis passes: pure functions of (audit graph, call site, runtime context). They never
+print."""

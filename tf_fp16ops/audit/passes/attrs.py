@@ -1,4 +1,5 @@
 """Reading node attrs with function-attr placeholders resolved, and dtype names."""
+
 from __future__ import annotations
 
 from ..protos import DataType

@@ -1,10 +1,13 @@
 """Classification pass: one audit class per call site (see findings.CLASSES)."""
+
 from __future__ import annotations
 
 from ..findings import Provenance
 
 
-def audit_class(T: str | None, accumulation: str, data: Provenance | None, filt: Provenance | None) -> str:
+def audit_class(
+    T: str | None, accumulation: str, data: Provenance | None, filt: Provenance | None
+) -> str:
     if accumulation == "fp16":
         return "fp16-accumulate"
     if T == "half":
@@ -20,7 +23,9 @@ def audit_class(T: str | None, accumulation: str, data: Provenance | None, filt:
     return "unknown"
 
 
-def provenance_flags(T: str | None, data: Provenance | None, filt: Provenance | None) -> tuple[str, ...]:
+def provenance_flags(
+    T: str | None, data: Provenance | None, filt: Provenance | None
+) -> tuple[str, ...]:
     flags = []
     for label, p in (("input", data), ("filter", filt)):
         if p is None:

@@ -1,4 +1,5 @@
 """Keras policy pass: the owning layer of a conv, found by name scope along its call path."""
+
 from __future__ import annotations
 
 import re
@@ -8,7 +9,9 @@ from ..model import KerasLayer
 _SUFFIX = re.compile(r"_\d+$")
 
 
-def owning_layer(names: list[str], layers: dict[str, KerasLayer], model_name: str | None) -> KerasLayer | None:
+def owning_layer(
+    names: list[str], layers: dict[str, KerasLayer], model_name: str | None
+) -> KerasLayer | None:
     """The first layer named by a scope component, outermost call first (then the conv node).
 
     Keras' TF backend names ops "model/layer/op" and adds "_N" suffixes on retracing; a component

@@ -1,5 +1,6 @@
 """Provenance pass: where a conv input comes from, through Identity/ReadVariableOp/Cast chains and
 across function boundaries (argument -> caller's input; call output -> callee's return value)."""
+
 from __future__ import annotations
 
 from ..findings import Provenance
@@ -12,7 +13,9 @@ _SINGLE_CALLEE = ("PartitionedCall", "StatefulPartitionedCall")
 _WALK_THROUGH = IDENTITY_LIKE | CAST_OPS | READ_VARIABLE
 
 
-def trace(ag: AuditGraph, site: CallSite, input_index: int, memo: dict | None = None) -> Provenance | None:
+def trace(
+    ag: AuditGraph, site: CallSite, input_index: int, memo: dict | None = None
+) -> Provenance | None:
     """Provenance of input `input_index` of the conv at `site`; None if the input does not exist.
 
     `memo` (optional, one per audit graph) keeps the provenance of producers whose chain ends in
@@ -53,7 +56,8 @@ def _trace(ag: AuditGraph, site_frames: tuple[Frame, ...], p) -> tuple[Provenanc
             local = False
             pos, argdef = scope.args[name]
             dtype = dtype_name(argdef.type) or (
-                type_attr_value(bindings.get(argdef.type_attr)) if argdef.type_attr else None)
+                type_attr_value(bindings.get(argdef.type_attr)) if argdef.type_attr else None
+            )
             if shape is None:
                 aa = scope.arg_attrs.get(pos, {})
                 if "_output_shapes" in aa and len(aa["_output_shapes"].list.shape):
@@ -83,9 +87,13 @@ def _trace(ag: AuditGraph, site_frames: tuple[Frame, ...], p) -> tuple[Provenanc
             continue
         if op in VARIABLE_OPS:
             a = na.attr_map
-            variable = a["shared_name"].s.decode() if "shared_name" in a and a["shared_name"].s else name
+            variable = (
+                a["shared_name"].s.decode() if "shared_name" in a and a["shared_name"].s else name
+            )
             dtype = na.type("dtype")
-            return _result(op, name, dtype, steps, variable, shape, crossed), local and not na.placeholder
+            return _result(
+                op, name, dtype, steps, variable, shape, crossed
+            ), local and not na.placeholder
         if op in _SINGLE_CALLEE or (op not in CALL_ATTRS and ag.callees(scope.key, name)):
             local = False
             callees = ag.callees(scope.key, name)
@@ -95,12 +103,16 @@ def _trace(ag: AuditGraph, site_frames: tuple[Frame, ...], p) -> tuple[Provenanc
                 if out < len(callee.rets):
                     ref = parse_ret(callee, callee.rets[out])
                     if ref is not None:
-                        frames.append(Frame(scope.key, name, op, attr, ckey, resolve_bindings(raw, bindings)))
+                        frames.append(
+                            Frame(scope.key, name, op, attr, ckey, resolve_bindings(raw, bindings))
+                        )
                         crossed.append(f"{name}->{callee.function}")
                         src, out = (ckey, ref[0]), ref[1]
                         continue
         dtype = na.output_dtype(op, out)
-        return _result(op, name, dtype, steps, variable, shape, crossed), local and not na.placeholder
+        return _result(
+            op, name, dtype, steps, variable, shape, crossed
+        ), local and not na.placeholder
     return _result("?", "(chain too long)", None, steps, variable, shape, crossed), False
 
 

@@ -7,6 +7,7 @@ Risk: with fp16 accumulation a reduction longer than 2048 terms can stagnate (20
 2048 in fp16) or overflow (docs/design.md "Numerics contract"); tensor cores want channels that are
 multiples of 8 and groups = 1 (NVIDIA, cuDNN developer guide, "Tensor Core operations").
 """
+
 from __future__ import annotations
 
 import math
@@ -47,11 +48,15 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
     cl = _channels_last(fmt)
     sp = in_shape[1:-1] if cl else in_shape[2:]
     st = (strides[1:-1] if cl else strides[2:]) if strides and len(strides) == sd + 2 else (1,) * sd
-    dl = (dilations[1:-1] if cl else dilations[2:]) if dilations and len(dilations) == sd + 2 else (1,) * sd
+    dl = (
+        (dilations[1:-1] if cl else dilations[2:])
+        if dilations and len(dilations) == sd + 2
+        else (1,) * sd
+    )
     if any(s <= 0 for s in st) or any(d <= 0 for d in dl):
         return None
     out = []
-    for size, k, s, d in zip(sp, filt[:sd], st, dl):
+    for size, k, s, d in zip(sp, filt[:sd], st, dl, strict=True):
         if size < 0:
             out.append(-1)
         elif padding == "SAME":
@@ -75,13 +80,21 @@ def _channel_problems(cin: int, cout: int) -> list[str]:
 
 
 def _non_positive(attrs, key: str) -> str | None:
-    """"strides=[1, 0, 0, 1]" when attr `key` holds a value <= 0, else None."""
+    """ "strides=[1, 0, 0, 1]" when attr `key` holds a value <= 0, else None."""
     v = attrs.ints(key)
     return f"{key}={list(v)}" if v and any(x <= 0 for x in v) else None
 
 
-def analyse(info: ConvOpInfo, T: str | None, accumulation: str, data_shape, filter_shape,
-            node_out_shape, grad_shape, attrs) -> ShapeFacts:
+def analyse(
+    info: ConvOpInfo,
+    T: str | None,
+    accumulation: str,
+    data_shape,
+    filter_shape,
+    node_out_shape,
+    grad_shape,
+    attrs,
+) -> ShapeFacts:
     """Shapes, FLOPs and shape flags of one conv.
 
     `attrs` reads the conv's layout attrs on demand (`.ints(key)`, `.str(key)`: strides,
@@ -105,7 +118,13 @@ def analyse(info: ConvOpInfo, T: str | None, accumulation: str, data_shape, filt
     else:
         y = grad_shape
         x = data_shape if info.direction == "wgrad" else node_out_shape
-    if y and filt and len(filt) == sd + 2 and all(d >= 0 for d in y[1:]) and all(d >= 0 for d in filt):
+    if (
+        y
+        and filt
+        and len(filt) == sd + 2
+        and all(d >= 0 for d in y[1:])
+        and all(d >= 0 for d in filt)
+    ):
         per_group_in = 1 if info.family == "depthwise" else filt[sd]
         r = math.prod(filt[:sd]) * per_group_in
         batch = y[0]

@@ -1,4 +1,5 @@
 """Per-call-site pass: runs the other passes on one conv call site and builds its finding."""
+
 from __future__ import annotations
 
 from ..context import RuntimeContext
@@ -52,7 +53,9 @@ class _Reads:
         return v
 
 
-def _shape_facts(memo: SiteMemo, info, T, acc, data_shape, filt_shape, out_shape, grad_shape, na: NodeAttrs):
+def _shape_facts(
+    memo: SiteMemo, info, T, acc, data_shape, filt_shape, out_shape, grad_shape, na: NodeAttrs
+):
     key = (info.name, T, acc, data_shape, filt_shape, out_shape, grad_shape)
     hit = memo.shapes.get(key)
     if hit is not None and all(getattr(na, kind)(k) == v for kind, k, v in hit[0]):
@@ -89,15 +92,21 @@ def _path_facts(ag: AuditGraph, site: CallSite, layers: dict, model_name: str | 
     root = ag.scopes[site.root]
     sigs = tuple(root.signatures.get(call_nodes[0], ())) if call_nodes else None
     prefix = "" if root.function is None else root.function + ":"
-    path = " > ".join(f"{c}->{fn}" for c, fn in zip(call_nodes, function_path))
+    path = " > ".join(f"{c}->{fn}" for c, fn in zip(call_nodes, function_path, strict=True))
     full_path = ((root.function,) if root.function else ()) + function_path
     layer = policy.owning_layer(list(call_nodes), layers, model_name)
     cf_note = control_flow_note(site.frames)
     return call_nodes, full_path, sigs, f"{prefix}{path} | ", layer, root, cf_note
 
 
-def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[str, KerasLayer],
-            model_name: str | None, memo: SiteMemo | None = None) -> ConvFinding:
+def finding(
+    ag: AuditGraph,
+    site: CallSite,
+    ctx: RuntimeContext,
+    layers: dict[str, KerasLayer],
+    model_name: str | None,
+    memo: SiteMemo | None = None,
+) -> ConvFinding:
     """The finding of one call site. `memo`: share results between the sites of one audit."""
     if memo is None:
         memo = SiteMemo()
@@ -118,7 +127,9 @@ def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[st
     T, Tacc, device_field, out_shape = facts
     pm = memo.provenance
     data = provenance.trace(ag, site, info.data_input, pm) if info.data_input is not None else None
-    filt = provenance.trace(ag, site, info.filter_input, pm) if info.filter_input is not None else None
+    filt = (
+        provenance.trace(ag, site, info.filter_input, pm) if info.filter_input is not None else None
+    )
     grad = provenance.trace(ag, site, info.grad_input, pm) if info.grad_input is not None else None
     device = accumulation.target_device(device_field, ctx)
     akey = (op, T, Tacc, device)
@@ -127,8 +138,17 @@ def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[st
         acc = memo.accumulation[akey] = accumulation.effective(info, T, Tacc, device, ctx)
     main_input = data if data is not None else grad
     cls = classify.audit_class(T, acc.accumulation, main_input, filt)
-    sh = _shape_facts(memo, info, T, acc.accumulation, data.shape if data else None,
-                      filt.shape if filt else None, out_shape, grad.shape if grad else None, na)
+    sh = _shape_facts(
+        memo,
+        info,
+        T,
+        acc.accumulation,
+        data.shape if data else None,
+        filt.shape if filt else None,
+        out_shape,
+        grad.shape if grad else None,
+        na,
+    )
     flags = list(classify.provenance_flags(T, main_input, filt)) + list(sh.flags)
     if acc.tf32:
         flags.append("tf32")
@@ -152,12 +172,32 @@ def finding(ag: AuditGraph, site: CallSite, ctx: RuntimeContext, layers: dict[st
     if sigs is None:
         sigs = tuple(root.signatures.get(site.node, ()))
     return make(
-        ConvFinding, site_id=f"{scope.unit} | {path_id}{site.node}", unit=scope.unit,
+        ConvFinding,
+        site_id=f"{scope.unit} | {path_id}{site.node}",
+        unit=scope.unit,
         function_path=function_path,
-        call_nodes=call_nodes, signatures=sigs, node=site.node, op=op, direction=info.direction,
-        device=device_field, target_device=device, T=T, Tacc=Tacc, data=main_input, filter=filt,
-        keras_layer=layer.name if layer else None, keras_policy=layer.policy if layer else None,
-        accumulation=acc.accumulation, accumulation_reason=acc.reason, audit_class=cls, amp=prediction,
+        call_nodes=call_nodes,
+        signatures=sigs,
+        node=site.node,
+        op=op,
+        direction=info.direction,
+        device=device_field,
+        target_device=device,
+        T=T,
+        Tacc=Tacc,
+        data=main_input,
+        filter=filt,
+        keras_layer=layer.name if layer else None,
+        keras_policy=layer.policy if layer else None,
+        accumulation=acc.accumulation,
+        accumulation_reason=acc.reason,
+        audit_class=cls,
+        amp=prediction,
         flops=sh.flops,
-        flops_note=f"{sh.note}; {cf_note}" if cf_note and sh.flops is not None else sh.note, input_shape=sh.input_shape, filter_shape=sh.filter_shape,
-        output_shape=sh.output_shape, flags=tuple(flags), observed=None)
+        flops_note=f"{sh.note}; {cf_note}" if cf_note and sh.flops is not None else sh.note,
+        input_shape=sh.input_shape,
+        filter_shape=sh.filter_shape,
+        output_shape=sh.output_shape,
+        flags=tuple(flags),
+        observed=None,
+    )

@@ -3,6 +3,7 @@
 Known ops: TensorFlow's registry as recorded in `optable` (and, when TensorFlow is imported in
 this process, its live registry). See docs/design.md "Cases and their public sources".
 """
+
 from __future__ import annotations
 
 from ..findings import UnknownOp
@@ -43,4 +44,6 @@ def unknown_ops(ag: AuditGraph) -> tuple[UnknownOp, ...]:
                 entry[1].append(f"{s.function + ':' if s.function else ''}{example}")
             if entry[2] is None:
                 entry[2] = s.index[example]
-    return tuple(UnknownOp(op, c, tuple(ex), _attr_summary(nd)) for op, (c, ex, nd) in sorted(found.items()))
+    return tuple(
+        UnknownOp(op, c, tuple(ex), _attr_summary(nd)) for op, (c, ex, nd) in sorted(found.items())
+    )
