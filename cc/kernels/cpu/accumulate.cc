@@ -8,6 +8,8 @@
 #include <immintrin.h>
 #endif
 
+#include "cc/kernels/cpu/half_step.h"
+
 namespace tf_fp16ops {
 namespace cpu {
 namespace {
@@ -58,26 +60,6 @@ void AccumulateScalar(Accumulation accumulation, float* acc, int64_t len, const 
 
 #if defined(__x86_64__)
 // ---------------------------------------------------------------- AVX-512 (16 lanes)
-// Vector kHalf step, branch-free: the binary32 FMA is evaluated rounded down and rounded up
-// (AVX-512 embedded rounding). Equal results mean the sum is exact; otherwise they are adjacent
-// binary32 numbers around the exact sum, and the one whose bit pattern is odd is its
-// round-to-odd value: min(bits) | 1 (for either sign the smaller pattern has the smaller
-// magnitude). Both are computed with integer ops, leaving the mask registers free:
-//   odd_bits = min_u32(down, up) | min_u32(down ^ up, 1).
-// An exact zero sum of opposite signs gives -0 down and +0 up, hence the bit pattern 1 (the
-// least binary32 subnormal), which the conversion rounds to +0, as round to nearest does
-// (IEEE 754-2019, 6.3). One conversion then rounds to binary16 (see RoundToOddSum).
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 HalfStep512(__m512 acc,
-                                                                                        __m512 x,
-                                                                                        __m512 w) {
-  const __m512i down = _mm512_castps_si512(
-      _mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
-  const __m512i up = _mm512_castps_si512(
-      _mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
-  const __m512i inexact = _mm512_min_epu32(_mm512_xor_si512(down, up), _mm512_set1_epi32(1));
-  const __m512 odd = _mm512_castsi512_ps(_mm512_or_si512(_mm512_min_epu32(down, up), inexact));
-  return _mm512_cvtph_ps(_mm512_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
 
 // M output rows at once, 16 lanes per step, the lane tail masked.
 template <int M, bool kHalfAcc>
@@ -217,31 +199,6 @@ TF_FP16OPS_FP16_TARGET void MultiFp16Dispatch(int m, float* const* acc, int64_t 
 }
 
 // ---------------------------------------------------------------- AVX2 (8 lanes)
-__attribute__((target("avx2,f16c,fma"))) inline __m256 HalfStep256(__m256 acc, __m256 x, __m256 w) {
-  __m256 s = _mm256_fmadd_ps(x, w, acc);
-  __m256i sb = _mm256_castps_si256(s);
-  const __m256i magnitude = _mm256_and_si256(sb, _mm256_set1_epi32(0x7FFFFFFF));
-  const __m256i midpoint = _mm256_cmpeq_epi32(_mm256_and_si256(sb, _mm256_set1_epi32(0x1FFF)),
-                                              _mm256_set1_epi32(0x1000));
-  // 0 < |s| < 2^-14 as signed compares on the magnitude bits.
-  const __m256i small =
-      _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x38800000), magnitude),
-                       _mm256_cmpgt_epi32(magnitude, _mm256_setzero_si256()));
-  if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(midpoint, small), _mm256_set1_epi32(-1)),
-                       0)) {
-    const __m256 p = _mm256_mul_ps(x, w);
-    const __m256 bb = _mm256_sub_ps(s, p);
-    const __m256 e = _mm256_add_ps(_mm256_sub_ps(p, _mm256_sub_ps(s, bb)), _mm256_sub_ps(acc, bb));
-    const __m256i one = _mm256_set1_epi32(1);
-    const __m256i inexact = _mm256_castps_si256(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_OQ));
-    const __m256i even = _mm256_cmpeq_epi32(_mm256_and_si256(sb, one), _mm256_setzero_si256());
-    const __m256i delta =
-        _mm256_or_si256(_mm256_srai_epi32(_mm256_xor_si256(sb, _mm256_castps_si256(e)), 31), one);
-    sb = _mm256_add_epi32(sb, _mm256_and_si256(_mm256_and_si256(inexact, even), delta));
-    s = _mm256_castsi256_ps(sb);
-  }
-  return _mm256_cvtph_ps(_mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
 
 template <bool kHalfAcc>
 __attribute__((target("avx2,f16c,fma"))) void Accumulate256(float* acc, int64_t len,
@@ -360,10 +317,6 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
 #endif
   for (int r = 0; r < m; ++r)
     AccumulateRows(accumulation, acc[r], len, xs[r], terms, rows, row_stride);
-}
-
-void RoundToHalfInPlace(float* values, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) values[i] = RoundHalf(values[i]);
 }
 
 const char* AccumulateIsa() {

@@ -39,10 +39,7 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
                          const float* const* xs, int64_t terms, const float* rows,
                          int64_t row_stride);
 
-// Rounds n floats to binary16 (round to nearest even) in place: the final store of kFloat.
-void RoundToHalfInPlace(float* values, int64_t n);
-
-// Name of the instruction-set path chosen at run time ("avx512", "avx2", "scalar").
+// Name of the instruction-set path chosen at run time ("avx512fp16", "avx512", "avx2", "scalar").
 const char* AccumulateIsa();
 
 }  // namespace cpu

@@ -9,6 +9,8 @@
 #include <immintrin.h>
 #endif
 
+#include "cc/kernels/cpu/half_step.h"
+
 namespace tf_fp16ops {
 namespace cpu {
 namespace {
@@ -26,21 +28,6 @@ void ElementwiseScalar(Accumulation accumulation, float* acc, int64_t len, const
 }
 
 #if defined(__x86_64__)
-// The AVX-512 kHalf step of cc/kernels/cpu/accumulate.cc (see the proof there): the binary32 FMA
-// rounded down and up gives the round-to-odd sum as min(bits) | (down != up); one conversion to
-// binary16 then rounds it to nearest even, which equals one direct rounding (Boldo and
-// Melquiond, IEEE Trans. Computers 57(4), 2008, Theorem 1).
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 HalfStep(__m512 acc,
-                                                                                     __m512 x,
-                                                                                     __m512 w) {
-  const __m512i down = _mm512_castps_si512(
-      _mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
-  const __m512i up = _mm512_castps_si512(
-      _mm512_fmadd_round_ps(x, w, acc, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
-  const __m512i inexact = _mm512_min_epu32(_mm512_xor_si512(down, up), _mm512_set1_epi32(1));
-  const __m512 odd = _mm512_castsi512_ps(_mm512_or_si512(_mm512_min_epu32(down, up), inexact));
-  return _mm512_cvtph_ps(_mm512_cvtps_ph(odd, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
 
 // Two vectors of 16 lanes per step, the tail masked; the accumulators stay in registers over
 // all terms.
@@ -53,8 +40,8 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Elementwise51
     for (int64_t t = 0; t < terms; ++t) {
       const __m512 x0 = _mm512_loadu_ps(x[t] + l), x1 = _mm512_loadu_ps(x[t] + l + 16);
       const __m512 w0 = _mm512_loadu_ps(w[t] + l), w1 = _mm512_loadu_ps(w[t] + l + 16);
-      a0 = kHalfAcc ? HalfStep(a0, x0, w0) : _mm512_fmadd_ps(x0, w0, a0);
-      a1 = kHalfAcc ? HalfStep(a1, x1, w1) : _mm512_fmadd_ps(x1, w1, a1);
+      a0 = kHalfAcc ? HalfStep512(a0, x0, w0) : _mm512_fmadd_ps(x0, w0, a0);
+      a1 = kHalfAcc ? HalfStep512(a1, x1, w1) : _mm512_fmadd_ps(x1, w1, a1);
     }
     _mm512_storeu_ps(acc + l, a0);
     _mm512_storeu_ps(acc + l + 16, a1);
@@ -66,41 +53,13 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Elementwise51
     for (int64_t t = 0; t < terms; ++t) {
       const __m512 xv = _mm512_maskz_loadu_ps(mask, x[t] + l);
       const __m512 wv = _mm512_maskz_loadu_ps(mask, w[t] + l);
-      a = kHalfAcc ? HalfStep(a, xv, wv) : _mm512_fmadd_ps(xv, wv, a);
+      a = kHalfAcc ? HalfStep512(a, xv, wv) : _mm512_fmadd_ps(xv, wv, a);
     }
     _mm512_mask_storeu_ps(acc + l, mask, a);
   }
 }
 
 // ---------------------------------------------------------------- AVX2 (8 lanes)
-// The AVX2 kHalf step of cc/kernels/cpu/accumulate.cc: s = fl32(x * w + acc) rounds once more
-// to binary16 correctly unless s is a binary16 midpoint (low 13 bits 0x1000) or lies in the
-// binary16 subnormal range; only then the exact error e of the sum (TwoSum, Knuth TAOCP vol. 2,
-// 4.2.2) moves an even s to its round-to-odd neighbour before the conversion.
-__attribute__((target("avx2,f16c,fma"))) inline __m256 HalfStep256(__m256 acc, __m256 x, __m256 w) {
-  __m256 s = _mm256_fmadd_ps(x, w, acc);
-  __m256i sb = _mm256_castps_si256(s);
-  const __m256i magnitude = _mm256_and_si256(sb, _mm256_set1_epi32(0x7FFFFFFF));
-  const __m256i midpoint = _mm256_cmpeq_epi32(_mm256_and_si256(sb, _mm256_set1_epi32(0x1FFF)),
-                                              _mm256_set1_epi32(0x1000));
-  const __m256i small =
-      _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x38800000), magnitude),
-                       _mm256_cmpgt_epi32(magnitude, _mm256_setzero_si256()));
-  if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(midpoint, small), _mm256_set1_epi32(-1)),
-                       0)) {
-    const __m256 p = _mm256_mul_ps(x, w);
-    const __m256 bb = _mm256_sub_ps(s, p);
-    const __m256 e = _mm256_add_ps(_mm256_sub_ps(p, _mm256_sub_ps(s, bb)), _mm256_sub_ps(acc, bb));
-    const __m256i one = _mm256_set1_epi32(1);
-    const __m256i inexact = _mm256_castps_si256(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_OQ));
-    const __m256i even = _mm256_cmpeq_epi32(_mm256_and_si256(sb, one), _mm256_setzero_si256());
-    const __m256i delta =
-        _mm256_or_si256(_mm256_srai_epi32(_mm256_xor_si256(sb, _mm256_castps_si256(e)), 31), one);
-    sb = _mm256_add_epi32(sb, _mm256_and_si256(_mm256_and_si256(inexact, even), delta));
-    s = _mm256_castsi256_ps(sb);
-  }
-  return _mm256_cvtph_ps(_mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
 
 // 8 lanes per step; the lane tail runs the scalar step.
 template <bool kHalfAcc>
