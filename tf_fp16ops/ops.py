@@ -455,6 +455,20 @@ def _fp16_depthwise_conv2d_grad(op, grad):
         data_format="NHWC",
         dilations=op.get_attr("dilations"),
     )
-    dx = _ops.fp16_conv2d_backprop_input(tf.shape(x), grouped, grad, **a)
-    dw = _ops.fp16_conv2d_backprop_filter(x, tf.shape(grouped), grad, **a)
-    return [dx, tf.reshape(dw, shape)]
+
+    def zeros():
+        return [tf.zeros_like(x), tf.zeros_like(w)]
+
+    def grads():
+        dx = _ops.fp16_conv2d_backprop_input(tf.shape(x), grouped, grad, **a)
+        dw = _ops.fp16_conv2d_backprop_filter(x, tf.shape(grouped), grad, **a)
+        return [dx, tf.reshape(dw, shape)]
+
+    # An empty output (zero N, P, Q, C or M) has all-zero gradients; the grouped ops reject
+    # C = 0 (no groups), so they are not called then: statically when a size is known to be 0,
+    # otherwise through tf.cond on the element count.
+    if grad.shape.rank is not None and 0 in grad.shape.as_list():
+        return zeros()
+    if grad.shape.is_fully_defined():
+        return grads()
+    return tf.cond(tf.size(grad, out_type=tf.int64) > 0, grads, zeros)
