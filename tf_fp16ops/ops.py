@@ -417,8 +417,11 @@ def depthwise_conv2d(
       ValueError: malformed `strides`, `dilations`, `padding` or `accumulation`, dtypes other than
         float16/float32 or differing.
       tf.errors.InvalidArgumentError: ranks other than 4, filter in-channels other than C,
-        non-positive strides or dilations, output size <= 0, accumulation float16 with float32
-        inputs.
+        KH or KW of 0, non-positive strides or dilations, a VALID input smaller than the
+        effective filter, accumulation float16 with float32 inputs.
+
+    Zero N, C or M (or H, W with SAME) give an empty output, the shape of TF's shape function
+    for tf.nn.depthwise_conv2d (size rules: cc/kernels/conv_shape.h); its gradients are zeros.
     """
     tacc = accumulation_dtype(accumulation)
     if not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):
