@@ -6,6 +6,10 @@ R = 3*3*16, so 2 * 576 * 144 = 165888 per execution of the conv.
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from audit_helpers import CPU, add_node
 from tf_fp16ops.audit import audit, protos
 
@@ -131,3 +135,91 @@ def test_case_listing_one_function_twice_gives_two_call_sites_per_branch(tmp_pat
     r = audit(_write(tmp_path, gd), CPU)
     assert len(r.findings) == 2
     assert all("per branch: branches of Case 'case'" in f.flops_note for f in r.findings)
+
+
+# ---- impossible attrs and sizes beyond int64 ---------------------------------------------------
+def _static_conv(tmp_path, shape=(1, 8, 8, 16), filt=(3, 3, 16, 16), **attrs) -> str:
+    """Placeholder x `shape` and Const w `filt` (half) -> Conv2D with `attrs` (no
+    _output_shapes, so the audit infers the output), built with TensorBoard's protos."""
+    from tensorboard.compat.proto import graph_pb2
+
+    gd = graph_pb2.GraphDef()
+    x = add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    for d in shape:
+        x.attr["shape"].shape.dim.add().size = d
+    w = add_node(gd.node, "w", "Const", dtype="DT_HALF")
+    w.attr["value"].tensor.dtype = protos.DT_HALF
+    for d in filt:
+        w.attr["value"].tensor.tensor_shape.dim.add().size = d
+    a = dict(strides=[1, 1, 1, 1], padding=b"VALID")
+    a.update(attrs)
+    add_node(gd.node, "conv", "Conv2D", ["x", "w"], T="DT_HALF", **a)
+    return _write(tmp_path, gd)
+
+
+def _check_reports(report, flag: str):
+    from tf_fp16ops.audit.render.jsonfmt import render_json
+    from tf_fp16ops.audit.render.markdown import render_markdown
+    from tf_fp16ops.audit.render.terminal import render_terminal
+
+    (f,) = report.findings
+    assert f.flops is None
+    assert f.audit_class == "fp16-storage"  # the dtype analysis decides the class
+    j = json.loads(render_json(report))
+    assert j["findings"][0]["flops"] is None and j["summary"]["total_flops"] == 0
+    assert flag in render_markdown(report)
+    assert flag[:12] in render_terminal(report)
+    return f
+
+
+def test_impossible_attrs_get_a_flag_and_unknown_flops(tmp_path):
+    p = _static_conv(tmp_path, strides=[1, -5, 2**62, 1], padding=b"WEIRD", dilations=[0, 0])
+    report = audit(p, CPU)
+    flag = f"invalid-attrs(strides=[1, -5, {2**62}, 1]; dilations=[0, 0]; padding='WEIRD')"
+    f = _check_reports(report, flag)
+    assert flag in f.flags and f.output_shape is None
+
+
+@pytest.mark.parametrize(
+    "attrs,bad",
+    [
+        (dict(padding=b"EXPLICIT"), "explicit_paddings=[]"),
+        (
+            dict(padding=b"EXPLICIT", explicit_paddings=[0, 0, 1, 1, 1, -1, 0, 0]),
+            "explicit_paddings=[0, 0, 1, 1, 1, -1, 0, 0]",
+        ),
+        (
+            dict(padding=b"EXPLICIT", explicit_paddings=[1, 0, 1, 1, 1, 1, 0, 0]),
+            "explicit_paddings=[1, 0, 1, 1, 1, 1, 0, 0]",
+        ),
+        (dict(explicit_paddings=[0, 0, 1, 1, 1, 1, 0, 0]), "explicit_paddings=[0, 0, 1, 1,"),
+        (dict(strides=[1, 2, 2]), "strides=[1, 2, 2]"),
+        (dict(dilations=[1, 2**31, 1, 1]), f"dilations=[1, {2**31}, 1, 1]"),
+    ],
+)
+def test_malformed_attr_is_named(tmp_path, attrs, bad):
+    (f,) = audit(_static_conv(tmp_path, **attrs), CPU).findings
+    assert f.flops is None
+    assert any(fl.startswith("invalid-attrs(") and bad in fl for fl in f.flags), f.flags
+
+
+def test_well_formed_explicit_padding_has_no_flag(tmp_path):
+    # pads 1 on each side: 10x10 padded, 3x3 VALID window -> 8x8; FLOPs 2 * 64*16 * 3*3*16
+    p = _static_conv(tmp_path, padding=b"EXPLICIT", explicit_paddings=[0, 0, 1, 1, 1, 1, 0, 0])
+    (f,) = audit(p, CPU).findings
+    assert not [fl for fl in f.flags if fl.startswith(("invalid", "size"))], f.flags
+    assert f.output_shape == (1, 8, 8, 16) and f.flops == 2 * 64 * 16 * 144
+
+
+def test_sizes_beyond_int64_get_size_overflow(tmp_path):
+    p = _static_conv(tmp_path, shape=(2**40,) * 4, filt=(3, 3, 2**40, 16))
+    report = audit(p, CPU)
+    f = _check_reports(report, "size-overflow")
+    assert "size-overflow" in f.flags
+
+
+def test_flops_beyond_int64_get_size_overflow(tmp_path):
+    # every element count fits int64 (2^60), FLOPs 2 * 2^60 * 3*3*16 do not
+    p = _static_conv(tmp_path, shape=(1, 2**29, 2**27 + 2, 16), filt=(3, 3, 16, 16))
+    (f,) = audit(p, CPU).findings
+    assert "size-overflow" in f.flags and f.flops is None

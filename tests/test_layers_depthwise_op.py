@@ -131,7 +131,7 @@ def test_bad_inputs():
     with pytest.raises(tf.errors.InvalidArgumentError, match="Tacc=half .* needs T=half"):
         ops.depthwise_conv2d(x16.astype("float32"), w16.astype("float32"), 1, "VALID")
     with pytest.raises(
-        (tf.errors.InvalidArgumentError, ValueError), match="must be equal|in-channels"
+        (tf.errors.InvalidArgumentError, ValueError), match="must equal the input channels"
     ):
         ops.depthwise_conv2d(x16, np.ones((3, 3, 2, 1), np.float16), 1, "VALID")
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="rank 4|4-D"):
@@ -146,3 +146,90 @@ def test_bad_inputs():
         ops.depthwise_conv2d(x16, np.ones((7, 7, 3, 1), np.float16), 1, "VALID")  # output size <= 0
     with pytest.raises(ValueError, match="filter must have the input's dtype float16, got float32"):
         ops.depthwise_conv2d(x16, w16.astype("float32"), 1, "VALID")
+
+
+def _tf_static_shape(x_shape, w_shape, strides, padding):
+    # TensorFlow's shape function for tf.nn.depthwise_conv2d (its eager CPU kernel returns an
+    # input-shaped empty tensor instead for an empty input, so the graph shape is the reference).
+    fn = tf.function(lambda a, b: tf.nn.depthwise_conv2d(a, b, strides, padding))
+    spec = [tf.TensorSpec(x_shape, tf.float16), tf.TensorSpec(w_shape, tf.float16)]
+    return tuple(fn.get_concrete_function(*spec).structured_outputs.shape)
+
+
+EMPTY = [  # (input, filter, padding): zero H (SAME), zero batch, zero channels, zero multiplier
+    ((1, 0, 4, 3), (3, 3, 3, 2), "SAME"),
+    ((1, 4, 0, 3), (3, 3, 3, 2), "SAME"),
+    ((0, 5, 5, 3), (3, 3, 3, 2), "SAME"),
+    ((0, 5, 5, 3), (3, 3, 3, 2), "VALID"),
+    ((1, 5, 5, 0), (3, 3, 0, 2), "SAME"),
+    ((1, 5, 5, 3), (3, 3, 3, 0), "VALID"),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,padding", EMPTY)
+@pytest.mark.parametrize("accumulation", ["float16", "float32"])
+def test_empty_outputs_as_tf(x_shape, w_shape, padding, accumulation):
+    expected = _tf_static_shape(x_shape, w_shape, [1, 1, 1, 1], padding)
+    assert 0 in expected
+    x = tf.constant(np.ones(x_shape, np.float16))
+    w = tf.constant(np.ones(w_shape, np.float16))
+    with tf.GradientTape() as tape:
+        tape.watch([x, w])
+        y = ops.depthwise_conv2d(x, w, 1, padding, accumulation=accumulation)
+    assert tuple(y.shape) == expected
+    dx, dw = tape.gradient(y, [x, w])
+    assert dx.shape == x.shape and dw.shape == w.shape
+    assert not np.any(dx.numpy()) and not np.any(dw.numpy())
+    graph_shape = tf.function(
+        lambda a, b: ops.depthwise_conv2d(a, b, 1, padding, accumulation=accumulation)
+    ).get_concrete_function(tf.TensorSpec(x_shape, tf.float16), tf.TensorSpec(w_shape, tf.float16))
+    assert tuple(graph_shape.structured_outputs.shape) == expected
+    # the grouped conv2d (groups = C, filter [KH, KW, 1, C*M]) agrees where it accepts the sizes
+    if x_shape[3] > 0:
+        wg = np.ones(w_shape[:2] + (1, w_shape[2] * w_shape[3]), np.float16)
+        yg = ops.conv2d(x, wg, 1, padding, accumulation=accumulation)
+        assert tuple(yg.shape) == expected
+
+
+def test_sizes_tf_rejects():
+    x = np.ones((1, 2, 2, 3), np.float16)
+    with pytest.raises(ValueError):  # TF's shape function rejects it too
+        _tf_static_shape((1, 2, 2, 3), (3, 3, 3, 2), [1, 1, 1, 1], "VALID")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="output height would be negative"):
+        ops.depthwise_conv2d(x, np.ones((3, 3, 3, 2), np.float16), 1, "VALID")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="filter sizes .* must be positive"):
+        ops.depthwise_conv2d(x, np.ones((0, 3, 3, 2), np.float16), 1, "SAME")
+
+
+UNKNOWN_SCRIPT = r"""
+import numpy as np, tensorflow as tf
+from tf_fp16ops import ops
+spec = [tf.TensorSpec([None, None, None, 3], tf.float16), tf.TensorSpec([3, 3, None, None],
+        tf.float16)]
+@tf.function(input_signature=spec)
+def f(x, w):
+    with tf.GradientTape() as tape:
+        tape.watch([x, w])
+        y = ops.depthwise_conv2d(x, w, 2, "SAME")
+    return (y,) + tuple(tape.gradient(y, [x, w]))
+print("static", f.get_concrete_function().structured_outputs[0].shape)
+for xs, ws in [((1, 0, 4, 3), (3, 3, 3, 2)), ((2, 5, 5, 3), (3, 3, 3, 0)), ((0, 5, 5, 3),
+               (3, 3, 3, 1)), ((1, 5, 5, 3), (3, 3, 3, 1))]:
+    y, dx, dw = f(np.ones(xs, np.float16), np.ones(ws, np.float16))
+    print("shapes", tuple(y.shape), tuple(dx.shape), tuple(dw.shape))
+"""
+
+
+def test_unknown_dims_in_graph_mode():
+    out = subprocess.run(
+        [sys.executable, "-c", UNKNOWN_SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith(("static", "shapes"))]
+    assert lines == [
+        "static (None, None, None, None)",
+        "shapes (1, 0, 2, 6) (1, 0, 4, 3) (3, 3, 3, 2)",
+        "shapes (2, 3, 3, 0) (2, 5, 5, 3) (3, 3, 3, 0)",
+        "shapes (0, 3, 3, 3) (0, 5, 5, 3) (3, 3, 3, 1)",
+        "shapes (1, 3, 3, 3) (1, 5, 5, 3) (3, 3, 3, 1)",
+    ]

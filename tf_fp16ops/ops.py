@@ -417,8 +417,11 @@ def depthwise_conv2d(
       ValueError: malformed `strides`, `dilations`, `padding` or `accumulation`, dtypes other than
         float16/float32 or differing.
       tf.errors.InvalidArgumentError: ranks other than 4, filter in-channels other than C,
-        non-positive strides or dilations, output size <= 0, accumulation float16 with float32
-        inputs.
+        KH or KW of 0, non-positive strides or dilations, a VALID input smaller than the
+        effective filter, accumulation float16 with float32 inputs.
+
+    Zero N, C or M (or H, W with SAME) give an empty output, the shape of TF's shape function
+    for tf.nn.depthwise_conv2d (size rules: cc/kernels/conv_shape.h); its gradients are zeros.
     """
     tacc = accumulation_dtype(accumulation)
     if not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):
@@ -455,6 +458,20 @@ def _fp16_depthwise_conv2d_grad(op, grad):
         data_format="NHWC",
         dilations=op.get_attr("dilations"),
     )
-    dx = _ops.fp16_conv2d_backprop_input(tf.shape(x), grouped, grad, **a)
-    dw = _ops.fp16_conv2d_backprop_filter(x, tf.shape(grouped), grad, **a)
-    return [dx, tf.reshape(dw, shape)]
+
+    def zeros():
+        return [tf.zeros_like(x), tf.zeros_like(w)]
+
+    def grads():
+        dx = _ops.fp16_conv2d_backprop_input(tf.shape(x), grouped, grad, **a)
+        dw = _ops.fp16_conv2d_backprop_filter(x, tf.shape(grouped), grad, **a)
+        return [dx, tf.reshape(dw, shape)]
+
+    # An empty output (zero N, P, Q, C or M) has all-zero gradients; the grouped ops reject
+    # C = 0 (no groups), so they are not called then: statically when a size is known to be 0,
+    # otherwise through tf.cond on the element count.
+    if grad.shape.rank is not None and 0 in grad.shape.as_list():
+        return zeros()
+    if grad.shape.is_fully_defined():
+        return grads()
+    return tf.cond(tf.size(grad, out_type=tf.int64) > 0, grads, zeros)

@@ -160,6 +160,53 @@ std::string PartialOutputDims(const int64_t in[4], const int64_t f[4], const Con
   return "";
 }
 
+std::string DepthwiseOutputDims(const int64_t in[4], const int64_t f[4], const ConvWindow& win,
+                                bool check_counts, int64_t out[4], int64_t* pad_top,
+                                int64_t* pad_left) {
+  if (f[0] == 0 || f[1] == 0) {
+    return Cat(
+        "filter sizes [KH, KW, in_channels, channel_multiplier] must be positive in the "
+        "first two dimensions, got ",
+        Dims(f));
+  }
+  if (in[3] >= 0 && f[2] >= 0 && in[3] != f[2]) {
+    return Cat("filter in_channels (dimension 2, ", f[2], ") must equal the input channels (",
+               in[3], "): filter shape ", Dims(f));
+  }
+  const int64_t C = in[3] >= 0 ? in[3] : f[2], M = f[3];
+  out[0] = in[0];
+  out[1] = out[2] = out[3] = -1;
+  if (C == 0 || M == 0) {
+    out[3] = 0;
+  } else if (C > 0 && M > 0 && __builtin_mul_overflow(C, M, &out[3])) {
+    return Cat("output channels C * M (", C, " * ", M, ") overflow int64");
+  }
+  int64_t pad = 0;
+  if (in[1] >= 0 && f[0] >= 1) {
+    std::string err = WindowedOutputSize("height", in[1], f[0], win.stride_h, win.dilation_h,
+                                         win.padding, 0, 0, &out[1], &pad);
+    if (!err.empty()) return err;
+    if (pad_top != nullptr) *pad_top = pad;
+  }
+  if (in[2] >= 0 && f[1] >= 1) {
+    std::string err = WindowedOutputSize("width", in[2], f[1], win.stride_w, win.dilation_w,
+                                         win.padding, 0, 0, &out[2], &pad);
+    if (!err.empty()) return err;
+    if (pad_left != nullptr) *pad_left = pad;
+  }
+  if (check_counts) {
+    const int64_t* shapes[3] = {in, f, out};
+    const char* names[3] = {"input", "filter", "output"};
+    for (int s = 0; s < 3; ++s) {
+      int64_t known[4];
+      for (int i = 0; i < 4; ++i) known[i] = shapes[s][i] >= 0 ? shapes[s][i] : 1;
+      std::string err = CheckElements(names[s], known);
+      if (!err.empty()) return err;
+    }
+  }
+  return "";
+}
+
 bool HasWork(const ConvProblem& p) {
   return p.N > 0 && p.P > 0 && p.Q > 0 && p.K > 0 && p.KH > 0 && p.KW > 0 && p.Cg > 0 &&
          p.groups > 0;

@@ -58,6 +58,17 @@ std::string ComputeConvProblem(const int64_t in_nhwc[4], const int64_t filter[4]
 std::string PartialOutputDims(const int64_t in_nhwc[4], const int64_t filter[4],
                               const ConvWindow& window, int64_t out_nhwc[4]);
 
+// Depthwise convolution (tf.nn.depthwise_conv2d): input [N, H, W, C], filter [KH, KW, C, M],
+// out = [N, P, Q, C * M]. Any size may be -1 (unknown, shape inference): out has -1 where a size
+// depends on an unknown one, and only the checks whose sizes are known are made. Rules (TF's
+// shape function, common_shape_fns.cc DepthwiseConv2DNativeShapeImpl): KH, KW >= 1, filter
+// dimension 2 equal to C; zero N, H (SAME), W (SAME), C or M give an empty output. With
+// check_counts, the element counts of input, filter and output must fit int64. pad_top and
+// pad_left (may be null) receive the leading padding when H, W and the filter sizes are known.
+std::string DepthwiseOutputDims(const int64_t in_nhwc[4], const int64_t filter[4],
+                                const ConvWindow& window, bool check_counts, int64_t out_nhwc[4],
+                                int64_t* pad_top, int64_t* pad_left);
+
 // True when the convolution has at least one multiply-add for the pass (every output or
 // reduction extent positive). A problem without work has an all-zero (or empty) result and
 // must not allocate scratch proportional to any of its sizes.

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "cc/kernels/conv_shape.h"
 #include "cc/kernels/cpu/depthwise_cpu.h"
-#include "tensorflow/core/framework/kernel_shape_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/util/padding.h"
@@ -74,30 +74,26 @@ class Fp16DepthwiseConv2DOp : public OpKernel {
     g.KH = filter.dim_size(0);
     g.KW = filter.dim_size(1);
     g.M = filter.dim_size(3);
-    OP_REQUIRES(
-        ctx, filter.dim_size(2) == g.C,
-        errors::InvalidArgument("filter's in-channels (dimension 2) must equal the input's ", g.C,
-                                " channels, got filter shape ", filter.shape().DebugString()));
-    OP_REQUIRES(ctx, g.KH > 0 && g.KW > 0 && g.M > 0,
-                errors::InvalidArgument("filter dimensions must be positive, got shape ",
-                                        filter.shape().DebugString()));
     g.stride_h = strides_[1];
     g.stride_w = strides_[2];
     g.dilation_h = dilations_[1];
     g.dilation_w = dilations_[2];
-    int64_t pad_after = 0;
-    OP_REQUIRES_OK(
-        ctx, tensorflow::GetWindowedOutputSizeVerbose(g.H, g.KH, g.dilation_h, g.stride_h, padding_,
-                                                      &g.P, &g.pad_top, &pad_after));
-    OP_REQUIRES_OK(
-        ctx, tensorflow::GetWindowedOutputSizeVerbose(g.W, g.KW, g.dilation_w, g.stride_w, padding_,
-                                                      &g.Q, &g.pad_left, &pad_after));
-    OP_REQUIRES(ctx, g.P > 0 && g.Q > 0,
-                errors::InvalidArgument("the output size would be ", g.P, "x", g.Q, " for input ",
-                                        input.shape().DebugString(), " and filter ",
-                                        filter.shape().DebugString(), "; it must be positive"));
+    // The size rules of cc/kernels/conv_shape.h (those of the shape function): empty outputs
+    // for zero N, H, W, C or M, 128-bit size arithmetic.
+    ConvWindow win;
+    win.stride_h = g.stride_h, win.stride_w = g.stride_w;
+    win.dilation_h = g.dilation_h, win.dilation_w = g.dilation_w;
+    win.padding = padding_ == tensorflow::SAME ? PaddingKind::kSame : PaddingKind::kValid;
+    const int64_t in[4] = {g.N, g.H, g.W, g.C};
+    const int64_t f[4] = {g.KH, g.KW, filter.dim_size(2), g.M};
+    int64_t out[4];
+    const std::string err = DepthwiseOutputDims(in, f, win, true, out, &g.pad_top, &g.pad_left);
+    OP_REQUIRES(ctx, err.empty(), errors::InvalidArgument(err));
+    g.P = out[1];
+    g.Q = out[2];
     TensorShape out_shape;
-    OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape({g.N, g.P, g.Q, g.C * g.M}, &out_shape));
+    OP_REQUIRES_OK(ctx,
+                   TensorShape::BuildTensorShape({out[0], out[1], out[2], out[3]}, &out_shape));
     Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
     if (output->NumElements() == 0) return;

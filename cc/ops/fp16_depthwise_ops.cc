@@ -1,12 +1,63 @@
 // Op registration and shape function for Fp16DepthwiseConv2D.
-#include "tensorflow/core/framework/common_shape_fns.h"
+#include <string>
+#include <vector>
+
+#include "cc/kernels/conv_shape.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace tf_fp16ops {
 namespace {
 
+using tensorflow::Status;
+using tensorflow::shape_inference::DimensionHandle;
 using tensorflow::shape_inference::InferenceContext;
+using tensorflow::shape_inference::ShapeHandle;
+namespace errors = tensorflow::errors;
+
+Status ReadWindowAttr(InferenceContext* c, const char* name, int64_t* h, int64_t* w) {
+  std::vector<int32_t> v;
+  TF_RETURN_IF_ERROR(c->GetAttr(name, &v));
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  s += "]";
+  if (v.size() != 4) return errors::InvalidArgument(name, " must have 4 entries (NHWC), got ", s);
+  if (v[0] != 1 || v[3] != 1) {
+    return errors::InvalidArgument(name, " must be 1 in the batch and channel dimensions, got ", s);
+  }
+  if (v[1] <= 0 || v[2] <= 0) return errors::InvalidArgument(name, " must be positive, got ", s);
+  *h = v[1];
+  *w = v[2];
+  return Status();
+}
+
+// The size rules of cc/kernels/conv_shape.h (DepthwiseOutputDims), those the kernel applies:
+// unknown sizes stay unknown, zero sizes give empty outputs, nothing divides by an unknown size.
+Status DepthwiseShape(InferenceContext* c) {
+  ConvWindow win;
+  TF_RETURN_IF_ERROR(ReadWindowAttr(c, "strides", &win.stride_h, &win.stride_w));
+  TF_RETURN_IF_ERROR(ReadWindowAttr(c, "dilations", &win.dilation_h, &win.dilation_w));
+  std::string padding;
+  TF_RETURN_IF_ERROR(c->GetAttr("padding", &padding));
+  win.padding = padding == "SAME" ? PaddingKind::kSame : PaddingKind::kValid;
+  int64_t dims[2][4];
+  const char* names[2] = {"input", "filter"};
+  for (int k = 0; k < 2; ++k) {
+    ShapeHandle s = c->input(k);
+    if (c->RankKnown(s) && c->Rank(s) != 4) {
+      return errors::InvalidArgument(names[k], " must be 4-D, got shape ", c->DebugString(s));
+    }
+    TF_RETURN_IF_ERROR(c->WithRank(s, 4, &s));
+    for (int i = 0; i < 4; ++i) dims[k][i] = c->Value(c->Dim(s, i));
+  }
+  int64_t out[4];
+  const std::string err = DepthwiseOutputDims(dims[0], dims[1], win, true, out, nullptr, nullptr);
+  if (!err.empty()) return errors::InvalidArgument(err);
+  std::vector<DimensionHandle> d;
+  for (int64_t v : out) d.push_back(v >= 0 ? c->MakeDim(v) : c->UnknownDim());
+  c->set_output(0, c->MakeShape(d));
+  return Status();
+}
 
 REGISTER_OP("Fp16DepthwiseConv2D")
     .Input("input: T")
@@ -18,11 +69,8 @@ REGISTER_OP("Fp16DepthwiseConv2D")
     .Attr("padding: {'SAME', 'VALID'}")
     .Attr("data_format: {'NHWC'} = 'NHWC'")
     .Attr("dilations: list(int) = [1, 1, 1, 1]")
-    // The shape rules of tf.nn.depthwise_conv2d (DepthwiseConv2dNative): input [N, H, W, C],
-    // filter [KH, KW, C, M], output [N, P, Q, C*M].
-    .SetShapeFn([](InferenceContext* c) {
-      return tensorflow::shape_inference::DepthwiseConv2DNativeShape(c);
-    })
+    // input [N, H, W, C], filter [KH, KW, C, M], output [N, P, Q, C*M].
+    .SetShapeFn(DepthwiseShape)
     .Doc(R"doc(
 Depthwise 2-D convolution (tf.nn.depthwise_conv2d's layouts) whose accumulation precision is Tacc.
 

@@ -6,6 +6,11 @@ depthwise: R = spatial product). Unknown batch (-1) counts as 1 and is noted "pe
 Risk: with fp16 accumulation a reduction longer than 2048 terms can stagnate (2048 + 1 rounds to
 2048 in fp16) or overflow (docs/design.md "Numerics contract"); tensor cores want channels that are
 multiples of 8 and groups = 1 (NVIDIA, cuDNN developer guide, "Tensor Core operations").
+Impossible attrs (TensorFlow's conv kernels, tensorflow/core/kernels/conv_ops.cc, reject them:
+strides/dilations not spatial_dims + 2 positive ints of int32 range, padding not SAME, VALID or
+EXPLICIT, explicit_paddings not 2 * (spatial_dims + 2) non-negative ints with zero batch and
+channel pads) give the flag "invalid-attrs(...)" and unknown FLOPs; element counts or FLOPs
+beyond int64 give "size-overflow" and unknown FLOPs.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from dataclasses import dataclass
 from ..opsets import ConvOpInfo
 
 FP16_ACC_SAFE_TERMS = 2048
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -36,8 +43,9 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
     """Output shape of a forward conv from its input and filter shapes, or None.
 
     `attrs` reads the conv's attrs on demand (`.ints(key)`, `.str(key)`): strides, dilations,
-    padding, data_format (see `passes.attrs.NodeAttrs`). None also when a spatial stride or
-    dilation is not positive (no output size is defined; TensorFlow rejects such a conv)."""
+    padding, explicit_paddings, data_format (see `passes.attrs.NodeAttrs`). None also when a
+    spatial stride or dilation is not positive (no output size is defined; TensorFlow rejects
+    such a conv)."""
     sd = info.spatial_dims
     if not in_shape or not filt or len(in_shape) != sd + 2 or len(filt) != sd + 2:
         return None
@@ -55,14 +63,21 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
     )
     if any(s <= 0 for s in st) or any(d <= 0 for d in dl):
         return None
+    pads = attrs.ints("explicit_paddings") if padding == "EXPLICIT" else None
+    if padding == "EXPLICIT":
+        if not pads or len(pads) != 2 * (sd + 2) or any(p < 0 for p in pads):
+            return None
+        pairs = list(zip(pads[::2], pads[1::2], strict=True))
+        pairs = pairs[1:-1] if cl else pairs[2:]
+        sp = [-1 if n < 0 else n + a + b for n, (a, b) in zip(sp, pairs, strict=True)]
     out = []
     for size, k, s, d in zip(sp, filt[:sd], st, dl, strict=True):
         if size < 0:
             out.append(-1)
         elif padding == "SAME":
-            out.append(math.ceil(size / s))
-        elif padding == "VALID":
-            out.append(max(0, math.ceil((size - (k - 1) * d) / s)))
+            out.append(-(-size // s))  # integer ceil: exact for any size
+        elif padding in ("VALID", "EXPLICIT"):
+            out.append(max(0, -(-(size - (k - 1) * d) // s)))
         else:
             return None
     cout = filt[sd] * filt[sd + 1] if info.family == "depthwise" else filt[sd + 1]
@@ -79,10 +94,36 @@ def _channel_problems(cin: int, cout: int) -> list[str]:
     return [" and ".join(bad) + (" not multiples of 8" if len(bad) > 1 else " not a multiple of 8")]
 
 
-def _non_positive(attrs, key: str) -> str | None:
-    """ "strides=[1, 0, 0, 1]" when attr `key` holds a value <= 0, else None."""
-    v = attrs.ints(key)
-    return f"{key}={list(v)}" if v and any(x <= 0 for x in v) else None
+def invalid_attrs(attrs, info: ConvOpInfo) -> list[str]:
+    """The conv attrs no TensorFlow kernel accepts, each as "key=value" (e.g.
+    "strides=[1, -5, 2, 1]", "padding='WEIRD'"); [] when all present ones are well formed."""
+    rank = info.spatial_dims + 2
+    bad = []
+    for key in ("strides", "dilations"):
+        v = attrs.ints(key)
+        if v is not None and (len(v) != rank or any(not 1 <= x <= INT32_MAX for x in v)):
+            bad.append(f"{key}={list(v)}")
+    padding = attrs.str("padding")
+    if padding is not None and padding not in ("SAME", "VALID", "EXPLICIT"):
+        bad.append(f"padding={padding!r}")
+    pads = attrs.ints("explicit_paddings")
+    if padding == "EXPLICIT" or pads is not None:
+        p = list(pads or ())
+        cl = _channels_last(attrs.str("data_format"))
+        outer = (0, 1, 2 * rank - 2, 2 * rank - 1) if cl else (0, 1, 2, 3)
+        if (
+            padding != "EXPLICIT"
+            or len(p) != 2 * rank
+            or any(not 0 <= x <= INT32_MAX for x in p)
+            or any(p[i] for i in outer)
+        ):
+            bad.append(f"explicit_paddings={p}")
+    return bad
+
+
+def _too_big(shape) -> bool:
+    """True when a shape's element count (unknown sizes counted as 1) exceeds int64."""
+    return bool(shape) and math.prod(max(d, 1) for d in shape) > INT64_MAX
 
 
 def analyse(
@@ -107,14 +148,12 @@ def analyse(
         filt = (filt[2], filt[3], filt[1], filt[0])
     flops, note = None, "shapes unknown"
     flags: list[str] = []
+    invalid = invalid_attrs(attrs, info)
+    if invalid:
+        flags.append("invalid-attrs(" + "; ".join(invalid) + ")")
     if info.direction == "fprop":
-        y = node_out_shape or fprop_output(data_shape, filt, attrs, info)
+        y = node_out_shape or (None if invalid else fprop_output(data_shape, filt, attrs, info))
         x = data_shape
-        if y is None and data_shape and filt:
-            bad = _non_positive(attrs, "strides") or _non_positive(attrs, "dilations")
-            if bad:
-                note = f"output shape undefined: {bad}"
-                flags.append(f"invalid-{bad.split('=')[0]}")
     else:
         y = grad_shape
         x = data_shape if info.direction == "wgrad" else node_out_shape
@@ -132,6 +171,12 @@ def analyse(
         if batch < 0:
             batch, note = 1, "per example (batch size unknown)"
         flops = 2 * batch * math.prod(y[1:]) * r
+    overflow = any(_too_big(t) for t in (x, filt, y)) or (flops is not None and flops > INT64_MAX)
+    if overflow:
+        flags.append("size-overflow")
+        flops, note = None, "element counts or FLOPs beyond int64"
+    if invalid:
+        flops, note = None, "output shape undefined: " + "; ".join(invalid)
     if filt and len(filt) == sd + 2 and all(d >= 0 for d in filt):
         if info.direction == "fprop":
             terms = math.prod(filt[:sd]) * (1 if info.family == "depthwise" else filt[sd])
