@@ -336,3 +336,28 @@ def test_without_tensorflow_one_line(run):
     assert p.stderr.count("\n") == 1, p.stderr
     assert "needs TensorFlow: No module named 'tensorflow'" in p.stderr
     assert "pip install 'tf_fp16ops[tf]'" in p.stderr
+
+
+def test_bad_x_non_finite_reference_and_empty_selection():
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(3, name="d1"), keras.layers.Dense(2, name="d2")]
+    )
+    x = np.ones((5, 4), "float32")
+    with pytest.raises(ValueError, match=r"^x has shape \(3,\); the model's input .* \(N, 4\)"):
+        sensitivity(model, [1, 2, 3], progress=False)
+    with pytest.raises(ValueError, match=r"^x has shape \(5, 3\)"):
+        sensitivity(model, np.ones((5, 3), "float32"), progress=False)
+    with pytest.raises(ValueError, match="x must hold numbers, got dtype <U1"):
+        sensitivity(model, np.full((5, 4), "a"), progress=False)
+    with pytest.raises(ValueError, match="metric_tolerance needs labels y"):
+        sensitivity(model, x, metric_tolerance=0.1, progress=False)
+    with pytest.raises(ValueError, match="layers selects no layer"):
+        sensitivity(model, x, layers=[], progress=False)
+    nan = x.copy()
+    nan[1, 2] = np.nan  # one bad sample: its 2 outputs are NaN, the other 8 finite
+    with pytest.raises(
+        ValueError, match=r"^x: the model's outputs on x are not all finite \(2 of 10"
+    ):
+        sensitivity(model, nan, progress=False)
+    with pytest.raises(ValueError, match=r"not all finite \(10 of 10"):
+        sensitivity(model, np.full((5, 4), np.nan, "float32"), progress=False)
