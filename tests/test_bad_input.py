@@ -130,7 +130,7 @@ def test_unsupported_dtypes():
     with pytest.raises(ValueError, match="input must be float16 or float32, got dtype float64"):
         tf_fp16ops.conv2d(X.astype(np.float64), W.astype(np.float64), 1, "VALID")
     with pytest.raises(
-        ValueError, match="filters must have the input's dtype float16, got float32"
+        ValueError, match=r"filters must have the dtype of input \(float16\), got float32"
     ):
         tf_fp16ops.conv2d(X, W.astype(np.float32), 1, "VALID")
     with pytest.raises(
@@ -336,9 +336,13 @@ def test_backprop_wrappers_check_dtypes():
     with pytest.raises(ValueError, match="filters must be float16 or float32, got dtype float64"):
         tf_fp16ops.conv2d_backprop_input([1, 5, 5, 4], W.astype(np.float64), dy, 1, "VALID")
     with pytest.raises(
-        ValueError, match="out_backprop must have the input's dtype float16, got float32"
+        ValueError, match=r"out_backprop must have the dtype of input \(float16\), got float32"
     ):
         tf_fp16ops.conv2d_backprop_filter(X, [3, 3, 4, 2], dy.astype(np.float32), 1, "VALID")
+    with pytest.raises(
+        ValueError, match=r"^out_backprop must have the dtype of filters \(float16\), got float32$"
+    ):
+        tf_fp16ops.conv2d_backprop_input([1, 5, 5, 4], W, dy.astype(np.float32), 1, "VALID")
 
 
 def test_huge_dilation_with_unknown_spatial_sizes():

@@ -307,3 +307,24 @@ def test_difference_hand_values():
 def test_empty_sequential_is_a_clear_error():
     with pytest.raises(ValueError, match="has no layers; there is nothing to convert"):
         tf_fp16ops.convert(keras.Sequential())
+
+
+def test_float64_layer_left_unconverted_with_the_reason():
+    model = keras.Sequential(
+        [
+            keras.Input((6, 6, 2), dtype="float64"),
+            keras.layers.Conv2D(2, 3, dtype="float64", name="c64"),
+            keras.layers.Conv2D(2, 3, name="c32"),
+        ]
+    )
+    conv = tf_fp16ops.convert_with_report(model, "float16")
+    assert conv.report.converted == ("c32",)
+    [skipped] = conv.report.not_converted
+    assert (skipped.name, skipped.class_name) == ("c64", "Conv2D")
+    assert skipped.reason.startswith("dtype policy float64: the op family takes float16/float32")
+    assert type(conv.model.get_layer("c64")) is keras.layers.Conv2D
+    assert "not converted: c64 (Conv2D): dtype policy float64" in conv.report.summary()
+    x = np.ones((1, 6, 6, 2))
+    np.testing.assert_array_equal(
+        conv.model.get_layer("c64")(x).numpy(), model.get_layer("c64")(x).numpy()
+    )

@@ -578,3 +578,18 @@ def test_one_d_layers_float16_bit_exact(case):
     _eq(grads[0], reference.conv2d_backprop_input(x4.shape, wg, dz, s, d, pad, "half")[:, 0])
     dw = reference.conv2d_backprop_filter(x4, wg.shape, dz, s, d, pad, "half")
     _eq(grads[1], dw.reshape(dwk.shape)[0])
+
+
+@pytest.mark.parametrize("accumulation", ["float16", "float32"])
+@pytest.mark.parametrize("lead", [(2,), (2, 3)])
+def test_dense_with_no_input_features_matches_keras(accumulation, lead):
+    # Cin = 0: each output is a sum of no terms, +0, then the bias (README "Numerics").
+    x = tf.zeros((*lead, 0))
+    ours = L.Dense(3, accumulation=accumulation, bias_initializer="ones")
+    theirs = keras.layers.Dense(3, bias_initializer="ones")
+    got, want = ours(x).numpy(), theirs(x).numpy()
+    assert got.shape == want.shape == (*lead, 3)
+    np.testing.assert_array_equal(got, np.ones((*lead, 3), np.float32))
+    np.testing.assert_array_equal(got, want)
+    nobias = L.Dense(2, accumulation=accumulation, use_bias=False)(x).numpy()
+    assert nobias.shape == (*lead, 2) and not np.signbit(nobias).any() and not nobias.any()

@@ -116,3 +116,9 @@ def test_build_flags_come_from_tf_sysconfig():
         pytest.skip("no Bazel output tree in the source tree (library built elsewhere)")
     text = generated[0].read_text()
     assert abi[0] in text and f'TF_VERSION = "{tf.__version__}"' in text
+
+
+def test_dir_lists_no_helper_modules():
+    names = dir(tf_fp16ops)
+    assert not {"importlib", "sys", "annotations"} & set(names), names
+    assert {"conv2d", "convert", "layers", "sensitivity", "__version__"} <= set(names)

@@ -282,3 +282,82 @@ def test_mobilenetv2_without_labels(mobilenet):
             tf_fp16ops.convert(mobilenet, "float32"), "float16", layers=[entry.name]
         )
         assert entry.max_rel == pytest.approx(_rel(base, _out(one, x))[0], rel=1e-12)
+
+
+def test_cli_checks_outputs_before_the_run(tmp_path, capsys):
+    # A model path that does not exist: an output check that passed would fail later on the
+    # model instead, so each line below is the up-front check.
+    missing = str(tmp_path / "missing.keras")
+    for flag, bad in (
+        ("--json", "/proc/nope.json"),
+        ("--save-model", "/proc/nope.keras"),
+        ("--logdir", "/proc/nope"),
+        ("--json", str(tmp_path)),
+    ):
+        assert cli_main([missing, "--random-inputs", "2", flag, bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"tf-fp16-sensitivity: error: {flag} {bad!r}: cannot write"), err
+        assert err.count("\n") == 1
+    assert not os.path.exists(tmp_path / "r.json")
+    cli_main([missing, "--random-inputs", "2", "--json", str(tmp_path / "r.json")])
+    assert "cannot load model" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "r.json")  # the probe leaves nothing behind
+
+
+# Makes `import tensorflow` / `import keras` fail as in an environment without them.
+_HIDE_TF = """
+import importlib.abc, sys
+class _Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "keras"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _Hide())
+"""
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        "from tf_fp16ops.sensitivity_cli import main; sys.exit(main(['m.keras', '--inputs', 'x']))",
+        "import runpy; runpy.run_module('tf_fp16ops.demo', run_name='__main__')",
+    ],
+    ids=["tf-fp16-sensitivity", "demo"],
+)
+def test_without_tensorflow_one_line(run):
+    import subprocess
+
+    p = subprocess.run(
+        [sys.executable, "-c", _HIDE_TF + run],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.count("\n") == 1, p.stderr
+    assert "needs TensorFlow: No module named 'tensorflow'" in p.stderr
+    assert "pip install 'tf_fp16ops[tf]'" in p.stderr
+
+
+def test_bad_x_non_finite_reference_and_empty_selection():
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(3, name="d1"), keras.layers.Dense(2, name="d2")]
+    )
+    x = np.ones((5, 4), "float32")
+    with pytest.raises(ValueError, match=r"^x has shape \(3,\); the model's input .* \(N, 4\)"):
+        sensitivity(model, [1, 2, 3], progress=False)
+    with pytest.raises(ValueError, match=r"^x has shape \(5, 3\)"):
+        sensitivity(model, np.ones((5, 3), "float32"), progress=False)
+    with pytest.raises(ValueError, match="x must hold numbers, got dtype <U1"):
+        sensitivity(model, np.full((5, 4), "a"), progress=False)
+    with pytest.raises(ValueError, match="metric_tolerance needs labels y"):
+        sensitivity(model, x, metric_tolerance=0.1, progress=False)
+    with pytest.raises(ValueError, match="layers selects no layer"):
+        sensitivity(model, x, layers=[], progress=False)
+    nan = x.copy()
+    nan[1, 2] = np.nan  # one bad sample: its 2 outputs are NaN, the other 8 finite
+    with pytest.raises(
+        ValueError, match=r"^x: the model's outputs on x are not all finite \(2 of 10"
+    ):
+        sensitivity(model, nan, progress=False)
+    with pytest.raises(ValueError, match=r"not all finite \(10 of 10"):
+        sensitivity(model, np.full((5, 4), np.nan, "float32"), progress=False)

@@ -20,8 +20,8 @@ access. Otherwise `import tf_fp16ops.layers` (or any attribute) registers them e
 
 from __future__ import annotations
 
-import importlib
-import sys
+import importlib as _importlib
+import sys as _sys
 
 __version__ = "0.1.0"
 
@@ -44,11 +44,11 @@ __all__ = sorted([*_LAZY, *_SUBMODULES])
 
 def __getattr__(name: str):
     if name in _SUBMODULES:
-        module = importlib.import_module(f"{__name__}.{name}")
+        module = _importlib.import_module(f"{__name__}.{name}")
     elif name in _LAZY:
         # The ops and the Keras layer are one unit: the layer is registered with the first op use.
-        importlib.import_module(f"{__name__}.layers")
-        module = importlib.import_module(_LAZY[name])
+        _importlib.import_module(f"{__name__}.layers")
+        module = _importlib.import_module(_LAZY[name])
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = module if name in _SUBMODULES else getattr(module, name)
@@ -57,11 +57,12 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(__all__))
+    # `annotations` is the __future__ feature, not part of the package.
+    return sorted((set(globals()) - {"annotations"}) | set(__all__))
 
 
-if "tensorflow" in sys.modules:
+if "tensorflow" in _sys.modules:
     try:
-        importlib.import_module(f"{__name__}.layers")  # loads the op library, registers the layer
+        _importlib.import_module(f"{__name__}.layers")  # loads the op library, registers the layer
     except ImportError:
         pass  # raised again, with its message, at the first attribute access

@@ -12,7 +12,8 @@ statistics, ...). The original model is not modified and shares no variables wit
 Layers that stay as they are and are listed in the report as not converted, with the reason:
 convolutions the ops do not implement (Conv3D, Conv3DTranspose: no 3-D variant of the op
 family), EinsumDense (general einsum equations), quantized
-Dense layers, subclasses of the converted classes (they may override call()), layers left out by
+Dense layers, layers whose dtype policy computes in neither float16 nor float32 (float64,
+bfloat16), subclasses of the converted classes (they may override call()), layers left out by
 `layers`, and such layers inside custom layers that cannot be rebuilt from outside.
 """
 
@@ -24,7 +25,11 @@ from dataclasses import dataclass
 
 import keras
 
-from tf_fp16ops.layers import KERAS_EQUIVALENTS, canonical_accumulation
+from tf_fp16ops.layers import (
+    _SUPPORTED_COMPUTE_DTYPES,
+    KERAS_EQUIVALENTS,
+    canonical_accumulation,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -90,6 +95,8 @@ def _target_class(layer):
     cls = KERAS_EQUIVALENTS.get(type(layer)) or _OURS.get(type(layer))
     if cls is not None and getattr(layer, "quantization_mode", None):
         return None
+    if cls is not None and layer.compute_dtype not in _SUPPORTED_COMPUTE_DTYPES:
+        return None
     return cls
 
 
@@ -119,6 +126,11 @@ def _is_convolution(layer) -> bool:
 def _not_convertible_reason(layer) -> str:
     if getattr(layer, "quantization_mode", None):
         return f"quantized ({layer.quantization_mode}); the Fp16Conv2D ops run float kernels only"
+    if type(layer) in KERAS_EQUIVALENTS or type(layer) in _OURS:
+        return (
+            f"dtype policy {layer.dtype_policy.name}: the op family takes float16/float32 "
+            f"(compute dtype {layer.compute_dtype})"
+        )
     for keras_cls in KERAS_EQUIVALENTS:
         if isinstance(layer, keras_cls):
             return f"subclass of {keras_cls.__name__} with its own behaviour"

@@ -27,7 +27,17 @@ import numpy as np
 
 from tf_fp16ops._quiet import import_tensorflow
 
-tf = import_tensorflow()  # without TensorFlow's start-up lines on stderr
+try:
+    tf = import_tensorflow()  # without TensorFlow's start-up lines on stderr
+except ImportError as _e:
+    if __name__ != "__main__":
+        raise
+    print(
+        f"python -m tf_fp16ops.demo: error: the demo needs TensorFlow: {_e}; "
+        "pip install 'tf_fp16ops[tf]'",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 import tf_fp16ops  # noqa: E402 - after TensorFlow: registers the ops and the Keras layer
 

@@ -224,6 +224,46 @@ def _errors(base: list, outs: list) -> tuple[float, float]:
     return max_rel, mean_rel
 
 
+def _check_x(model, x):
+    """`x` as arrays whose ranks and fixed dimensions match the model's inputs (a leading batch
+    axis); raises ValueError naming `x` and its shape otherwise."""
+    specs = keras.tree.flatten(model.inputs) if getattr(model, "inputs", None) else []
+    if len(specs) == 1 and isinstance(x, (list, tuple)) and len(x) == 1 and hasattr(x[0], "shape"):
+        x = x[0]
+    if len(specs) == 1 and not isinstance(x, dict):
+        arrays = [x]
+    else:
+        arrays = keras.tree.flatten(x)
+        if specs and len(arrays) != len(specs):
+            raise ValueError(f"x holds {len(arrays)} arrays; the model takes {len(specs)} inputs")
+    checked = []
+    for a, spec in zip(arrays, specs or [None] * len(arrays), strict=True):
+        try:
+            arr = a if hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a)
+            kind = np.asarray(arr).dtype.kind
+        except (TypeError, ValueError) as e:
+            raise ValueError(
+                f"x must be an array-like of numbers, got {type(a).__name__}: {e}"
+            ) from None
+        shape = tuple(arr.shape)
+        if kind not in "biuf":
+            raise ValueError(f"x must hold numbers, got dtype {arr.dtype} (shape {shape})")
+        if spec is not None:
+            want = tuple(spec.shape)
+            if len(shape) != len(want) or any(
+                w is not None and w != d for w, d in zip(want[1:], shape[1:], strict=True)
+            ):
+                want_txt = "(N, " + ", ".join(str(d) for d in want[1:]) + ")"
+                raise ValueError(
+                    f"x has shape {shape}; the model's input {spec.name!r} takes {want_txt} "
+                    "(N samples on axis 0)"
+                )
+        checked.append(arr)
+    if len(specs) == 1 and not isinstance(x, dict):
+        return checked[0]
+    return keras.tree.pack_sequence_as(x, checked)
+
+
 def _batches(x, batch_size: int):
     n = len(keras.tree.flatten(x)[0])
     for start in range(0, n, batch_size):
@@ -270,9 +310,11 @@ def sensitivity(
       convertible layers at float32 ('float32') or left as they are ('original').
 
     Raises:
-      ValueError: bad `tolerance`, `metric_tolerance`, `others`, `search`, `batch_size`, empty `x`,
-        labels whose count differs from the samples, a model without convertible layers, and
-        what `convert` raises for `model` and `layers`.
+      ValueError: bad `tolerance`, `metric_tolerance` (or one given without `y`), `others`,
+        `search`, `batch_size`; `x` empty, not numeric, or not of the model's input rank and
+        fixed dimensions; non-finite model outputs on `x` (no reference to compare with);
+        labels whose count differs from the samples; `layers=[]`; a model without convertible
+        layers, and what `convert` raises for `model` and `layers`.
       TypeError: `model` is not a keras.Model, `metric` not callable.
     """
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not tolerance > 0:
@@ -293,12 +335,19 @@ def sensitivity(
         raise TypeError(
             f"metric must be a callable (y_true, y_pred) -> float, got {type(metric).__name__}"
         )
+    x = _check_x(model, x)
     leaves = keras.tree.flatten(x)
-    if not leaves or len(leaves[0]) == 0:
+    if len(leaves[0]) == 0:
         raise ValueError("x must hold at least one sample")
     n = len(leaves[0])
     if y is not None and len(y) != n:
         raise ValueError(f"y has {len(y)} labels for {n} samples of x")
+    if metric_tolerance is not None and y is None:
+        raise ValueError("metric_tolerance needs labels y; got metric_tolerance without y")
+    if layers is not None and not callable(layers) and not isinstance(layers, str):
+        layers = list(layers)
+        if not layers:
+            raise ValueError("layers selects no layer: got an empty list")
     metric = metric or top1_accuracy
     if y is not None and metric_tolerance is None:
         metric_tolerance = 0.01
@@ -357,6 +406,26 @@ def sensitivity(
 
     set_state(set())
     base = run()
+    bad = sum(int(np.size(o) - np.count_nonzero(np.isfinite(o))) for o in base)
+    if bad:
+        # Every error against a non-finite reference would read 0 (every layer "fp16-safe").
+        orig = [
+            keras.ops.convert_to_numpy(o)
+            for xb in _batches(x, batch_size)
+            for o in keras.tree.flatten(model(xb, training=False))
+        ]
+        orig_bad = sum(int(np.size(o) - np.count_nonzero(np.isfinite(o))) for o in orig)
+        total_values = sum(int(np.size(o)) for o in base)
+        if orig_bad:
+            raise ValueError(
+                f"x: the model's outputs on x are not all finite ({orig_bad} of "
+                f"{sum(int(np.size(o)) for o in orig)} values are NaN or Inf); "
+                "sensitivity needs a finite reference"
+            )
+        raise ValueError(
+            f"x: the reference run (others={others!r}) gives {bad} of {total_values} non-finite "
+            "output values on x, though the model's own outputs are finite"
+        )
     base_metric = score(base)
     tick("baseline")
     sweep = {}

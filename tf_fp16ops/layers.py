@@ -469,6 +469,13 @@ def dense_matmul(x, kernel, accumulation):
     cin = kernel.shape[0]
     units = kernel.shape[1]
     lead = tf.shape(x)[:-1]
+    if cin == 0:
+        # A sum of no terms is +0 (README "Numerics"), as keras.layers.Dense gives; the op
+        # itself takes no empty filter.
+        out = tf.zeros(tf.concat([lead, [units]], 0), x.dtype)
+        if x.shape.rank is not None:
+            out.set_shape(x.shape[:-1].concatenate([units]))
+        return out
     rows = tf.reduce_prod(lead)
     q = tf.where(rows % 8 == 0, 8, tf.where(rows % 4 == 0, 4, tf.where(rows % 2 == 0, 2, 1)))
     x4 = tf.reshape(x, tf.stack([rows // q, 1, q, cin]))  # batch rows // q: 0 rows is valid

@@ -244,7 +244,7 @@ def _check_dtypes(**tensors) -> tf.DType:
         if dtype is not None and t.dtype != dtype:
             first = next(iter(tensors))
             raise ValueError(
-                f"{name} must have the {first}'s dtype {dtype.name}, got {t.dtype.name}"
+                f"{name} must have the dtype of {first} ({dtype.name}), got {t.dtype.name}"
             )
         dtype = t.dtype
     return dtype

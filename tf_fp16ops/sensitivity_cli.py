@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 
 # Quiet TensorFlow's C++ start-up lines before anything below imports it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -71,13 +72,44 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _unwritable_file(path: str) -> str | None:
+    """Why `path` cannot be written as a file (None when it can); creates and removes nothing
+    that was there before."""
+    if os.path.isdir(path):
+        return "is a directory"
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    if not existed:
+        os.remove(path)
+    return None
+
+
+def _unwritable_dir(path: str) -> str | None:
+    """Why a directory `path` cannot be written (or created); None when it can."""
+    if not path:
+        return "empty path"
+    if os.path.exists(path) and not os.path.isdir(path):
+        return "not a directory"
+    parent = os.path.abspath(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{parent} is not a directory"
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".tf-fp16-sensitivity-")
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    os.close(fd)
+    os.remove(probe)
+    return None
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    import keras
-    import numpy as np
-
-    import tf_fp16ops  # noqa: F401  (registers the layers so .keras files load)
-    from tf_fp16ops.layer_sensitivity import sensitivity
 
     def fail(message: str) -> int:
         print(f"tf-fp16-sensitivity: error: {message}", file=sys.stderr)
@@ -87,6 +119,26 @@ def main(argv=None) -> int:
         return fail(f"--random-inputs must be >= 1, got {args.random_inputs}")
     if args.save_model and not args.save_model.endswith(".keras"):
         return fail(f"--save-model must name a .keras file, got {args.save_model!r}")
+    # Outputs are checked before the (long) run, not after it.
+    for flag, path in (("--json", args.json), ("--save-model", args.save_model)):
+        why = _unwritable_file(path) if path is not None else None
+        if why:
+            return fail(f"{flag} {path!r}: cannot write: {why}")
+    why = _unwritable_dir(args.logdir) if args.logdir is not None else None
+    if why:
+        return fail(f"--logdir {args.logdir!r}: cannot write: {why}")
+    from tf_fp16ops._quiet import import_tensorflow
+
+    try:
+        import_tensorflow()
+        import keras
+    except ImportError as e:
+        return fail(f"the sensitivity run needs TensorFlow: {e}; pip install 'tf_fp16ops[tf]'")
+    import numpy as np
+
+    import tf_fp16ops.layers  # noqa: F401  (registers the layers so .keras files load)
+    from tf_fp16ops.layer_sensitivity import sensitivity
+
     try:
         model = keras.saving.load_model(args.model)
     except (OSError, ValueError, TypeError) as e:

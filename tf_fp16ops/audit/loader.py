@@ -224,20 +224,31 @@ def _load_keras(path: str) -> LoadedModel:
     )
 
 
+def load_keras_model(path: str) -> Any:
+    """`keras.saving.load_model(path, compile=False, safe_mode=True)` with this package's layers
+    registered (`import tf_fp16ops.layers`, which loads the op library).
+
+    Raises AuditInputError (one line naming `path`) when Keras cannot build the model."""
+    import keras
+
+    import tf_fp16ops.layers  # noqa: F401 - registers "tf_fp16ops>Conv2D", ... with Keras
+
+    try:
+        return keras.saving.load_model(path, compile=False, safe_mode=True)
+    except Exception as e:  # noqa: BLE001 - any load failure is an input problem here
+        # Keras' message spans many lines (the whole layer config); its first line names the cause.
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+        raise AuditInputError(
+            f"{path}: keras could not build the model in safe mode ({type(e).__name__}: {first})"
+        ) from None
+
+
 def build_keras(path: str) -> LoadedModel:
     """Opt-in: loads a .keras file with `keras.saving.load_model(safe_mode=True)` and traces it.
 
     This runs Keras' own layer code (safe mode refuses Lambda layers and arbitrary code).
     """
-    import keras
-
-    try:
-        m = keras.saving.load_model(path, compile=False, safe_mode=True)
-    except Exception as e:  # noqa: BLE001 - any load failure is an input problem here
-        raise AuditInputError(
-            f"{path}: keras could not build the model in safe mode: {e}"
-        ) from None
-    loaded = load_object(m)
+    loaded = load_object(load_keras_model(path))
     return LoadedModel(
         path,
         "keras-built",

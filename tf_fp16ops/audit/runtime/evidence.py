@@ -263,7 +263,7 @@ def verify_path(
 ) -> AuditReport:
     """`tf-fp16-audit --run` for one path: SavedModel directory (every signature, or `signature`)
     or .keras archive."""
-    from ..loader import build_keras, load_path
+    from ..loader import build_keras, load_keras_model, load_path
 
     shapes = dict(input_shapes or {})
     if not os.path.exists(path):
@@ -294,10 +294,8 @@ def verify_path(
             report = replace(report, runtime=replace(report.runtime, switch_probes=extra))
         return report
     if path.endswith(".keras"):
-        import keras
-
         model = build_keras(path)
-        km = keras.saving.load_model(path, compile=False, safe_mode=True)
+        km = load_keras_model(path)
         try:
             call = keras_call(km, shapes, seed)
         except ValueError as e:
