@@ -41,7 +41,10 @@ cudaError_t Launch(const Body& body, int64_t total, cudaStream_t stream) {
   if (total <= 0) return cudaSuccess;
   const int64_t blocks = std::max<int64_t>(
       1, std::min<int64_t>((total + kLaunchThreads - 1) / kLaunchThreads, int64_t(1) << 20));
-  GridLoopKernel<Body><<<static_cast<unsigned>(blocks), kLaunchThreads, 0, stream> > >(body, total);
+  // clang-format reads the CUDA launch brackets as shifts in a .h file.
+  // clang-format off
+  GridLoopKernel<Body><<<static_cast<unsigned>(blocks), kLaunchThreads, 0, stream>>>(body, total);
+  // clang-format on
   return cudaPeekAtLastError();
 }
 
