@@ -25,15 +25,29 @@ def has_half_features() -> bool:
     return ("avx512bw" in f and bool(f & {"avx512_fp16", "amx_fp16"})) or "avx_ne_convert" in f
 
 
-def onednn_takes_half_here() -> bool:
-    """The features, and oneDNN on in this process's environment."""
+def onednn_on_here() -> bool:
+    """oneDNN's CPU kernels on in this process's environment (TensorFlow's default rule)."""
     f = _flags()
     env = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").lower()
-    on = env in ("1", "true") or (
+    return env in ("1", "true") or (
         env not in ("0", "false")
         and bool(f & {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"})
     )
-    return on and has_half_features()
+
+
+def onednn_takes_half_here() -> bool:
+    """The features, and oneDNN on in this process's environment."""
+    return onednn_on_here() and has_half_features()
+
+
+def eigen_runs_stock_convs(dtype: str) -> bool:
+    """Whether TensorFlow's Eigen CPU kernels (not oneDNN's) run stock convolutions of `dtype`
+    ("float16" or "float32") here. Those kernels refuse NCHW Conv2D ("currently only supports
+    the NHWC tensor format on the CPU") and dilated Conv2DBackpropInput ("do not yet support
+    dilation rates larger than 1"); oneDNN's run both."""
+    if dtype in ("float16", "mixed_float16"):
+        return not onednn_takes_half_here()
+    return not onednn_on_here()
 
 
 ONEDNN_HALF_REASON = (
