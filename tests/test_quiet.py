@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_fp16ops._quiet import is_startup_noise
+from tf_fp16ops._quiet import is_noise, is_startup_noise
 
 REPO = Path(__file__).resolve().parent.parent
 # Lines TensorFlow 2.21 wrote on this machine (CPU only) at import and first device query.
@@ -34,6 +34,12 @@ RECORDED_STARTUP = (
     "To enable the following instructions: AVX2 AVX512F FMA, in other operations, "
     "rebuild TensorFlow with the "
     "appropriate compiler flags.",
+)
+# The line TensorFlow 2.21 wrote on a 2-core AMD EPYC (avx512f/bw/vnni/bf16, no avx512_fp16) when
+# the first stock T=half conv ran, under oneDNN's default (on).
+RECORDED_RUNTIME = (
+    "E0000 00:00:1796140037.519245   81723 util.cc:131] oneDNN supports DT_HALF only on "
+    "platforms with AVX-512. Falling back to the default Eigen-based implementation if present."
 )
 REAL = (
     "E0000 00:00:1796116719.024172   20609 cuda_platform.cc:52] some other CUDA failure",
@@ -56,7 +62,69 @@ def test_recorded_startup_lines_are_noise(line):
 
 @pytest.mark.parametrize("line", REAL)
 def test_other_lines_are_not_noise(line):
-    assert not is_startup_noise(line)
+    assert not is_startup_noise(line) and not is_noise(line)
+
+
+def test_recorded_runtime_line_is_noise_but_not_startup():
+    assert is_noise(RECORDED_RUNTIME) and not is_startup_noise(RECORDED_RUNTIME)
+    # Another util.cc error, or the same text from another file, passes.
+    assert not is_noise(RECORDED_RUNTIME.replace("oneDNN supports DT_HALF", "oneDNN failed"))
+    assert not is_noise(RECORDED_RUNTIME.replace("util.cc", "conv_ops.cc"))
+
+
+def _stand_in_tensorflow(tmp_path, conv_writes: bytes, then: str = "") -> Path:
+    """A `tensorflow` whose stock-op stand-in `nn.conv2d` writes `conv_writes` to file descriptor
+    2 when it runs, as TensorFlow's C++ code does, then runs `then` (Python source)."""
+    fake = tmp_path / "tensorflow"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(
+        textwrap.dedent(f"""
+        import os, types
+        def list_physical_devices(kind):
+            return []
+        def conv2d(*args):
+            os.write(2, {conv_writes!r})
+            {then or "pass"}
+        config = types.SimpleNamespace(list_physical_devices=list_physical_devices)
+        nn = types.SimpleNamespace(conv2d=conv2d)
+    """)
+    )
+    return tmp_path
+
+
+def _run_with_stand_in(tmp_path, code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "from tf_fp16ops._quiet import import_tensorflow\n" + code],
+        capture_output=True,
+        timeout=60,
+        env={**_env(), "PYTHONPATH": f"{tmp_path}:{REPO}"},
+        cwd="/",
+    )
+
+
+def test_runtime_line_of_a_stock_op_is_dropped_and_real_lines_pass(tmp_path):
+    """After import_tensorflow(), a stock op that writes the recorded run-time line and a real
+    error: only the real error, our own message and a progress bar's partial line arrive."""
+    writes = (RECORDED_RUNTIME + "\n" + REAL[0] + "\n").encode()
+    _stand_in_tensorflow(tmp_path, writes)
+    r = _run_with_stand_in(
+        tmp_path,
+        "import sys\ntf = import_tensorflow()\ntf.nn.conv2d()\n"
+        "print('tool: error: one line', file=sys.stderr)\n"
+        "sys.stderr.write(' 3/8 [=====>....]')\nprint('done')",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"done\n"
+    assert r.stderr.decode() == REAL[0] + "\ntool: error: one line\n 3/8 [=====>....]"
+
+
+def test_a_fatal_line_before_a_crash_still_arrives(tmp_path):
+    """TensorFlow's check failures write an F line and abort: the filter outlives the crash."""
+    fatal = "F0000 00:00:1796116719.024172   20609 conv_ops.cc:42] Check failed: 1 == 2"
+    _stand_in_tensorflow(tmp_path, (RECORDED_RUNTIME + "\n" + fatal + "\n").encode(), "os.abort()")
+    r = _run_with_stand_in(tmp_path, "tf = import_tensorflow()\ntf.nn.conv2d()")
+    assert r.returncode == -6
+    assert r.stderr.decode() == fatal + "\n"
 
 
 def test_import_replays_real_lines_and_drops_startup_lines(tmp_path):

@@ -1,24 +1,37 @@
-"""Imports TensorFlow without its start-up lines on stderr; real warnings and errors still show.
+"""TensorFlow without its noise on stderr, for this package's tools; real warnings and errors
+still show.
 
-TensorFlow's C++ runtime writes, while it is imported and when it first looks for devices, lines
-that `TF_CPP_MIN_LOG_LEVEL` does not stop (they are written before absl logging is initialised):
-"All log messages before absl::InitializeLog() ...", oneDNN's "custom operations are on",
-the CUDA stub's "Could not find cuda drivers", "failed call to cuInit" on machines without a GPU
-driver, the CPU feature guard's "rebuild TensorFlow with the appropriate compiler flags", and the
-duplicate-registration lines of the cuDNN/cuFFT/cuBLAS plugins. `import_tensorflow()` sets
-TF_CPP_MIN_LOG_LEVEL=2 unless it is set, points file descriptor 2 at a temporary file around the
-import and the first device query, and writes back every captured line that is not one of those
-start-up lines (`is_startup_noise`). Used by the CLI's `--run` / `--build-keras` and `make demo`.
+TensorFlow's C++ runtime writes lines that `TF_CPP_MIN_LOG_LEVEL` does not stop. At import and
+first device query (before absl logging is initialised): "All log messages before
+absl::InitializeLog() ...", oneDNN's "custom operations are on", the CUDA stub's "Could not find
+cuda drivers", "failed call to cuInit" on machines without a GPU driver, the CPU feature guard's
+"rebuild TensorFlow with the appropriate compiler flags", and the duplicate-registration lines of
+the cuDNN/cuFFT/cuBLAS plugins. While stock ops run: "oneDNN supports DT_HALF only on platforms
+with AVX-512" (severity E, written by the oneDNN layout pass the first time a T=half op is placed
+on a CPU without the DT_HALF features, tensorflow/core/util/util.cc; misleading on AVX-512 CPUs
+without avx512_fp16, and not an error: the Eigen kernel runs).
+
+`import_tensorflow()`, called by the demo, `tf-fp16-audit --run/--build-keras`,
+`tf-fp16-sensitivity` and `make build`, sets TF_CPP_MIN_LOG_LEVEL=2 unless it is set and points
+file descriptor 2 of the process, for the rest of its life, at a pipe read by a small filter
+process (`python -m tf_fp16ops._quiet`). The filter writes every line that is not one of the
+lines above (`is_noise`) to the original stderr, partial lines (progress bars) within 0.2 s, and
+drains the pipe until every writer has closed it, so a line written just before a crash (a
+TensorFlow `F` check failure followed by abort) still reaches the terminal. The library API
+(`import tf_fp16ops`) never touches a user's file descriptors.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import select
+import signal
+import subprocess
 import sys
-import tempfile
 
-# (C++ source file, text in its message) of the start-up lines dropped; anything else is replayed.
+# (C++ source file, text in its message) of the lines dropped; anything else is passed on.
 STARTUP_LINES = (
     ("port.cc", "oneDNN custom operations are on"),
     ("cudart_stub.cc", "Could not find cuda drivers"),
@@ -29,6 +42,7 @@ STARTUP_LINES = (
     ("cuda_blas.cc", "Unable to register cuBLAS factory"),
     ("computation_placer.cc", "computation placer already registered"),
 )
+RUNTIME_LINES = (("util.cc", "oneDNN supports DT_HALF only on platforms with AVX-512"),)
 _ABSL_PREINIT = (
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 )
@@ -38,6 +52,9 @@ _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ([\w.]+):\d+\] (.*)$")
 _CONTINUATION = re.compile(
     r"^To enable the following instructions: .*, in other operations, rebuild TensorFlow"
 )
+# A partial line that may still become a dropped line is held until its newline (or 0.2 s).
+_MAY_BE_NOISE = ("I", "W", "E", "F", "T")
+_PARTIAL_LINE_WAIT_S = 0.2
 
 
 def is_startup_noise(line: str) -> bool:
@@ -48,36 +65,120 @@ def is_startup_noise(line: str) -> bool:
     return bool(m) and any(m.group(1) == f and text in m.group(2) for f, text in STARTUP_LINES)
 
 
-def import_tensorflow():
-    """`import tensorflow` (and its first device query) with the start-up lines dropped.
+def is_noise(line: str) -> bool:
+    """Whether `line` (without its newline) is a start-up or run-time line listed above."""
+    if is_startup_noise(line):
+        return True
+    m = _LOG_LINE.match(line)
+    return bool(m) and any(m.group(1) == f and text in m.group(2) for f, text in RUNTIME_LINES)
 
-    Returns the tensorflow module; when it is already imported, returns it untouched.
+
+def filter_stream(read_fd: int, write_fd: int) -> None:
+    """Copies `read_fd` to `write_fd` until end of file, dropping the lines `is_noise` names."""
+    pending = b""
+    while True:
+        ready, _, _ = select.select([read_fd], [], [], _PARTIAL_LINE_WAIT_S if pending else None)
+        if not ready:  # a partial line waited long enough: pass it on as it is
+            _write_all(write_fd, pending)
+            pending = b""
+            continue
+        chunk = os.read(read_fd, 65536)
+        if not chunk:
+            break
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        out = [
+            line + b"\n"
+            for line in lines
+            if not is_noise(line.decode("utf-8", "replace").rstrip("\r"))
+        ]
+        if pending and not pending.decode("utf-8", "replace").startswith(_MAY_BE_NOISE):
+            out.append(pending)
+            pending = b""
+        if out:
+            _write_all(write_fd, b"".join(out))
+    if pending and not is_noise(pending.decode("utf-8", "replace")):
+        _write_all(write_fd, pending)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+_filter: subprocess.Popen | None = None
+
+
+def quiet_stderr() -> None:
+    """Routes this process's file descriptor 2 through the filter process for the rest of its
+    life (idempotent). Does nothing when the filter cannot be started."""
+    global _filter
+    if _filter is not None:
+        return
+    sys.stderr.flush()
+    # The filter imports this module from the same place as this process did.
+    path = os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH")) if p)
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to filter
+        return
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tf_fp16ops._quiet"],
+            stdin=subprocess.PIPE,
+            stdout=saved,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+    except OSError:
+        os.close(saved)
+        return
+    os.dup2(proc.stdin.fileno(), 2)
+    _filter = proc
+
+    def restore() -> None:
+        # Back to the original stderr, then let the filter drain what is in the pipe.
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(saved, 2)
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    atexit.register(restore)
+
+
+def _package_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def import_tensorflow():
+    """`import tensorflow` (and its first device query) with stderr filtered from then on.
+
+    Returns the tensorflow module; when it is already imported, returns it untouched (and leaves
+    stderr as it is).
     Raises:
-      ImportError: TensorFlow is not installed (its own message; captured lines are replayed first).
+      ImportError: TensorFlow is not installed (its own message).
     """
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            import tensorflow as tf
+    quiet_stderr()
+    import tensorflow as tf
 
-            tf.config.list_physical_devices("GPU")  # platform start-up writes its lines now
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            captured = tmp.read().decode("utf-8", "replace")
-            kept = [
-                line
-                for line in captured.splitlines()
-                if line.strip() and not is_startup_noise(line)
-            ]
-            if kept:
-                sys.stderr.write("\n".join(kept) + "\n")
-                sys.stderr.flush()
+    tf.config.list_physical_devices("GPU")  # platform start-up writes its lines now
     return tf
+
+
+def _main() -> None:
+    # The filter process: it outlives a crash of its writer, and Ctrl-C is for the writer.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    filter_stream(0, 1)
+
+
+if __name__ == "__main__":
+    _main()
