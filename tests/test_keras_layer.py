@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 import reference
+from keras_reference import StockLayer
 from tf_fp16ops.layers import Conv2D
 
 U32 = 2.0**-24
@@ -62,7 +63,7 @@ def _input(args, dtype="float32", seed=0):
 )
 def test_float32_accumulation_matches_keras_conv2d(args):
     x = _input(args)
-    ref_layer = keras.layers.Conv2D(**args)
+    ref_layer = StockLayer(keras.layers.Conv2D, args, x.shape)
     expected = keras.ops.convert_to_numpy(ref_layer(x))
     layer = Conv2D(accumulation="float32", **args)
     layer.build(x.shape)
