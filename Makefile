@@ -17,7 +17,7 @@ BUILDIFIER := build/tools/node_modules/.bin/buildifier
 CLANG_FORMAT ?= clang-format
 RUFF := $(VENV)/bin/ruff
 
-.PHONY: demo test fuzz build install venv system-deps configure benchmark build-cuda gpu-check-lib gpu-check \
+.PHONY: demo test test-eigen fuzz build install venv system-deps configure benchmark build-cuda gpu-check-lib gpu-check \
 	gpu-bundle gpu-host-lib clean wheel lint format
 
 demo: install
@@ -28,6 +28,17 @@ demo: install
 test: install wheel gpu-host-lib
 	TF_FP16OPS_WHEEL="$$(ls dist/tf_fp16ops-*.whl)" $(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory lint
+
+# The suite again with TensorFlow's oneDNN CPU kernels off, so that its Eigen kernels take every
+# stock conv (what a CPU without avx512_fp16/amx_fp16/avx_ne_convert does for T=half): CI covers
+# both TensorFlow CPU paths on whatever CPU it runs. Left out: the tests that run no stock kernel
+# (our own ISA paths are covered by TF_FP16OPS_CPU_ISA caps in the first run).
+ONEDNN_INDEPENDENT_TESTS := test_wheel.py test_no_tensorflow.py test_gpu_host.py \
+	test_softfloat_oracle.py test_fuzz.py test_isa_paths.py test_subnormals.py \
+	test_tb_plugin_browser.py test_tb_plugin_routes.py test_audit_malformed.py test_audit_layering.py
+test-eigen: install
+	TF_ENABLE_ONEDNN_OPTS=0 $(PY) -m pytest $(PYTEST_ARGS) \
+	  $(addprefix --ignore=tests/,$(ONEDNN_INDEPENDENT_TESTS))
 
 system-deps:
 	PYTHON=$(PYTHON) tools/install_system_deps.sh
