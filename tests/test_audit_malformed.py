@@ -193,22 +193,25 @@ def test_call_paths_to_convolutions_are_all_listed(tmp_path):
     assert len(r.findings) == 2**10 and len({f.site_id for f in r.findings}) == 2**10
 
 
-def test_exponentially_many_call_sites_are_capped_with_a_note(tmp_path, deadline, monkeypatch):
-    from tf_fp16ops.audit import graph as graph_module
+def test_exponentially_many_call_sites_are_capped_and_marked_partial(tmp_path, deadline):
+    from tf_fp16ops.audit.limits import Limits
 
-    monkeypatch.setattr(graph_module, "MAX_CALL_SITES", 500)
     p = _write_graph(
         tmp_path / "g.pb", _doubling_chain(40, conv_at_bottom=True)
     )  # 2**39 paths to the conv
     deadline(20)
-    r = audit(p, CPU)
+    r = audit(p, CPU, limits=Limits(max_sites=500))
     assert len(r.findings) == 500
-    assert any("call sites truncated: only the first 500" in n for n in r.notes)
+    assert r.partial == (
+        "call sites: the first 500 (call path, convolution) pairs are reported; the call graph "
+        "has more (--max-sites)",
+    )
+    assert r.to_dict()["partial"] == list(r.partial)
 
 
 def test_no_truncation_note_below_the_cap(tmp_path):
     r = audit(_write_graph(tmp_path / "g.pb", _doubling_chain(5, conv_at_bottom=True)), CPU)
-    assert len(r.findings) == 16 and not any("truncated" in n for n in r.notes)
+    assert len(r.findings) == 16 and r.partial == ()
 
 
 # ---- 6. malformed .keras config.json -------------------------------------------------------------

@@ -13,7 +13,8 @@ def _esc(s: str) -> str:
 
 def render_markdown_summary(report: AuditReport) -> str:
     s = report.summary
-    out = [
+    out = [f"**Partial report (over budget):** {_esc(p)}\n" for p in report.partial]
+    out += [
         f"**{s.call_sites} conv call sites** ({s.conv_nodes} conv nodes) "
         f"in `{_esc(report.source)}` "
         f"({report.source_format}); context: device={report.context.device}, "

@@ -44,7 +44,8 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
     line = lambda cells: "  ".join(  # noqa: E731
         c.ljust(w) for c, w in zip(cells, widths, strict=True)
     ).rstrip()
-    out = [
+    out = [f"PARTIAL REPORT (over budget): {p}" for p in report.partial]
+    out += [
         f"tf-fp16-audit: {report.source} ({report.source_format})",
         f"context: device={report.context.device} amp={report.context.amp} "
         f"compute_capability={_v(report.context.compute_capability)} "
