@@ -266,3 +266,27 @@ def test_library_errors_are_audit_input_errors(tmp_path):
         audit(str(tmp_path / "g.pb"), CTX)
     with pytest.raises(ValueError, match="Limits.max_sites must be a positive integer, got 0"):
         Limits(max_sites=0)
+
+
+def test_path_that_is_not_utf8_is_escaped_text_in_every_output(tmp_path):
+    sm = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"m\xff"))  # "m\udcff"
+    os.mkdir(sm)
+    with open(os.path.join(sm, "saved_model.pb"), "wb") as f:
+        f.write(_saved_model_bytes())
+    shown = f"{tmp_path}/m\\xff"  # the bytes of the name as a backslash escape
+    logs = tmp_path / "logs"
+    res = run_bounded(["--format", "json", "--logdir", str(logs), sm])
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["source"] == shown
+    json.dumps(report, ensure_ascii=False).encode("utf-8")  # no lone surrogate (strict codec)
+    assert os.listdir(logs)  # event files written
+    for fmt in ("table", "markdown"):
+        res = run_bounded(["--format", fmt, sm])
+        assert res.returncode == 0 and shown in res.stdout, res.stderr
+        res.stdout.encode("utf-8")
+    missing = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"gone\xfe.pb"))
+    res = run_bounded([missing])
+    assert res.stderr == (
+        f"tf-fp16-audit: error: {tmp_path}/gone\\xfe.pb: no such file or directory\n"
+    )

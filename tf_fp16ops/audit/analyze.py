@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .context import RuntimeContext
-from .errors import MalformedModelError
+from .errors import MalformedModelError, as_text
 from .findings import AuditReport
 from .graph import AuditGraph, build_graph
 from .keras_config import scope_name
@@ -56,7 +56,7 @@ def analyze(
                 f"{', '.join(sorted(known)) or 'none'})"
             )
         findings = tuple(f for f in findings if signature in f.signatures)
-    notes = list(model.notes) + list(ag.notes)
+    notes = [as_text(n) for n in model.notes] + [as_text(n) for n in ag.notes]
     loops = sum(1 for f in findings if f.flops is not None and "per iteration of" in f.flops_note)
     branches = sum(1 for f in findings if f.flops is not None and "per branch:" in f.flops_note)
     if loops or branches:
@@ -76,7 +76,7 @@ def analyze(
             "(use --build-keras to trace the real model in Keras safe mode)"
         )
     return AuditReport(
-        model.source,
+        as_text(model.source),
         model.format,
         ctx,
         findings,

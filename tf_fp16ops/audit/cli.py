@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     from .analyze import analyze
     from .context import RuntimeContext
-    from .errors import AuditInputError, MalformedModelError
+    from .errors import AuditInputError, MalformedModelError, as_text
     from .gates import check
     from .loader import build_keras, load_path
     from .render.jsonfmt import render_json
@@ -386,24 +386,24 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 _write_logdir(report, sub, model)
         except MalformedModelError as e:
-            print(f"tf-fp16-audit: error: {e.at(path)}", file=sys.stderr)
+            print(f"tf-fp16-audit: error: {as_text(str(e.at(path)))}", file=sys.stderr)
             return 2
         except AuditInputError as e:
-            print(f"tf-fp16-audit: error: {e}", file=sys.stderr)
+            print(f"tf-fp16-audit: error: {as_text(str(e))}", file=sys.stderr)
             return 2
         except Exception as e:  # noqa: BLE001 - last resort: a clean message instead of a traceback
             msg = " ".join(str(e).split())[:500]
             print(
-                f"tf-fp16-audit: error: internal error while auditing {path}: "
+                f"tf-fp16-audit: error: internal error while auditing {as_text(path)}: "
                 f"{type(e).__name__}: {msg}",
                 file=sys.stderr,
             )
             return 2
         for reason in report.partial:
-            print(f"tf-fp16-audit: over budget: {path}: {reason}", file=sys.stderr)
+            print(f"tf-fp16-audit: over budget: {as_text(path)}: {reason}", file=sys.stderr)
         gate = check(report, args.fail_under, args.require)
         if gate is not None:
-            print(f"{path}: {gate.message}", file=sys.stderr)
+            print(f"{as_text(path)}: {gate.message}", file=sys.stderr)
             if not gate.passed:
                 status = 1
     if args.format == "json":

@@ -24,7 +24,7 @@ from google.protobuf import message as pb_message
 from google.protobuf import text_format
 
 from . import protos
-from .errors import AuditInputError, MalformedModelError
+from .errors import AuditInputError, MalformedModelError, as_text
 from .keras_config import layers_from_config, read_keras_archive, static_graph_from_config
 from .limits import DEFAULT, Limits, open_regular, os_reason, read_bounded, read_regular
 from .model import GraphUnit, KerasLayer, LoadedModel
@@ -223,7 +223,7 @@ def _load_keras(path: str, limits: Limits = DEFAULT) -> LoadedModel:
         for u in sub.units:
             units.append(
                 GraphUnit(
-                    f"layer {layer} -> {sub_path} {u.label}",
+                    f"layer {layer} -> {as_text(sub_path)} {u.label}",
                     u.graph_def,
                     u.signatures,
                     u.arg_shapes,
