@@ -211,15 +211,19 @@ def analyse(
             cin = filt[sd]
             cout = filt[sd + 1]
             groups = None
-            if x and len(x) == sd + 2:
+            if info.family == "depthwise":
+                # filter [kh, kw, channels, multiplier]: one group per input channel, and
+                # channels * multiplier output channels
+                groups, cout = cin, cin * cout
+            elif x and len(x) == sd + 2:
                 c_total = x[-1] if _channels_last(attrs.str("data_format")) else x[1]
                 if c_total > 0 and cin > 0:
                     groups = c_total // cin
-            if info.family == "depthwise":
-                groups = max(groups or 2, 2)
             bad = []
             bad.extend(_channel_problems(cin, cout))
-            if groups and groups > 1:
+            if info.family == "depthwise":
+                bad.append(f"depthwise: groups={groups}, one per input channel")
+            elif groups and groups > 1:
                 bad.append(f"groups={groups}")
             if bad:
                 flags.append("tensor-core-unfriendly(" + "; ".join(bad) + ")")

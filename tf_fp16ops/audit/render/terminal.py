@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from ..findings import AuditReport
-from .common import fmt_flops, onednn_context, path_of, reason_legend, share
+from .common import (
+    cpu_convs_possible,
+    fmt_flops,
+    onednn_context,
+    path_of,
+    reason_legend,
+    share,
+)
 from .runtime import has_runtime, observed_cell, probe_rows, runtime_lines
 
 
@@ -26,7 +33,7 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         rows.append(
             (
                 str(i),
-                path_of(f, 38),
+                path_of(f, 38, signatures=True),
                 _cut(f.node, 40),
                 f.op,
                 f.T or "?",
@@ -51,7 +58,10 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         f"compute_capability={_v(report.context.compute_capability)} "
         f"cudnn={_v(report.context.cudnn_version)} "
         f"TF {report.context.tf_version} [{report.context.origin}]",
-        f"context: oneDNN takes T=half CPU convs: {onednn_context(report)}",
+    ]
+    if cpu_convs_possible(report):
+        out.append(f"context: oneDNN takes T=half CPU convs: {onednn_context(report)}")
+    out += [
         "",
     ]
     out.append(line(headers))
