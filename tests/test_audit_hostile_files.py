@@ -290,3 +290,13 @@ def test_path_that_is_not_utf8_is_escaped_text_in_every_output(tmp_path):
     assert res.stderr == (
         f"tf-fp16-audit: error: {tmp_path}/gone\\xfe.pb: no such file or directory\n"
     )
+
+
+def test_hdf5_file_is_named_as_such(tmp_path):
+    p = tmp_path / "model.h5"
+    p.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(200))  # the HDF5 superblock signature
+    _one_error_line(
+        run_bounded([str(p)]),
+        f"{p}: an HDF5 file (a Keras 2 .h5 model or weights), not a SavedModel, GraphDef or "
+        ".keras archive",
+    )

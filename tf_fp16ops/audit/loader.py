@@ -59,7 +59,15 @@ def load_path(path: str, limits: Limits = DEFAULT) -> LoadedModel:
                 raise AuditInputError(f"{path}: cannot read: {_os_reason(e)}") from None
     if is_zip:
         return _load_keras(path, limits)
+    if data.startswith(_HDF5_SIGNATURE):
+        raise AuditInputError(
+            f"{path}: an HDF5 file (a Keras 2 .h5 model or weights), not a SavedModel, GraphDef or "
+            ".keras archive; save the model as .keras or as a SavedModel to audit it"
+        )
     return _load_graph_def_file(path, data)
+
+
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"  # the HDF5 format's superblock signature
 
 
 def _exists(path: str) -> bool:
