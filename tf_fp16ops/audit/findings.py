@@ -6,6 +6,8 @@ Bump the major number on incompatible changes; the minor number when fields are 
 (executed signature, probes, GPU kernels), both None for a static audit.
 1.2: `context.cpu_flags`, `context.cpu_onednn_fp16` (true/false/null: whether oneDNN takes T=half
 convs on the target CPU) and `context.cpu_onednn_fp16_reason`.
+1.3: `AuditReport.partial`: the budgets of `limits.Limits` that ran out, one line each (empty:
+the report is complete).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from .context import RuntimeContext
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 # Audit classes, from most to least fp16.
 CLASSES = (
@@ -72,12 +74,18 @@ class Provenance:
     crossed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["chain"] = list(self.chain)
-        d["dtypes"] = list(self.dtypes)
-        d["shape"] = list(self.shape) if self.shape is not None else None
-        d["crossed"] = list(self.crossed)
-        return d
+        # Field by field: asdict() deep-copies every string of the chains (a third of the JSON
+        # time of a report whose call paths are deep).
+        return {
+            "source_op": self.source_op,
+            "source_node": self.source_node,
+            "source_dtype": self.source_dtype,
+            "chain": list(self.chain),
+            "dtypes": list(self.dtypes),
+            "variable": self.variable,
+            "shape": list(self.shape) if self.shape is not None else None,
+            "crossed": list(self.crossed),
+        }
 
 
 @dataclass(frozen=True)
@@ -311,7 +319,11 @@ class RuntimeEvidence:
 
 @dataclass(frozen=True)
 class AuditReport:
-    """The full audit of one input."""
+    """The full audit of one input.
+
+    `partial`: when non-empty, the report is partial: each line names a budget of
+    `limits.Limits` that ran out (sites, call edges, nodes) and what was left out.
+    """
 
     source: str
     source_format: str
@@ -323,6 +335,7 @@ class AuditReport:
     notes: tuple[str, ...] = ()
     schema_version: str = field(default=SCHEMA_VERSION)
     runtime: RuntimeEvidence | None = None
+    partial: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -336,6 +349,7 @@ class AuditReport:
             "unknown_ops": [u.to_dict() for u in self.unknown_ops],
             "notes": list(self.notes),
             "runtime": self.runtime.to_dict() if self.runtime is not None else None,
+            "partial": list(self.partial),
         }
 
 

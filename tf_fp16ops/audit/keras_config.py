@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from . import keras_ours, protos
 from .errors import AuditInputError, MalformedModelError
+from .limits import open_regular, read_bounded
 from .model import KerasLayer
 
 _DTYPES = {"float16": "half", "float32": "float", "float64": "double", "bfloat16": "bfloat16"}
@@ -52,18 +53,34 @@ def policy_dtypes(name: str | None) -> tuple[str | None, str | None]:
     return name, name
 
 
-def read_keras_archive(path: str) -> dict:
-    """The parsed config.json of a .keras archive. Raises AuditInputError when unreadable."""
+def read_keras_archive(path: str, max_bytes: int = 256 * 2**20) -> dict:
+    """The parsed config.json of a .keras archive.
+
+    The archive must be a regular file of at most `max_bytes`, and config.json is read only when
+    its declared (uncompressed) size is at most `max_bytes`, in bounded chunks (a member whose
+    data runs past its declared size fails zipfile's own check).
+    Raises:
+      AuditInputError: one line naming `path` when unreadable, not a zip, without config.json,
+        over the size limit, or not a Keras model config.
+    """
     try:
-        with zipfile.ZipFile(path) as z:
-            if "config.json" not in z.namelist():
+        with open_regular(path, max_bytes) as f, zipfile.ZipFile(f) as z:
+            try:
+                info = z.getinfo("config.json")
+            except KeyError:
                 raise AuditInputError(
                     f"{path}: zip archive without config.json is not a .keras file"
+                ) from None
+            if info.file_size > max_bytes:
+                raise AuditInputError(
+                    f"{path}: config.json declares {info.file_size} bytes uncompressed, over the "
+                    f"limit of {max_bytes} bytes per input file (raise it with --max-file-size)"
                 )
-            raw = z.read("config.json")
-    except zipfile.BadZipFile as e:
+            with z.open(info) as member:
+                raw = read_bounded(member, max_bytes, f"{path}: config.json")
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError) as e:
         raise AuditInputError(f"{path}: not a valid .keras (zip) archive: {e}") from None
-    except OSError as e:
+    except (OSError, RuntimeError) as e:  # RuntimeError: an encrypted member
         raise AuditInputError(f"{path}: cannot read: {e}") from None
     try:
         config = json.loads(raw)
@@ -146,6 +163,7 @@ def layers_from_config(config: dict) -> list[KerasLayer]:
 @dataclass
 class StaticNotes:
     messages: list[str] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)  # budgets that ran out (see limits.Budget)
     saved_models: list[tuple[str, str]] = field(default_factory=list)  # (path, layer name)
 
 
@@ -159,11 +177,35 @@ _CONV_LAYERS = {
 }
 
 
-def static_graph_from_config(config: dict, base_dir: str = "."):
-    """A GraphDef reconstructing each convolution layer of a Keras config (see module doc)."""
+# Layer config fields that hold file paths (TextVectorization/StringLookup vocabularies, ...):
+# reported as external references, never opened.
+_PATH_KEYS = ("filepath", "vocabulary", "vocabulary_file", "path", "file_path")
+
+
+def static_graph_from_config(
+    config: dict, base_dir: str = ".", max_nodes: int = 1_000_000, max_layers: int = 20_000
+):
+    """A GraphDef reconstructing each convolution layer of a Keras config (see module doc).
+
+    Stops once the graph holds `max_nodes` nodes or `max_layers` conv layers have been
+    reconstructed (each gives at least one call site: `Limits.max_sites`), recording that in
+    `notes.partial`."""
     gd = protos.GraphDef()
     notes = StaticNotes()
+    built = 0
     for position, layer in enumerate(_iter_layers(config)):
+        if len(gd.node) >= max_nodes or built >= max_layers:
+            flag, limit, what = (
+                ("--max-nodes", max_nodes, "nodes")
+                if len(gd.node) >= max_nodes
+                else ("--max-sites", max_layers, "conv layers")
+            )
+            notes.partial.append(
+                f"layers: the Keras config is reconstructed only up to {limit} {what} "
+                f"({flag}); layers from #{position} on are left out"
+            )
+            break
+        n_before = len(gd.node)
         cls = layer.get("class_name")
         cfg = layer.get("config", {})
         conv_like = isinstance(cls, str) and (cls in _CONV_LAYERS or cls == "TFSMLayer")
@@ -189,9 +231,15 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
             notes.saved_models.append((fp, name))
             notes.messages.append(
                 f"layer {name!r} (TFSMLayer, policy {policy_name(cfg.get('dtype'))}) "
-                f"wraps the SavedModel {fp}: its convolutions are audited from that file"
+                f"wraps the SavedModel {fp}"
             )
             continue
+        for key in _PATH_KEYS:
+            if isinstance(cfg.get(key), str) and cfg[key]:
+                notes.messages.append(
+                    f"layer {name!r} ({cls}) names the path {cfg[key]!r} in {key!r}: an external "
+                    "reference, not read"
+                )
         ours = keras_ours.our_layer_name(layer)
         if ours is not None:  # tf_fp16ops' other registered layers (audit/keras_ours.py)
             keras_ours.add_our_layer(
@@ -203,6 +251,7 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
         _add_conv_layer(
             gd, name, cls, cfg, notes, layer.get("build_config"), _our_accumulation(layer)
         )
+        built += len(gd.node) > n_before
     return gd, notes
 
 
@@ -262,7 +311,11 @@ def _add_conv_layer(
     cin = None
     if in_shape:
         cin = in_shape[-1] if channels_last else in_shape[1]
-    groups = field.count("groups", cfg.get("groups", 1) or 1)
+    groups = field.count("groups", cfg.get("groups", 1))
+    if groups > 1 and cin is not None and cin >= 0 and cin % groups:
+        raise field.error("groups", groups, f"a divisor of the input channels {cin}")
+    if groups > 1 and isinstance(cfg.get("filters"), int) and cfg["filters"] % groups:
+        raise field.error("groups", groups, f"a divisor of filters {cfg['filters']}")
     scope = scope_name(name)
 
     def add(nname, nop, inputs=(), **attrs):
