@@ -4,7 +4,10 @@
 (TF_CONV2D_USE_FP16_ACCUMULATE=1, read once per process) in a subprocess on the same inputs.
 
 Reports GFLOP/s (2 * N * P * Q * K * KH * KW * Cg / median time) and the ratios the op library
-targets: ours fp16-accumulate vs TF's fp16-accumulate path, ours float vs tf.nn.conv2d float.
+targets: ours fp16-accumulate vs TF's fp16-accumulate path, ours float vs tf.nn.conv2d float
+(forward, and the float32 dgrad and wgrad against TensorFlow's Conv2DBackpropInput/Filter), each
+as a ratio of wall time and of the process's CPU seconds. Peers are timed in turn within every
+repeat (see `interleaved`).
 
 The ceiling of each instruction-set path (AVX512-FP16, AVX-512, AVX2, scalar; one subprocess
 each, TF_FP16OPS_CPU_ISA capping the path): the op library's own Tacc=half fprop micro-kernel of
@@ -172,6 +175,31 @@ def peers(tf, tf_fp16ops, x16, w16, x32, w32, pad) -> dict:
     }
 
 
+def gradient_peers(tf, tf_fp16ops, xs, ws, pad) -> dict:
+    """dgrad and wgrad of one shape in float32 (Tacc=float), ours and TensorFlow's, keyed by
+    (pass, who)."""
+    x, w = inputs(xs, ws, np.float32)
+    n, h, wd, _ = xs
+    kh, kw, _, k = ws
+    p, q = (h, wd) if pad == "SAME" else (h - kh + 1, wd - kw + 1)
+    dy = np.random.default_rng(1).random((n, p, q, k)).astype(np.float16).astype(np.float32)
+    xsz, wsz = tf.constant(xs, tf.int32), tf.constant(ws, tf.int32)
+    return {
+        ("dgrad", "ours"): lambda: tf_fp16ops.conv2d_backprop_input(
+            xsz, w, dy, 1, pad, accumulation="float32"
+        ).numpy(),
+        ("dgrad", "tf"): lambda: tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=xsz, filter=w, out_backprop=dy, strides=[1, 1, 1, 1], padding=pad
+        ).numpy(),
+        ("wgrad", "ours"): lambda: tf_fp16ops.conv2d_backprop_filter(
+            x, wsz, dy, 1, pad, accumulation="float32"
+        ).numpy(),
+        ("wgrad", "tf"): lambda: tf.raw_ops.Conv2DBackpropFilter(
+            input=x, filter_sizes=wsz, out_backprop=dy, strides=[1, 1, 1, 1], padding=pad
+        ).numpy(),
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -225,7 +253,7 @@ def main(argv=None) -> int:
             ceilings[isa] = rate
     chosen = tf_fp16ops.ops.cpu_isa()
 
-    rows = []
+    rows, grads = [], []
     for name, xs, ws, pad in SHAPES:
         fl = flops(xs, ws, pad)
         x16, w16 = inputs(xs, ws, np.float16)
@@ -240,6 +268,19 @@ def main(argv=None) -> int:
         frac = fl / 2 / t["ours fp16 in, fp16 acc"][1] / ceilings[chosen]
         cpu_ratio = t["tf.nn.conv2d fp32"][1] / t["ours fp32 in, fp32 acc"][1]
         rows.append((name, gf, frac, cpu_ratio))
+        g = interleaved(gradient_peers(tf, tf_fp16ops, xs, ws, pad), args.repeats)
+        grads.append(
+            (
+                name,
+                {
+                    ps: (
+                        g[(ps, "tf")][0] / g[(ps, "ours")][0],
+                        g[(ps, "tf")][1] / g[(ps, "ours")][1],
+                    )
+                    for ps in ("dgrad", "wgrad")
+                },
+            )
+        )
 
     lines = [
         f"CPU benchmark, {datetime.date.today().isoformat()}, {cpu_model()}, "
@@ -272,6 +313,17 @@ def main(argv=None) -> int:
             f"| {gf['ours fp16 in, fp16 acc'] / gf[TF_FP16ACC_KEY]:.2f}x "
             f"| {gf['ours fp32 in, fp32 acc'] / gf['tf.nn.conv2d fp32']:.2f}x; {cpu_ratio:.2f}x "
             f"| {gf['ours fp16 in, fp32 acc'] / gf['tf.nn.conv2d fp16']:.2f}x |"
+        )
+    lines += [
+        "",
+        "| shape | ours dgrad fp32 / TF Conv2DBackpropInput fp32 (wall; CPU s) "
+        "| ours wgrad fp32 / TF Conv2DBackpropFilter fp32 (wall; CPU s) |",
+        "|---|---|---|",
+    ]
+    for name, r in grads:
+        lines.append(
+            f"| {name} | {r['dgrad'][0]:.2f}x; {r['dgrad'][1]:.2f}x "
+            f"| {r['wgrad'][0]:.2f}x; {r['wgrad'][1]:.2f}x |"
         )
     text = "\n".join(lines)
     print(text)

@@ -30,13 +30,20 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
     return;
   }
   if (acc == Accumulation::kHalf && Conv2DFpropFp16Spatial(g, x, w, y, parallel_for)) return;
-  if (acc == Accumulation::kFloat && Conv2DFpropF32Spatial(g, x, w, y, parallel_for)) return;
   const int64_t Kg = g.K / g.groups;
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
   const int64_t cost = CostOf({2, g.Q, g.KH, g.KW, g.Cg, g.K});
   // With one group and no horizontal dilation, the (kw, ci) terms of a window row are
   // contiguous in x and in the filter, so one call covers a whole kernel row.
   const bool contiguous_row = g.groups == 1 && g.dilation_w == 1;
+  // Output columns [q_lo, q_hi) have their whole window row inside the input; the tiles of
+  // positions are cut at q_lo and q_hi, so that only the border columns take the per-tap calls.
+  const int64_t span = (g.KW - 1) * g.dilation_w;  // < 2^62 (cc/kernels/conv_shape.h)
+  const int64_t q_lo =
+      std::min(g.Q, g.pad_left <= 0 ? 0 : (g.pad_left + g.stride_w - 1) / g.stride_w);
+  const int64_t last_start = g.W - 1 + g.pad_left - span;  // largest fitting q * stride_w
+  const int64_t q_hi =
+      last_start < 0 ? q_lo : std::max(q_lo, std::min(g.Q, last_start / g.stride_w + 1));
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     const std::vector<float> zeros(static_cast<size_t>(g.Cg), 0.0f);
     float* accs[kMaxRows];
@@ -46,8 +53,10 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
       const int64_t p = r % g.P;
       float* yrow = y + r * g.Q * g.K;
       std::fill(yrow, yrow + g.Q * g.K, 0.0f);
-      for (int64_t q0 = 0; q0 < g.Q; q0 += kMaxRows) {
-        const int m = static_cast<int>(std::min<int64_t>(kMaxRows, g.Q - q0));
+      for (int64_t q0 = 0, q1 = 0; q0 < g.Q; q0 = q1) {
+        const int64_t cut = q0 < q_lo ? q_lo : q0 < q_hi ? q_hi : g.Q;
+        q1 = std::min<int64_t>(q0 + kMaxRows, cut);
+        const int m = static_cast<int>(q1 - q0);
         const int64_t w_first = q0 * g.stride_w - g.pad_left;
         const int64_t w_last = (q0 + m - 1) * g.stride_w - g.pad_left + (g.KW - 1) * g.dilation_w;
         const bool row_fits = contiguous_row && w_first >= 0 && w_last < g.W;

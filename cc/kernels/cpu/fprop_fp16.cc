@@ -54,45 +54,6 @@ TF_FP16OPS_FP16_TARGET void Micro(const _Float16* x, int64_t plane, const int64_
     for (int b = 0; b < NB; ++b) _mm512_storeu_ph(out + m * out_stride + 32 * b, acc[m][b]);
 }
 
-// The same for Tacc=float: binary32 FMAs (16 lanes), w by embedded broadcast {1to16}.
-template <int M, int NB>
-__attribute__((target("avx512f,avx512vl,avx512dq,fma"))) void MicroF32(
-    const float* x, int64_t plane, const int64_t* offsets, int taps, int64_t cg, const float* w,
-    int64_t w_tap, int64_t w_ci, float* out, int64_t out_stride) {
-  __m512 acc[M][NB];
-#pragma GCC unroll 8
-  for (int m = 0; m < M; ++m)
-#pragma GCC unroll 4
-    for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_setzero_ps();
-  for (int tap = 0; tap < taps; ++tap) {
-    const float* xt = x + offsets[tap];
-    const float* wt = w + tap * w_tap;
-    for (int64_t ci = 0; ci < cg; ++ci, xt += plane, wt += w_ci) {
-      __m512 xv[NB];
-#pragma GCC unroll 4
-      for (int b = 0; b < NB; ++b) xv[b] = _mm512_loadu_ps(xt + 16 * b);
-#pragma GCC unroll 8
-      for (int m = 0; m < M; ++m) {
-        const __m512 wv = _mm512_set1_ps(wt[m]);
-#pragma GCC unroll 4
-        for (int b = 0; b < NB; ++b) acc[m][b] = _mm512_fmadd_ps(xv[b], wv, acc[m][b]);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int m = 0; m < M; ++m)
-#pragma GCC unroll 4
-    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(out + m * out_stride + 16 * b, acc[m][b]);
-}
-
-using MicroF32Fn = void (*)(const float*, int64_t, const int64_t*, int, int64_t, const float*,
-                            int64_t, int64_t, float*, int64_t);
-template <int M>
-constexpr MicroF32Fn kF32ByBlocks[kBlocks] = {&MicroF32<M, 1>, &MicroF32<M, 2>, &MicroF32<M, 3>};
-constexpr const MicroF32Fn* kF32Table[kRows] = {kF32ByBlocks<1>, kF32ByBlocks<2>, kF32ByBlocks<3>,
-                                                kF32ByBlocks<4>, kF32ByBlocks<5>, kF32ByBlocks<6>,
-                                                kF32ByBlocks<7>, kF32ByBlocks<8>};
-
 using MicroFn = void (*)(const _Float16*, int64_t, const int64_t*, int, int64_t, const _Float16*,
                          int64_t, int64_t, _Float16*, int64_t);
 
@@ -102,7 +63,6 @@ constexpr const MicroFn* kTable[kRows] = {kByBlocks<1>, kByBlocks<2>, kByBlocks<
                                           kByBlocks<5>, kByBlocks<6>, kByBlocks<7>, kByBlocks<8>};
 
 bool Fp16Available() { return std::strcmp(AccumulateIsa(), "avx512fp16") == 0; }
-bool Avx512Available() { return Fp16Available() || std::strcmp(AccumulateIsa(), "avx512") == 0; }
 
 // Padded extents for the spatial kernels, or false when they do not apply.
 bool SpatialGeometry(const ConvGeometry& g, int64_t* Hp, int64_t* Wp) {
@@ -202,63 +162,6 @@ bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* 
   return true;
 }
 
-bool Conv2DFpropF32Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
-                           const ParallelFor& parallel_for) {
-  int64_t Hp = 0, Wp = 0;
-  if (!Avx512Available() || !SpatialGeometry(g, &Hp, &Wp)) return false;
-  constexpr int64_t kLanes = 16;
-  const int64_t positions = g.P * Wp;
-  const int64_t plane = Hp * Wp + kLanes + (g.KW - 1) * g.dilation_w;
-  const int64_t out_pitch = (positions + kLanes - 1) / kLanes * kLanes;
-  const int64_t Kg = g.K / g.groups;
-  std::vector<float> xf(static_cast<size_t>(g.N * g.C * plane), 0.0f);
-  parallel_for(g.N * g.H, 2 * g.W * g.C, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t n = r / g.H, h = r % g.H;
-      const float* src = x + r * g.W * g.C;
-      float* dst = xf.data() + n * g.C * plane + (h + g.pad_top) * Wp + g.pad_left;
-      for (int64_t wi = 0; wi < g.W; ++wi)
-        for (int64_t c = 0; c < g.C; ++c) dst[c * plane + wi] = src[wi * g.C + c];
-    }
-  });
-  std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
-  for (int64_t kh = 0; kh < g.KH; ++kh)
-    for (int64_t kw = 0; kw < g.KW; ++kw)
-      offsets[kh * g.KW + kw] = kh * g.dilation_h * Wp + kw * g.dilation_w;
-  std::vector<float> yf(static_cast<size_t>(g.N * g.K * out_pitch));
-  const int64_t kblocks = (Kg + kRows - 1) / kRows;
-  const int64_t chunk = kLanes * kBlocks;
-  const int64_t pchunks = (positions + chunk - 1) / chunk;
-  const int64_t units = g.N * g.groups * pchunks * kblocks;
-  const int64_t cost = 2 * chunk * kRows * g.KH * g.KW * g.Cg;
-  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t kb = u % kblocks;
-      const int64_t pc = (u / kblocks) % pchunks;
-      const int64_t gr = (u / kblocks / pchunks) % g.groups;
-      const int64_t n = u / kblocks / pchunks / g.groups;
-      const int64_t k0 = gr * Kg + kb * kRows;
-      const int m = static_cast<int>(std::min<int64_t>(kRows, Kg - kb * kRows));
-      const int64_t o0 = pc * chunk;
-      const int nb = static_cast<int>((std::min(chunk, positions - o0) + kLanes - 1) / kLanes);
-      kF32Table[m - 1][nb - 1](xf.data() + (n * g.C + gr * g.Cg) * plane + o0, plane,
-                               offsets.data(), static_cast<int>(g.KH * g.KW), g.Cg, w + k0,
-                               g.Cg * g.K, g.K, yf.data() + (n * g.K + k0) * out_pitch + o0,
-                               out_pitch);
-    }
-  });
-  parallel_for(g.N * g.P, 2 * g.Q * g.K, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t n = r / g.P, p = r % g.P;
-      const float* src = yf.data() + n * g.K * out_pitch + p * Wp;
-      float* dst = y + r * g.Q * g.K;
-      for (int64_t q = 0; q < g.Q; ++q)
-        for (int64_t k = 0; k < g.K; ++k) dst[q * g.K + k] = src[k * out_pitch + q];
-    }
-  });
-  return true;
-}
-
 int64_t Fp16MicroKernelProbe(int64_t terms, float* sink) {
   if (!Fp16Available()) return 0;
   std::vector<_Float16> x(32 * kBlocks, static_cast<_Float16>(1.0f));
@@ -278,10 +181,6 @@ int64_t Fp16MicroKernelProbe(int64_t terms, float* sink) {
 
 bool Conv2DFpropFp16Spatial(const ConvGeometry&, const float*, const float*, float*,
                             const ParallelFor&) {
-  return false;
-}
-bool Conv2DFpropF32Spatial(const ConvGeometry&, const float*, const float*, float*,
-                           const ParallelFor&) {
   return false;
 }
 int64_t Fp16MicroKernelProbe(int64_t, float*) { return 0; }

@@ -25,11 +25,6 @@ namespace cpu {
 bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
                             const ParallelFor& parallel_for);
 
-// The same structure for Tacc=float on AVX-512 (binary32 planes and FMAs, 16 lanes): the sum of
-// each output is fl32 FMAs over (kh, kw, ci) ascending from +0, as the general path computes it.
-bool Conv2DFpropF32Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
-                           const ParallelFor& parallel_for);
-
 // Benchmark ceiling of this path: `terms` steps of its micro-kernel (8 rows x 96 lanes of
 // independent accumulators, operands in L1). Returns the number of steps done (0 when the
 // CPU has no AVX512-FP16 path); `sink` receives one result so the work is not optimized away.
