@@ -399,6 +399,59 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
     AccumulateRows(accumulation, acc[r], len, xs[r], terms, rows, row_stride);
 }
 
+#if defined(__x86_64__)
+namespace {
+__attribute__((target("avx2,f16c"))) void HalfToFloat256(const uint16_t* src, float* dst,
+                                                         int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) {
+    _Float16 h;
+    std::memcpy(&h, src + i, sizeof(h));
+    dst[i] = static_cast<float>(h);
+  }
+}
+
+__attribute__((target("avx2,f16c"))) void FloatToHalf256(const float* src, uint16_t* dst,
+                                                         int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h =
+        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  for (; i < n; ++i) {
+    const _Float16 h = static_cast<_Float16>(src[i]);
+    std::memcpy(dst + i, &h, sizeof(h));
+  }
+}
+}  // namespace
+#endif
+
+void HalfToFloat(const uint16_t* src, float* dst, int64_t n) {
+#if defined(__x86_64__)
+  if (ChosenIsa() != Isa::kScalar) return HalfToFloat256(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    _Float16 h;
+    std::memcpy(&h, src + i, sizeof(h));
+    dst[i] = static_cast<float>(h);
+  }
+}
+
+void FloatToHalf(const float* src, uint16_t* dst, int64_t n) {
+#if defined(__x86_64__)
+  if (ChosenIsa() != Isa::kScalar) return FloatToHalf256(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    const _Float16 h = static_cast<_Float16>(src[i]);
+    std::memcpy(dst + i, &h, sizeof(h));
+  }
+}
+
 const char* AccumulateIsa() {
   switch (ChosenIsa()) {
     case Isa::kAvx512Fp16:

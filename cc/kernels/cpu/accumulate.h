@@ -42,6 +42,13 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
                          const float* const* xs, int64_t terms, const float* rows,
                          int64_t row_stride);
 
+// n values between IEEE binary16 bit patterns and binary32: widening is exact, narrowing rounds
+// to nearest even (+-inf beyond 65520; NaN stays NaN). F16C (8 lanes) on the AVX2 and AVX-512
+// paths, a scalar loop on the scalar path; independent of MXCSR.DAZ/FTZ (binary16 values are
+// binary32 normals; binary32 subnormals round to +-0 in binary16 either way).
+void HalfToFloat(const uint16_t* src, float* dst, int64_t n);
+void FloatToHalf(const float* src, uint16_t* dst, int64_t n);
+
 // Name of the instruction-set path chosen at run time ("avx512fp16", "avx512", "avx2", "scalar").
 const char* AccumulateIsa();
 

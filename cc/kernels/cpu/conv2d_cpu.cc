@@ -87,6 +87,11 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   });
 }
 
+bool Conv2DFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
+                            uint16_t* y, const ParallelFor& parallel_for) {
+  return HasWork(g) && Conv2DFpropFp16SpatialHalf(g, x, w, y, parallel_for);
+}
+
 void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
                  float* dx, const ParallelFor& parallel_for) {
   if (!HasWork(g)) {  // no (p, q) or no term reaches any input element

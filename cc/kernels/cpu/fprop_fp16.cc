@@ -94,10 +94,23 @@ TF_FP16OPS_FP16_TARGET void ToFloat(const _Float16* src, float* dst, int64_t n) 
   }
 }
 
-}  // namespace
+// n binary16 values into binary16 storage, from binary32 (exact for binary16 values) or binary16.
+void LoadHalf(const float* src, uint16_t* dst, int64_t n) {
+  ToHalf(src, reinterpret_cast<_Float16*>(dst), n);
+}
+void LoadHalf(const uint16_t* src, uint16_t* dst, int64_t n) {
+  std::memcpy(dst, src, sizeof(uint16_t) * static_cast<size_t>(n));
+}
+void StoreHalf(const uint16_t* src, float* dst, int64_t n) {
+  ToFloat(reinterpret_cast<const _Float16*>(src), dst, n);
+}
+void StoreHalf(const uint16_t* src, uint16_t* dst, int64_t n) {
+  std::memcpy(dst, src, sizeof(uint16_t) * static_cast<size_t>(n));
+}
 
-bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
-                            const ParallelFor& parallel_for) {
+// The spatial fprop on binary32 (E = float) or binary16 (E = uint16_t bit patterns) buffers.
+template <typename E>
+bool Spatial(const ConvGeometry& g, const E* x, const E* w, E* y, const ParallelFor& parallel_for) {
   int64_t Hp = 0, Wp = 0;
   if (!Fp16Available() || !SpatialGeometry(g, &Hp, &Wp)) return false;
   const int64_t positions = g.P * Wp;
@@ -111,7 +124,7 @@ bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* 
     std::vector<uint16_t> row(static_cast<size_t>(g.W * g.C));
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.H, h = r % g.H;
-      ToHalf(x + r * g.W * g.C, reinterpret_cast<_Float16*>(row.data()), g.W * g.C);
+      LoadHalf(x + r * g.W * g.C, row.data(), g.W * g.C);
       uint16_t* dst = xh.data() + n * g.C * plane + (h + g.pad_top) * Wp + g.pad_left;
       for (int64_t c = 0; c < g.C; ++c)  // contiguous runs in the planes; `row` is in L1
         for (int64_t wi = 0; wi < g.W; ++wi) dst[c * plane + wi] = row[wi * g.C + c];
@@ -119,7 +132,7 @@ bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* 
   });
   // Filter [KH*KW][Cg][K] as binary16.
   std::vector<uint16_t> wh(static_cast<size_t>(g.KH * g.KW * g.Cg * g.K));
-  ToHalf(w, reinterpret_cast<_Float16*>(wh.data()), g.KH * g.KW * g.Cg * g.K);
+  LoadHalf(w, wh.data(), g.KH * g.KW * g.Cg * g.K);
   std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
   for (int64_t kh = 0; kh < g.KH; ++kh)
     for (int64_t kw = 0; kw < g.KW; ++kw)
@@ -156,10 +169,22 @@ bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* 
       const uint16_t* src = yh.data() + n * g.K * out_pitch + p * Wp;
       for (int64_t k = 0; k < g.K; ++k)  // contiguous reads of each output plane
         for (int64_t q = 0; q < g.Q; ++q) row[q * g.K + k] = src[k * out_pitch + q];
-      ToFloat(reinterpret_cast<const _Float16*>(row.data()), y + r * g.Q * g.K, g.Q * g.K);
+      StoreHalf(row.data(), y + r * g.Q * g.K, g.Q * g.K);
     }
   });
   return true;
+}
+
+}  // namespace
+
+bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
+                            const ParallelFor& parallel_for) {
+  return Spatial(g, x, w, y, parallel_for);
+}
+
+bool Conv2DFpropFp16SpatialHalf(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
+                                uint16_t* y, const ParallelFor& parallel_for) {
+  return Spatial(g, x, w, y, parallel_for);
 }
 
 int64_t Fp16MicroKernelProbe(int64_t terms, float* sink) {
@@ -181,6 +206,10 @@ int64_t Fp16MicroKernelProbe(int64_t terms, float* sink) {
 
 bool Conv2DFpropFp16Spatial(const ConvGeometry&, const float*, const float*, float*,
                             const ParallelFor&) {
+  return false;
+}
+bool Conv2DFpropFp16SpatialHalf(const ConvGeometry&, const uint16_t*, const uint16_t*, uint16_t*,
+                                const ParallelFor&) {
   return false;
 }
 int64_t Fp16MicroKernelProbe(int64_t, float*) { return 0; }

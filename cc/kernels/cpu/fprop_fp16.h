@@ -25,6 +25,11 @@ namespace cpu {
 bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
                             const ParallelFor& parallel_for);
 
+// The same on binary16 buffers (IEEE binary16 bit patterns: x NHWC, w HWIO, y [N, P, Q, K]), for
+// the op's T=half: no binary32 copies of the operands or of the result.
+bool Conv2DFpropFp16SpatialHalf(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
+                                uint16_t* y, const ParallelFor& parallel_for);
+
 // Benchmark ceiling of this path: `terms` steps of its micro-kernel (8 rows x 96 lanes of
 // independent accumulators, operands in L1). Returns the number of steps done (0 when the
 // CPU has no AVX512-FP16 path); `sink` receives one result so the work is not optimized away.
