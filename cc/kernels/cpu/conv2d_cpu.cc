@@ -26,7 +26,7 @@ int64_t CostOf(std::initializer_list<int64_t> factors) {
 void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w, float* y,
                  const ParallelFor& parallel_for) {
   if (!HasWork(g)) {  // an empty sum per output (or no output): +0
-    std::fill(y, y + g.N * g.P * g.Q * g.K, 0.0f);
+    std::fill(y, y + g.OutputElements(), 0.0f);
     return;
   }
   if (acc == Accumulation::kHalf && Conv2DFpropFp16Spatial(g, x, w, y, parallel_for)) return;
@@ -95,12 +95,12 @@ bool Conv2DFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint
 void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
                  float* dx, const ParallelFor& parallel_for) {
   if (!HasWork(g)) {  // no (p, q) or no term reaches any input element
-    std::fill(dx, dx + g.N * g.H * g.W * g.C, 0.0f);
+    std::fill(dx, dx + g.InputElements(), 0.0f);
     return;
   }
   const int64_t Kg = g.K / g.groups;
   // Filter transposed per group to [KH, KW, groups, Kg, Cg] so that rows run over input channels.
-  std::vector<float> wt(static_cast<size_t>(g.KH * g.KW * g.Cg * g.K));
+  std::vector<float> wt(static_cast<size_t>(g.FilterElements()));
   for (int64_t khw = 0; khw < g.KH * g.KW; ++khw) {
     for (int64_t ci = 0; ci < g.Cg; ++ci) {
       for (int64_t k = 0; k < g.K; ++k) {
@@ -151,7 +151,7 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
   // Checked first: an empty batch or output leaves every sum empty, and its sizes (the
   // output width can be anything when N = 0) must not size any buffer.
   if (!HasWork(g)) {
-    std::fill(dw, dw + g.KH * g.KW * g.Cg * g.K, 0.0f);
+    std::fill(dw, dw + g.FilterElements(), 0.0f);
     return;
   }
   const int64_t Kg = g.K / g.groups;

@@ -74,7 +74,7 @@ bool SpatialGeometry(const ConvGeometry& g, int64_t* Hp, int64_t* Wp) {
   if (*Hp - g.H - g.pad_top < 0 || *Wp - g.W - g.pad_left < 0) return false;
   // Scratch (planes of all input channels, output planes) within a few times the tensors.
   const int64_t scratch = g.N * (g.C * (*Hp * *Wp + 64 + *Wp) + g.K * (g.P * *Wp + 64));
-  return scratch <= 4 * (g.N * g.H * g.W * g.C + g.N * g.P * g.Q * g.K) + (int64_t{1} << 20);
+  return scratch <= 4 * (g.InputElements() + g.OutputElements()) + (int64_t{1} << 20);
 }
 
 // Vector conversions (exact for binary16 values; RN for others), 16 lanes at a time.
@@ -131,8 +131,8 @@ bool Spatial(const ConvGeometry& g, const E* x, const E* w, E* y, const Parallel
     }
   });
   // Filter [KH*KW][Cg][K] as binary16.
-  std::vector<uint16_t> wh(static_cast<size_t>(g.KH * g.KW * g.Cg * g.K));
-  LoadHalf(w, wh.data(), g.KH * g.KW * g.Cg * g.K);
+  std::vector<uint16_t> wh(static_cast<size_t>(g.FilterElements()));
+  LoadHalf(w, wh.data(), g.FilterElements());
   std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
   for (int64_t kh = 0; kh < g.KH; ++kh)
     for (int64_t kw = 0; kw < g.KW; ++kw)

@@ -121,7 +121,7 @@ const char* IgWhyNot(const ConvProblem& p, DataType T, const DeviceInfo& d) {
   for (int64_t v : dims) {
     if (!FitsInt32(v)) return "an extent beyond int32";
   }
-  const int64_t counts[] = {p.N * p.H * p.W * p.C, p.N * p.P * p.Q * p.K, p.K * p.KH * p.KW * p.C};
+  const int64_t counts[] = {p.InputElements(), p.OutputElements(), p.FilterElements()};
   for (int64_t v : counts) {
     if (!FitsInt32(v)) return "a tensor with 2^31 or more elements";
   }
@@ -136,7 +136,7 @@ const char* IgWhyNot(const ConvProblem& p, DataType T, const DeviceInfo& d) {
 // GEMM-K steps, at most 64 slices and 256 MiB of partials.
 int WgradSplits(const ConvProblem& p, DataType Tacc) {
   const int64_t tiles = ((p.K + kTile - 1) / kTile) * ((p.KH * p.KW * p.C + kTile - 1) / kTile);
-  const int64_t gemm_k = p.N * p.P * p.Q;
+  const int64_t gemm_k = p.GemmK(Pass::kWgrad);
   int64_t splits = (kTargetCtas + tiles - 1) / tiles;
   splits = std::min<int64_t>(splits, std::max<int64_t>(1, gemm_k / 1024));
   splits = std::min<int64_t>(splits, 64);
@@ -173,8 +173,8 @@ struct Staged {
 Status Stage(const Args& g, Carver* c, bool run, Staged* s) {
   const ConvProblem& p = g.p;
   const size_t e = ElemBytes(g.T);
-  const size_t x_bytes = size_t(p.N * p.H * p.W * p.C) * e;
-  const size_t y_bytes = size_t(p.N * p.P * p.Q * p.K) * e;
+  const size_t x_bytes = size_t(p.InputElements()) * e;
+  const size_t y_bytes = size_t(p.OutputElements()) * e;
   const cudaStream_t st = g.stream;
   if (g.pass != Pass::kWgrad) {
     void* w_krsc = c->Take(size_t(p.K * p.KH * p.KW * p.C) * e);
@@ -686,8 +686,8 @@ Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const 
     return MakeStatus(StatusCode::kInvalidArgument, "workspace is null but %zu bytes are needed",
                       need);
   }
-  const int64_t x_elems = p.N * p.H * p.W * p.C, y_elems = p.N * p.P * p.Q * p.K;
-  const int64_t w_elems = p.KH * p.KW * p.Cg * p.K;
+  const int64_t x_elems = p.InputElements(), y_elems = p.OutputElements();
+  const int64_t w_elems = p.FilterElements();
   const int64_t a_elems = pass == Pass::kDgrad ? w_elems : x_elems;
   const int64_t b_elems = pass == Pass::kFprop ? w_elems : y_elems;
   const int64_t o_elems =
