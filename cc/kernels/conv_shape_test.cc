@@ -40,15 +40,14 @@ void WindowedSizes() {
   EXPECT(WindowedOutputSize("height", 0, 3, 1, 1, PaddingKind::kSame, 0, 0, &out, &top).empty());
   EXPECT(out == 0);  // H = 0: an empty output, as tf.nn.conv2d
   // EXPLICIT: VALID over H + pad_top + pad_bottom.
-  EXPECT(
-      WindowedOutputSize("width", 4, 3, 1, 1, PaddingKind::kExplicit, 1, 2, &out, &top).empty());
+  EXPECT(WindowedOutputSize("width", 4, 3, 1, 1, PaddingKind::kExplicit, 1, 2, &out, &top).empty());
   EXPECT(out == 5 && top == 1);  // (4 + 3 - 3) / 1 + 1
   // Errors name the dimension and the sizes.
   const std::string small =
       WindowedOutputSize("height", 2, 3, 1, 1, PaddingKind::kValid, 0, 0, &out, &top);
   EXPECT(Has(small, "height") && Has(small, "negative"));
-  const std::string huge = WindowedOutputSize("width", 8, int64_t{1} << 61, 1, 4,
-                                              PaddingKind::kValid, 0, 0, &out, &top);
+  const std::string huge =
+      WindowedOutputSize("width", 8, int64_t{1} << 61, 1, 4, PaddingKind::kValid, 0, 0, &out, &top);
   EXPECT(Has(huge, "width") && Has(huge, "2^62"));  // E = (2^61 - 1) * 4 + 1 > 2^62
 }
 
@@ -93,7 +92,7 @@ void Depthwise() {
   int64_t out[4], top = -1, left = -1;
   EXPECT(DepthwiseOutputDims(in, filter, valid, true, out, &top, &left).empty());
   EXPECT(out[0] == 1 && out[1] == 3 && out[2] == 3 && out[3] == 6);  // C * M = 3 * 2
-  const int64_t wrong[4] = {3, 3, 4, 2};                              // dimension 2 must be C = 3
+  const int64_t wrong[4] = {3, 3, 4, 2};                             // dimension 2 must be C = 3
   EXPECT(!DepthwiseOutputDims(in, wrong, valid, true, out, &top, &left).empty());
   const int64_t no_m[4] = {3, 3, 3, 0};
   EXPECT(DepthwiseOutputDims(in, no_m, valid, true, out, &top, &left).empty() && out[3] == 0);
