@@ -1,4 +1,5 @@
-// Dispatch: per pass, one table of implementations walked by one loop.
+// Dispatch: one table of implementations for the three passes (each entry dispatches on the
+// pass), walked by one loop.
 //
 // Each implementation has the shape of a CUTLASS library Operation: why_not (can_implement: null
 // when it can run the problem on the device, else the reason), and plan (carves its workspace in

@@ -87,7 +87,8 @@ struct BuildInfo {
   int ptx_arch = 0;  // compute_XY PTX embedded for JIT on newer GPUs (0: none)
 };
 BuildInfo ThisBuild();
-// Queries the current device (device builds; the host build reports a made-up sm_90 device).
+// Queries the current device (device builds; the host build reports a stand-in sm_75 device
+// with a current driver, so that its Launch takes the direct kernels).
 Status QueryDevice(DeviceInfo* info);
 // kFailedPrecondition when the driver is older than the runtime (or absent); kUnimplemented when
 // no SASS or PTX of the build runs on the device's compute capability. The message names what
