@@ -78,25 +78,8 @@ struct ConvLaunch<GpuDevice, T, kPass> {
 
 namespace {
 
-#define TF_FP16OPS_REGISTER_GPU(T)                                              \
-  REGISTER_KERNEL_BUILDER(                                                      \
-      Name("Fp16Conv2D").Device(tensorflow::DEVICE_GPU).TypeConstraint<T>("T"), \
-      (Fp16ConvOp<GpuDevice, T, Pass::kFprop>));                                \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                       \
-                              .Device(tensorflow::DEVICE_GPU)                   \
-                              .TypeConstraint<T>("T")                           \
-                              .HostMemory("input_sizes"),                       \
-                          (Fp16ConvOp<GpuDevice, T, Pass::kDgrad>));            \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                      \
-                              .Device(tensorflow::DEVICE_GPU)                   \
-                              .TypeConstraint<T>("T")                           \
-                              .HostMemory("filter_sizes"),                      \
-                          (Fp16ConvOp<GpuDevice, T, Pass::kWgrad>));
-
-TF_FP16OPS_REGISTER_GPU(Eigen::half);
-TF_FP16OPS_REGISTER_GPU(float);
-
-#undef TF_FP16OPS_REGISTER_GPU
+TF_FP16OPS_REGISTER_CONV_KERNELS(tensorflow::DEVICE_GPU, GpuDevice, Eigen::half);
+TF_FP16OPS_REGISTER_CONV_KERNELS(tensorflow::DEVICE_GPU, GpuDevice, float);
 
 }  // namespace
 }  // namespace tf_fp16ops

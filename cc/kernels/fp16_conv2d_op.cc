@@ -173,25 +173,8 @@ struct ConvLaunch<CpuDevice, T, Pass::kWgrad> {
 
 namespace {
 
-#define REGISTER_CPU(T)                                                         \
-  REGISTER_KERNEL_BUILDER(                                                      \
-      Name("Fp16Conv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
-      (Fp16ConvOp<CpuDevice, T, Pass::kFprop>));                                \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                       \
-                              .Device(tensorflow::DEVICE_CPU)                   \
-                              .TypeConstraint<T>("T")                           \
-                              .HostMemory("input_sizes"),                       \
-                          (Fp16ConvOp<CpuDevice, T, Pass::kDgrad>));            \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                      \
-                              .Device(tensorflow::DEVICE_CPU)                   \
-                              .TypeConstraint<T>("T")                           \
-                              .HostMemory("filter_sizes"),                      \
-                          (Fp16ConvOp<CpuDevice, T, Pass::kWgrad>));
-
-REGISTER_CPU(Eigen::half);
-REGISTER_CPU(float);
-
-#undef REGISTER_CPU
+TF_FP16OPS_REGISTER_CONV_KERNELS(tensorflow::DEVICE_CPU, CpuDevice, Eigen::half);
+TF_FP16OPS_REGISTER_CONV_KERNELS(tensorflow::DEVICE_CPU, CpuDevice, float);
 
 }  // namespace
 }  // namespace tf_fp16ops
