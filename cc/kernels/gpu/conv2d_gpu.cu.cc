@@ -16,6 +16,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <limits>
+#include <mutex>
 
 #include "cc/kernels/gpu/direct_conv.h"
 #include "cc/kernels/gpu/implicit_gemm.h"
@@ -430,7 +431,8 @@ constexpr Impl kTable[] = {
 };
 
 Status SelectImpl(Pass pass, const ConvProblem& p, DataType T, DataType Tacc, ConvPath requested,
-                  const DeviceInfo& device, const Impl** impl, size_t* bytes) {
+                  const DeviceInfo& device, const Impl** impl, size_t* bytes,
+                  size_t max_bytes = SIZE_MAX) {
   Status st = ValidateProblem(p, T, Tacc);
   if (!st.ok()) return st;
   if (int(pass) < 0 || int(pass) > int(Pass::kWgrad)) {
@@ -448,6 +450,10 @@ Status SelectImpl(Pass pass, const ConvProblem& p, DataType T, DataType Tacc, Co
     const Args args{pass, p, T, Tacc, nullptr, nullptr, nullptr, nullptr};
     st = candidate.plan(args, &sizing, /*run=*/false);
     if (!st.ok()) return st;
+    if (sizing.used() > max_bytes) {
+      why = "it needs a workspace and none can be allocated";
+      continue;
+    }
     *impl = &candidate;
     *bytes = sizing.used();
     return Ok();
@@ -543,27 +549,23 @@ Status CheckDevice(const DeviceInfo& d, const BuildInfo& b) {
   return Ok();
 }
 
-Status QueryDevice(DeviceInfo* info) {
+#if !defined(TF_FP16OPS_HOST_BUILD)
+namespace {
+// The description of device `dev` (-1: the current device).
+Status DescribeDevice(int dev, DeviceInfo* info) {
   *info = DeviceInfo();
-#if defined(TF_FP16OPS_HOST_BUILD)
-  // No device: a made-up sm_75 with a current driver, so that the host build's Launch takes the
-  // direct kernels. The host tests pass their own DeviceInfo to LaunchOn / Select.
-  info->driver_version = 13000;
-  info->compute_capability = 75;
-  return Ok();
-#else
   int driver = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
   info->driver_version = driver;
   // With an older driver than the runtime, every other runtime call fails: CheckDevice reports it.
   if (driver < CUDART_VERSION) return Ok();
-  int dev = 0, major = 0, minor = 0;
-  cudaError_t e = cudaGetDevice(&dev);
+  int major = 0, minor = 0;
+  cudaError_t e = dev < 0 ? cudaGetDevice(&dev) : cudaSuccess;
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return MakeStatus(StatusCode::kInternal, "querying the current CUDA device: CUDA error %d (%s)",
+    return MakeStatus(StatusCode::kInternal, "querying CUDA device %d: CUDA error %d (%s)", dev,
                       int(e), cudaGetErrorString(e));
   }
   info->compute_capability = 10 * major + minor;
@@ -578,6 +580,60 @@ Status QueryDevice(DeviceInfo* info) {
     info->sm90a_code = known == 2;
   }
   return Ok();
+}
+}  // namespace
+#endif
+
+Status QueryDevice(DeviceInfo* info) {
+  *info = DeviceInfo();
+#if defined(TF_FP16OPS_HOST_BUILD)
+  // No device: a made-up sm_75 with a current driver, so that the host build's Launch takes the
+  // direct kernels. The host tests pass their own DeviceInfo to LaunchOn / Select.
+  info->driver_version = 13000;
+  info->compute_capability = 75;
+  return Ok();
+#else
+  return DescribeDevice(-1, info);
+#endif
+}
+
+Status QueryStreamDevice(cudaStream_t stream, DeviceInfo* info) {
+#if defined(TF_FP16OPS_HOST_BUILD)
+  (void)stream;
+  return QueryDevice(info);
+#else
+  *info = DeviceInfo();
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (driver < CUDART_VERSION) {  // every other runtime call fails: CheckDevice reports it
+    info->driver_version = driver;
+    return Ok();
+  }
+  int dev = 0;
+  const cudaError_t e = cudaStreamGetDevice(stream, &dev);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return MakeStatus(StatusCode::kInternal,
+                      "querying the device of the stream: CUDA error %d (%s)", int(e),
+                      cudaGetErrorString(e));
+  }
+  static std::mutex mu;
+  static DeviceInfo cache[kMaxDevices];
+  static bool known[kMaxDevices] = {};
+  if (dev >= 0 && dev < kMaxDevices) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (known[dev]) {
+      *info = cache[dev];
+      return Ok();
+    }
+  }
+  const Status st = DescribeDevice(dev, info);
+  if (st.ok() && dev >= 0 && dev < kMaxDevices) {
+    std::lock_guard<std::mutex> lock(mu);
+    cache[dev] = *info;
+    known[dev] = true;
+  }
+  return st;
 #endif
 }
 
@@ -668,20 +724,16 @@ Status Select(Pass pass, const ConvProblem& p, DataType T, DataType Tacc, ConvPa
   return Ok();
 }
 
-Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const ConvProblem& p,
-                DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
-                size_t workspace_bytes, ConvPath requested, ConvPath* used) {
-  if (used) *used = ConvPath::kAuto;
-  Status st = CheckDevice(device, ThisBuild());
-  if (!st.ok()) return st;
-  const Impl* impl = nullptr;
-  size_t need = 0;
-  st = SelectImpl(pass, p, T, Tacc, requested, device, &impl, &need);
-  if (!st.ok()) return st;
+namespace {
+
+// Runs `impl` (selected for the problem, needing `need` workspace bytes).
+Status RunImpl(const Impl& impl, size_t need, Pass pass, cudaStream_t stream, const ConvProblem& p,
+               DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
+               size_t workspace_bytes, ConvPath* used) {
   if (workspace_bytes < need) {
     return MakeStatus(StatusCode::kInvalidArgument,
                       "workspace_bytes = %zu is smaller than the %zu bytes %s needs",
-                      workspace_bytes, need, ConvPathName(impl->path));
+                      workspace_bytes, need, ConvPathName(impl.path));
   }
   if (need > 0 && workspace == nullptr) {
     return MakeStatus(StatusCode::kInvalidArgument, "workspace is null but %zu bytes are needed",
@@ -698,9 +750,81 @@ Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const 
   }
   Carver carve(workspace);
   const Args args{pass, p, T, Tacc, a, b, out, stream};
-  st = impl->plan(args, &carve, /*run=*/true);
-  if (st.ok() && used) *used = impl->path;
+  const Status st = impl.plan(args, &carve, /*run=*/true);
+  if (st.ok() && used) *used = impl.path;
   return st;
+}
+
+}  // namespace
+
+Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const ConvProblem& p,
+                DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
+                size_t workspace_bytes, ConvPath requested, ConvPath* used) {
+  if (used) *used = ConvPath::kAuto;
+  Status st = CheckDevice(device, ThisBuild());
+  if (!st.ok()) return st;
+  const Impl* impl = nullptr;
+  size_t need = 0;
+  st = SelectImpl(pass, p, T, Tacc, requested, device, &impl, &need);
+  if (!st.ok()) return st;
+  return RunImpl(*impl, need, pass, stream, p, T, Tacc, a, b, out, workspace, workspace_bytes,
+                 used);
+}
+
+Status PlanOn(const DeviceInfo& device, Pass pass, const ConvProblem& p, DataType T, DataType Tacc,
+              ConvPath requested, size_t max_workspace_bytes, LaunchPlan* plan) {
+  *plan = LaunchPlan();
+  Status st = CheckDevice(device, ThisBuild());
+  if (!st.ok()) return st;
+  const Impl* impl = nullptr;
+  size_t need = 0;
+  st = SelectImpl(pass, p, T, Tacc, requested, device, &impl, &need, max_workspace_bytes);
+  if (!st.ok()) return st;
+  plan->device = device;
+  plan->path = impl->path;
+  plan->workspace_bytes = need;
+  return Ok();
+}
+
+Status RunPlan(const LaunchPlan& plan, Pass pass, cudaStream_t stream, const ConvProblem& p,
+               DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
+               size_t workspace_bytes, ConvPath* used) {
+  if (used) *used = ConvPath::kAuto;
+  for (const Impl& impl : kTable) {
+    if (impl.path == plan.path) {
+      return RunImpl(impl, plan.workspace_bytes, pass, stream, p, T, Tacc, a, b, out, workspace,
+                     workspace_bytes, used);
+    }
+  }
+  return MakeStatus(StatusCode::kInvalidArgument, "the plan names no implementation (%s)",
+                    ConvPathName(plan.path));
+}
+
+Status LaunchWithAllocator(const DeviceInfo& device, Pass pass, cudaStream_t stream,
+                           const ConvProblem& p, DataType T, DataType Tacc, const void* a,
+                           const void* b, void* out, ConvPath requested,
+                           const WorkspaceAllocator& allocator, ConvPath* used, int* selections) {
+  if (used) *used = ConvPath::kAuto;
+  if (selections) *selections = 1;
+  LaunchPlan plan;
+  Status st = PlanOn(device, pass, p, T, Tacc, requested, SIZE_MAX, &plan);
+  if (!st.ok()) return st;
+  void* workspace = nullptr;
+  if (plan.workspace_bytes > 0) {
+    workspace = allocator.allocate(allocator.context, plan.workspace_bytes);
+    if (workspace == nullptr) {
+      const size_t wanted = plan.workspace_bytes;
+      const ConvPath first = plan.path;
+      if (selections) *selections = 2;
+      if (!PlanOn(device, pass, p, T, Tacc, requested, 0, &plan).ok()) {
+        return MakeStatus(StatusCode::kResourceExhausted,
+                          "cannot allocate the %zu-byte workspace of %s, and no implementation "
+                          "runs this %s problem without one",
+                          wanted, ConvPathName(first), PassName(pass));
+      }
+    }
+  }
+  return RunPlan(plan, pass, stream, p, T, Tacc, a, b, out, workspace, plan.workspace_bytes, used);
 }
 
 Status Launch(Pass pass, cudaStream_t stream, const ConvProblem& p, DataType T, DataType Tacc,
