@@ -35,7 +35,7 @@ void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const fl
 // acc[r][0:len] accumulates xs[r][t] * rows[t * row_stride + l]. Independent rows give the
 // vector units independent dependency chains (the kHalf step is a long chain of operations).
 // On AVX-512 the kHalf kernels hold kHalfRows rows x one vector in registers, the kFloat kernel
-// up to 16 rows x 1, 12 x 2 or 8 x 3 vectors of 16 lanes (at most 24 accumulators).
+// up to 12 rows x 1 or 2, or 8 rows x 3 vectors of 16 lanes (at most 24 accumulators).
 constexpr int kMaxRows = 16;
 constexpr int kHalfRows = 8;
 void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, int64_t len,
