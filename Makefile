@@ -23,9 +23,10 @@ RUFF := $(VENV)/bin/ruff
 demo: install
 	$(PY) -m tf_fp16ops.demo
 
-# The suite (tests/test_wheel.py installs the wheel just built into a fresh virtualenv), then
-# the style check.
+# The host test of the size rules (cc/kernels/conv_shape_test.cc), the suite
+# (tests/test_wheel.py installs the wheel just built into a fresh virtualenv), then the style check.
 test: install wheel gpu-host-lib
+	$(BAZEL) run //:conv_shape_test
 	TF_FP16OPS_WHEEL="$$(ls dist/tf_fp16ops-*.whl)" $(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory lint
 

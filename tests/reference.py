@@ -79,7 +79,17 @@ def fma_half(x, w, acc):
 def _step(acc, a, b, accumulation):
     if accumulation == "half":
         return fma_half(a, b, acc)
+    if accumulation == "float32":
+        # fl32(x * w + acc): for binary16 operands the product is exact in float64, and float64
+        # rounds the sum of two binary32 numbers so that the cast to float32 rounds it once
+        # (53 >= 2 * 24 + 2; Figueroa, "When is double rounding innocuous?", SIGNUM 1995).
+        p = a.astype(np.float16).astype(np.float64) * b.astype(np.float16).astype(np.float64)
+        return (acc.astype(np.float64) + p).astype(np.float32)
     return acc + a.astype(np.float64) * b.astype(np.float64)  # float64: the exact-sum reference
+
+
+def _acc_dtype(accumulation):
+    return {"half": np.float16, "float32": np.float32}.get(accumulation, np.float64)
 
 
 def _padded(x, g: Geometry):
@@ -88,12 +98,13 @@ def _padded(x, g: Geometry):
 
 def conv2d(x, w, strides=(1, 1), dilations=(1, 1), padding="VALID", accumulation="half"):
     """Forward convolution. accumulation 'half': sequential binary16 fused steps over
-    (kh, kw, ci); 'float64': exact-ish float64 sum (reference for float accumulation)."""
+    (kh, kw, ci); 'float32': sequential binary32 fused steps in the same order (binary16-valued
+    operands only); 'float64': exact-ish float64 sum (reference for float accumulation)."""
     g = geometry(x.shape, w.shape, strides, dilations, padding)
     xp = _padded(x, g)
     Kg = g.K // g.groups
     group_of_k = np.arange(g.K) // Kg
-    acc = np.zeros((g.N, g.P, g.Q, g.K), np.float16 if accumulation == "half" else np.float64)
+    acc = np.zeros((g.N, g.P, g.Q, g.K), _acc_dtype(accumulation))
     for kh in range(g.KH):
         for kw in range(g.KW):
             rows = xp[
@@ -116,7 +127,7 @@ def conv2d_backprop_input(
     Kg = g.K // g.groups
     acc = np.zeros(
         (g.N, g.H + g.pt + g.pb, g.W + g.pl + g.pr, g.C),
-        np.float16 if accumulation == "half" else np.float64,
+        _acc_dtype(accumulation),
     )
     for kh in range(g.KH):
         for kw in range(g.KW):
@@ -140,7 +151,7 @@ def conv2d_backprop_filter(
     xp = _padded(x, g)
     Kg = g.K // g.groups
     group_of_k = np.arange(g.K) // Kg
-    acc = np.zeros((g.KH, g.KW, g.Cg, g.K), np.float16 if accumulation == "half" else np.float64)
+    acc = np.zeros((g.KH, g.KW, g.Cg, g.K), _acc_dtype(accumulation))
     kh = np.arange(g.KH)[:, None, None, None]
     kw = np.arange(g.KW)[None, :, None, None]
     ci = np.arange(g.Cg)[None, None, :, None]
@@ -167,7 +178,7 @@ def depthwise_conv2d(x, w, strides=(1, 1), dilations=(1, 1), padding="VALID", ac
     KH, KW, C, M = w.shape
     g = geometry(x.shape, (KH, KW, 1, C * M), strides, dilations, padding)
     xp = _padded(x, g)
-    acc = np.zeros((g.N, g.P, g.Q, C, M), np.float16 if accumulation == "half" else np.float64)
+    acc = np.zeros((g.N, g.P, g.Q, C, M), _acc_dtype(accumulation))
     for kh in range(KH):
         for kw in range(KW):
             rows = xp[
@@ -182,7 +193,7 @@ def depthwise_conv2d(x, w, strides=(1, 1), dilations=(1, 1), padding="VALID", ac
 
 def matmul(x, w, accumulation="half"):
     """x [M, Cin] @ w [Cin, K]: one accumulator per (m, k), over ci ascending."""
-    acc = np.zeros((x.shape[0], w.shape[1]), np.float16 if accumulation == "half" else np.float64)
+    acc = np.zeros((x.shape[0], w.shape[1]), _acc_dtype(accumulation))
     for ci in range(x.shape[1]):
         acc = _step(acc, x[:, ci : ci + 1], w[ci : ci + 1, :], accumulation)
     return acc
@@ -190,7 +201,7 @@ def matmul(x, w, accumulation="half"):
 
 def matmul_backprop_input(w, dy, accumulation="half"):
     """dx [M, Cin] = dy [M, K] @ w.T: over k ascending."""
-    acc = np.zeros((dy.shape[0], w.shape[0]), np.float16 if accumulation == "half" else np.float64)
+    acc = np.zeros((dy.shape[0], w.shape[0]), _acc_dtype(accumulation))
     for k in range(w.shape[1]):
         acc = _step(acc, dy[:, k : k + 1], w[None, :, k], accumulation)
     return acc
@@ -198,7 +209,7 @@ def matmul_backprop_input(w, dy, accumulation="half"):
 
 def matmul_backprop_filter(x, dy, accumulation="half"):
     """dw [Cin, K] = x.T @ dy: over the rows m ascending."""
-    acc = np.zeros((x.shape[1], dy.shape[1]), np.float16 if accumulation == "half" else np.float64)
+    acc = np.zeros((x.shape[1], dy.shape[1]), _acc_dtype(accumulation))
     for m in range(x.shape[0]):
         acc = _step(acc, x[m][:, None], dy[m][None, :], accumulation)
     return acc

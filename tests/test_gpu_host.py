@@ -617,3 +617,65 @@ def test_check_cpu_dry_run(lib, tmp_path):
     assert [s["section"] for s in summary["sections"]] == ["facts", "random", "cases"]
     assert all(s["verdict"] == "PASS" and not s["failed"] for s in summary["sections"])
     assert summary["sections"][1]["asserted_ok"] >= 18
+
+
+def launch_with_allocator(lib, op, p, t, tacc, x, w, dy, available, device):
+    """The op's GPU launch (one plan, workspace from an allocator that gives at most `available`
+    bytes, fallback without workspace): (out NHWC/HWIO, implementation that ran, selections)."""
+    xs, ws_, ys = p.shapes()
+    xl, wl, dyl = to_layout(x, p.nchw), np.ascontiguousarray(w), to_layout(dy, p.nchw)
+    a, b = {"fprop": (xl, wl), "dgrad": (wl, dyl), "wgrad": (xl, dyl)}[op]
+    out = np.full({"fprop": ys, "dgrad": xs, "wgrad": ws_}[op], np.nan, NP_T[t])
+    pool = np.zeros(max(available, 1), np.uint8)
+    used, selections = lib.launch_with_allocator(
+        op,
+        p,
+        t,
+        tacc,
+        a.ctypes.data,
+        b.ctypes.data,
+        out.ctypes.data,
+        pool.ctypes.data,
+        available,
+        device=device,
+    )
+    return (out if op == "wgrad" else from_layout(out, p.nchw)), used, selections
+
+
+def test_one_selection_gives_workspace_and_launch(lib):
+    """The direct wgrad with Tacc=float needs a workspace (its split partials): given it, one
+    table selection sizes it and runs, and the result is the integer-exact reference; without
+    it no implementation can run, which is a ResourceExhausted error naming the bytes. The
+    Tacc=half wgrad needs none and runs whatever the allocator can give."""
+    p = SHAPES[-1]
+    x, w, dy = operands(p, np.random.default_rng(3), "int")
+    _, nbytes = lib.select("wgrad", p, "half", "float", "auto", TURING)
+    assert nbytes > 0
+    want = reference("wgrad", p, x, w, dy, "float64")
+    got, used, selections = launch_with_allocator(
+        lib, "wgrad", p, "half", "float", x, w, dy, nbytes, TURING
+    )
+    assert (used, selections) == ("fallback", 1)
+    assert same_bits(got, want)
+    with pytest.raises(AbiError, match=f"{nbytes}-byte workspace of fallback") as err:
+        launch_with_allocator(lib, "wgrad", p, "half", "float", x, w, dy, nbytes - 1, TURING)
+    assert err.value.code == "ResourceExhausted"
+    got, used, selections = launch_with_allocator(
+        lib, "wgrad", p, "half", "half", x, w, dy, 0, TURING
+    )
+    assert (used, selections) == ("fallback", 1)
+    assert same_bits(got, reference("wgrad", p, x, w, dy, "half"))
+
+
+def test_failed_workspace_falls_back_to_an_implementation_without_one(cutlass):
+    """On an sm_80 device the table takes CUTLASS's sm80 fprop, whose workspace holds the KRSC
+    filter; when the allocator cannot give it, the launch selects again among implementations
+    without workspace, runs the direct kernel (and reports it), bit-exact on integer data."""
+    p = Problem("fallback", 2, 9, 11, 16, 24, 3, 3, pad=(1, 1, 1, 1))
+    assert cutlass.select("fprop", p, "half", "half", "auto", AMPERE)[0] == "sm80"
+    x, w, dy = operands(p, np.random.default_rng(4), "int")
+    got, used, selections = launch_with_allocator(
+        cutlass, "fprop", p, "half", "half", x, w, dy, 0, AMPERE
+    )
+    assert (used, selections) == ("fallback", 2)
+    assert same_bits(got, reference("fprop", p, x, w, dy, "half"))

@@ -65,6 +65,22 @@ class Fp16ConvOp : public tensorflow::OpKernel {
   ConvAttrs attrs_;
 };
 
+// Registers the three kernels for one device and T: TF_FP16OPS_REGISTER_CONV_KERNELS(
+// tensorflow::DEVICE_CPU, CpuDevice, float). The size inputs of the gradients stay in host memory.
+#define TF_FP16OPS_REGISTER_CONV_KERNELS(DEVICE, DEVICE_TAG, T)                                   \
+  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2D").Device(DEVICE).TypeConstraint<T>("T"),               \
+                          (::tf_fp16ops::Fp16ConvOp<DEVICE_TAG, T, ::tf_fp16ops::Pass::kFprop>)); \
+  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                                         \
+                              .Device(DEVICE)                                                     \
+                              .TypeConstraint<T>("T")                                             \
+                              .HostMemory("input_sizes"),                                         \
+                          (::tf_fp16ops::Fp16ConvOp<DEVICE_TAG, T, ::tf_fp16ops::Pass::kDgrad>)); \
+  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                                        \
+                              .Device(DEVICE)                                                     \
+                              .TypeConstraint<T>("T")                                             \
+                              .HostMemory("filter_sizes"),                                        \
+                          (::tf_fp16ops::Fp16ConvOp<DEVICE_TAG, T, ::tf_fp16ops::Pass::kWgrad>))
+
 }  // namespace tf_fp16ops
 
 #endif  // TF_FP16OPS_CC_KERNELS_CONV_KERNEL_H_

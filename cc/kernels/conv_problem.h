@@ -31,6 +31,28 @@ struct ConvProblem {
   int64_t dilation_h = 1, dilation_w = 1;
   int64_t pad_top = 0, pad_left = 0;  // bottom/right padding is implied by P and Q
   bool nchw = false;                  // activations NCHW instead of NHWC
+
+  // Element counts of x, y (or dy) and the filter. A problem from ComputeConvProblem
+  // (cc/kernels/conv_shape.h) with check_counts has all three within int64.
+  constexpr int64_t InputElements() const { return N * H * W * C; }
+  constexpr int64_t OutputElements() const { return N * P * Q * K; }
+  constexpr int64_t FilterElements() const { return KH * KW * Cg * K; }
+  // The implicit-GEMM extents of a pass for one group, as CUTLASS's
+  // conv::implicit_gemm_problem_size (cutlass/conv/convolution.h) with C -> Cg, K -> K / groups:
+  //   fprop  M = N*P*Q,       N = K/groups,  K = KH*KW*Cg
+  //   dgrad  M = N*H*W,       N = Cg,        K = KH*KW*(K/groups)
+  //   wgrad  M = K/groups,    N = KH*KW*Cg,  K = N*P*Q
+  constexpr int64_t GemmM(Pass pass) const {
+    return pass == Pass::kFprop ? N * P * Q : pass == Pass::kDgrad ? N * H * W : K / groups;
+  }
+  constexpr int64_t GemmN(Pass pass) const {
+    return pass == Pass::kFprop ? K / groups : pass == Pass::kDgrad ? Cg : KH * KW * Cg;
+  }
+  constexpr int64_t GemmK(Pass pass) const {
+    return pass == Pass::kFprop   ? KH * KW * Cg
+           : pass == Pass::kDgrad ? KH * KW * (K / groups)
+                                  : N * P * Q;
+  }
 };
 
 }  // namespace tf_fp16ops

@@ -16,6 +16,7 @@
 
 #include "cc/kernels/conv_kernel.h"
 #include "cc/kernels/gpu/conv2d_gpu.h"
+#include "tensorflow/core/framework/allocator.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "xla/stream_executor/stream.h"
@@ -43,6 +44,8 @@ Status FromGpuStatus(const gpu::Status& s, const std::string& op) {
       return errors::FailedPrecondition(op, ": ", s.message);
     case gpu::StatusCode::kUnimplemented:
       return errors::Unimplemented(op, ": ", s.message);
+    case gpu::StatusCode::kResourceExhausted:
+      return errors::ResourceExhausted(op, ": ", s.message);
     default:
       return errors::Internal(op, " GPU launch failed: ", s.message);
   }
@@ -59,44 +62,44 @@ template <typename T, Pass kPass>
 struct ConvLaunch<GpuDevice, T, kPass> {
   static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
                     const Tensor& a, const Tensor& b, Tensor* output) {
+    const char* name = kPass == Pass::kFprop   ? "Fp16Conv2D"
+                       : kPass == Pass::kDgrad ? "Fp16Conv2DBackpropInput"
+                                               : "Fp16Conv2DBackpropFilter";
     const gpu::DataType t = ToGpuType(attrs.T), tacc = ToGpuType(attrs.Tacc);
-    const size_t bytes = gpu::WorkspaceBytes(kPass, g, t, tacc);
-    Tensor holder;
-    void* ws = nullptr;
-    if (bytes > 0) {
-      TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_UINT8,
-                                            TensorShape({static_cast<int64_t>(bytes)}), &holder));
-      ws = holder.flat<uint8_t>().data();
-    }
-    const gpu::Status st = gpu::Launch(kPass, StreamOf(ctx), g, t, tacc, a.data(), b.data(),
-                                       output->data(), ws, bytes);
-    return FromGpuStatus(st, kPass == Pass::kFprop   ? "Fp16Conv2D"
-                             : kPass == Pass::kDgrad ? "Fp16Conv2DBackpropInput"
-                                                     : "Fp16Conv2DBackpropFilter");
+    const cudaStream_t stream = StreamOf(ctx);
+    gpu::DeviceInfo device;  // the stream's device, queried once per device
+    gpu::Status st = gpu::QueryStreamDevice(stream, &device);
+    if (!st.ok()) return FromGpuStatus(st, name);
+    // The workspace is a temporary tensor; an allocation failure falls back to an
+    // implementation without workspace (LaunchWithAllocator), as TensorFlow's
+    // AllocateScratchOrFallback does, so the allocator must not retry or log it.
+    struct Scratch {
+      OpKernelContext* ctx;
+      Tensor holder;
+    } scratch{ctx, Tensor()};
+    const gpu::WorkspaceAllocator allocator{
+        [](void* context, size_t bytes) -> void* {
+          auto* s = static_cast<Scratch*>(context);
+          tensorflow::AllocationAttributes no_retry;
+          no_retry.retry_on_failure = false;
+          const Status got = s->ctx->allocate_temp(
+              tensorflow::DT_UINT8, TensorShape({static_cast<int64_t>(bytes)}), &s->holder,
+              tensorflow::AllocatorAttributes(), no_retry);
+          return got.ok() ? s->holder.template flat<uint8_t>().data() : nullptr;
+        },
+        &scratch};
+    gpu::ConvPath used = gpu::ConvPath::kAuto;
+    st = gpu::LaunchWithAllocator(device, kPass, stream, g, t, tacc, a.data(), b.data(),
+                                  output->data(), gpu::ConvPath::kAuto, allocator, &used, nullptr);
+    if (st.ok()) VLOG(1) << name << " ran " << gpu::ConvPathName(used);
+    return FromGpuStatus(st, name);
   }
 };
 
 namespace {
 
-#define TF_FP16OPS_REGISTER_GPU(T)                                              \
-  REGISTER_KERNEL_BUILDER(                                                      \
-      Name("Fp16Conv2D").Device(tensorflow::DEVICE_GPU).TypeConstraint<T>("T"), \
-      (Fp16ConvOp<GpuDevice, T, Pass::kFprop>));                                \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                       \
-                              .Device(tensorflow::DEVICE_GPU)                   \
-                              .TypeConstraint<T>("T")                           \
-                              .HostMemory("input_sizes"),                       \
-                          (Fp16ConvOp<GpuDevice, T, Pass::kDgrad>));            \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                      \
-                              .Device(tensorflow::DEVICE_GPU)                   \
-                              .TypeConstraint<T>("T")                           \
-                              .HostMemory("filter_sizes"),                      \
-                          (Fp16ConvOp<GpuDevice, T, Pass::kWgrad>));
-
-TF_FP16OPS_REGISTER_GPU(Eigen::half);
-TF_FP16OPS_REGISTER_GPU(float);
-
-#undef TF_FP16OPS_REGISTER_GPU
+TF_FP16OPS_REGISTER_CONV_KERNELS(tensorflow::DEVICE_GPU, GpuDevice, Eigen::half);
+TF_FP16OPS_REGISTER_CONV_KERNELS(tensorflow::DEVICE_GPU, GpuDevice, float);
 
 }  // namespace
 }  // namespace tf_fp16ops

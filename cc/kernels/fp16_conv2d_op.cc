@@ -4,6 +4,7 @@
 // cc/kernels/cpu/conv2d_cpu.h on TensorFlow's CPU worker threads, and store the result in T
 // (binary32 -> binary16 rounds to nearest even; with Tacc=half the values are already binary16).
 #include <cstring>
+#include <type_traits>
 
 #include "cc/kernels/conv_kernel.h"
 #include "cc/kernels/conv_params.h"
@@ -49,7 +50,11 @@ Status ToFloat(OpKernelContext* ctx, const Tensor& t, bool nchw_to_nhwc, Tensor*
   const T* src = t.flat<T>().data();
   float* dst = out->flat<float>().data();
   if (!nchw_to_nhwc) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+    if constexpr (std::is_same<T, Eigen::half>::value) {
+      cpu::HalfToFloat(reinterpret_cast<const uint16_t*>(src), dst, n);  // vectorized, exact
+    } else {
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+    }
   } else {
     const int64_t N = t.dim_size(0), C = t.dim_size(1), H = t.dim_size(2), W = t.dim_size(3);
     for (int64_t b = 0; b < N; ++b)
@@ -68,7 +73,11 @@ void FromFloat(const float* src, int64_t N, int64_t H, int64_t W, int64_t C, boo
   T* dst = out->flat<T>().data();
   if (!nhwc_to_nchw) {
     const int64_t n = N * H * W * C;
-    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+    if constexpr (std::is_same<T, Eigen::half>::value) {
+      cpu::FloatToHalf(src, reinterpret_cast<uint16_t*>(dst), n);  // vectorized, to nearest even
+    } else {
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+    }
   } else {
     for (int64_t b = 0; b < N; ++b)
       for (int64_t c = 0; c < C; ++c)
@@ -98,6 +107,16 @@ template <typename T>
 struct ConvLaunch<CpuDevice, T, Pass::kFprop> {
   static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
                     const Tensor& input, const Tensor& filter, Tensor* output) {
+    if constexpr (std::is_same<T, Eigen::half>::value) {
+      // Binary16 operands straight to a binary16 kernel where one applies (no float copies).
+      if (AccOf(attrs) == cpu::Accumulation::kHalf && !attrs.nchw &&
+          cpu::Conv2DFpropHalfBuffers(g, reinterpret_cast<const uint16_t*>(input.flat<T>().data()),
+                                      reinterpret_cast<const uint16_t*>(filter.flat<T>().data()),
+                                      reinterpret_cast<uint16_t*>(output->flat<T>().data()),
+                                      MakeParallelFor(ctx))) {
+        return Status();
+      }
+    }
     Tensor xt, wt, yt;
     const float *x, *w;
     float* y;
@@ -154,25 +173,8 @@ struct ConvLaunch<CpuDevice, T, Pass::kWgrad> {
 
 namespace {
 
-#define REGISTER_CPU(T)                                                         \
-  REGISTER_KERNEL_BUILDER(                                                      \
-      Name("Fp16Conv2D").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
-      (Fp16ConvOp<CpuDevice, T, Pass::kFprop>));                                \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropInput")                       \
-                              .Device(tensorflow::DEVICE_CPU)                   \
-                              .TypeConstraint<T>("T")                           \
-                              .HostMemory("input_sizes"),                       \
-                          (Fp16ConvOp<CpuDevice, T, Pass::kDgrad>));            \
-  REGISTER_KERNEL_BUILDER(Name("Fp16Conv2DBackpropFilter")                      \
-                              .Device(tensorflow::DEVICE_CPU)                   \
-                              .TypeConstraint<T>("T")                           \
-                              .HostMemory("filter_sizes"),                      \
-                          (Fp16ConvOp<CpuDevice, T, Pass::kWgrad>));
-
-REGISTER_CPU(Eigen::half);
-REGISTER_CPU(float);
-
-#undef REGISTER_CPU
+TF_FP16OPS_REGISTER_CONV_KERNELS(tensorflow::DEVICE_CPU, CpuDevice, Eigen::half);
+TF_FP16OPS_REGISTER_CONV_KERNELS(tensorflow::DEVICE_CPU, CpuDevice, float);
 
 }  // namespace
 }  // namespace tf_fp16ops
@@ -194,3 +196,10 @@ REGISTER_KERNEL_BUILDER(Name("Fp16OpsCpuIsa").Device(tensorflow::DEVICE_CPU), Fp
 
 }  // namespace
 }  // namespace tf_fp16ops
+
+// For tools/benchmark_cpu.py (through ctypes on this library, so that the ceiling is the code the
+// op runs): cpu::FpropHalfCeilingProbe.
+extern "C" __attribute__((visibility("default"))) int64_t TfFp16opsFpropHalfCeilingProbe(
+    int64_t reps, float* sink) {
+  return tf_fp16ops::cpu::FpropHalfCeilingProbe(reps, sink);
+}

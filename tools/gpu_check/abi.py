@@ -17,7 +17,14 @@ OPS = ("fprop", "dgrad", "wgrad")
 PATHS = {"auto": 0, "sm90": 1, "sm80": 2, "simt": 3, "fallback": 4}
 PATH_NAMES = {v: k for k, v in PATHS.items()}
 DTYPES = {"half": 0, "float": 1}
-CODES = {0: "OK", 1: "InvalidArgument", 2: "Internal", 3: "FailedPrecondition", 4: "Unimplemented"}
+CODES = {
+    0: "OK",
+    1: "InvalidArgument",
+    2: "Internal",
+    3: "FailedPrecondition",
+    4: "Unimplemented",
+    5: "ResourceExhausted",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +128,27 @@ class Library:
         lib.tfo_select.argtypes = [i, p64, i, i, i, i, ip, ip, u64p, cp, i]
         lib.tfo_launch.argtypes = [i, p64, i, i, i, vp, vp, vp, vp, u64, vp, i, ip, ip, cp, i]
         lib.tfo_query_device.argtypes = [ip, cp, i]
+        # Absent from libraries built before it (tools/gpu_check may load an older bundle).
+        if hasattr(lib, "tfo_launch_with_allocator"):
+            lib.tfo_launch_with_allocator.argtypes = [
+                i,
+                p64,
+                i,
+                i,
+                i,
+                vp,
+                vp,
+                vp,
+                vp,
+                u64,
+                vp,
+                i,
+                ip,
+                ip,
+                ip,
+                cp,
+                i,
+            ]
         lib.tfo_build_info.argtypes = [ip, ip, ip, i, ip]
         lib.tfo_check_device.argtypes = [ip, i, i, ip, i, cp, i]
         lib.tfo_direct_wgrad_splits.argtypes = [p64, i]
@@ -194,6 +222,49 @@ class Library:
         if rc != 0:
             raise AbiError(rc, msg.value.decode())
         return PATH_NAMES.get(used.value, str(used.value))
+
+    def launch_with_allocator(
+        self,
+        op: str,
+        p: Problem,
+        t: str,
+        tacc: str,
+        a: int,
+        b: int,
+        out: int,
+        workspace: int,
+        workspace_bytes: int,
+        stream: int = 0,
+        path: str = "auto",
+        device: Sequence[int] | None = None,
+    ) -> tuple:
+        """Plans once, takes `workspace` if the plan needs at most `workspace_bytes` (else falls
+        back to an implementation without workspace) and runs; returns (implementation that ran,
+        table selections made); AbiError on a non-OK status."""
+        used, selections = ctypes.c_int(-1), ctypes.c_int(0)
+        msg = ctypes.create_string_buffer(512)
+        rc = self.lib.tfo_launch_with_allocator(
+            OPS.index(op),
+            _dims(p),
+            int(p.nchw),
+            DTYPES[t],
+            DTYPES[tacc],
+            a,
+            b,
+            out,
+            workspace,
+            workspace_bytes,
+            stream,
+            PATHS[path],
+            _device(device),
+            ctypes.byref(used),
+            ctypes.byref(selections),
+            msg,
+            512,
+        )
+        if rc != 0:
+            raise AbiError(rc, msg.value.decode())
+        return PATH_NAMES.get(used.value, str(used.value)), selections.value
 
     def query_device(self):
         """(driver_version, compute_capability, sm90a_code) of the current device."""

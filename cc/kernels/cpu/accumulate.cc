@@ -107,6 +107,84 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispa
   }
 }
 
+// ---------------------------------------------------------------- AVX-512 kFloat (wide tiles)
+// kFloat on M rows x NV vectors of 16 lanes held in registers (up to 24 accumulators), the last
+// vector masked: per term NV filter-row loads, M broadcasts and M * NV FMAs. Each output still
+// gets acc = fl32(x * w + acc) over t ascending, so the tile shape changes no bit of the result.
+template <int M, int NV>
+__attribute__((target("avx512f,avx512vl,avx512dq,fma"))) void F32Tile(
+    float* const* acc, int64_t l, __mmask16 last, const float* const* xs, int64_t terms,
+    const float* rows, int64_t row_stride) {
+  __m512 a[M][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      a[r][v] = v == NV - 1 ? _mm512_maskz_loadu_ps(last, acc[r] + l + 16 * v)
+                            : _mm512_loadu_ps(acc[r] + l + 16 * v);
+    }
+  }
+  const float* w = rows + l;
+  for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+    __m512 wv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      wv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(last, w + 16 * v) : _mm512_loadu_ps(w + 16 * v);
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < M; ++r) {
+      const __m512 x = _mm512_set1_ps(xs[r][t]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) a[r][v] = _mm512_fmadd_ps(x, wv[v], a[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      if (v == NV - 1) {
+        _mm512_mask_storeu_ps(acc[r] + l + 16 * v, last, a[r][v]);
+      } else {
+        _mm512_storeu_ps(acc[r] + l + 16 * v, a[r][v]);
+      }
+    }
+  }
+}
+
+using F32TileFn = void (*)(float* const*, int64_t, __mmask16, const float* const*, int64_t,
+                           const float*, int64_t);
+template <int M>
+constexpr F32TileFn kF32TileByVectors[3] = {&F32Tile<M, 1>, &F32Tile<M, 2>, &F32Tile<M, 3>};
+constexpr const F32TileFn* kF32Tiles[kMaxRows] = {
+    kF32TileByVectors<1>,  kF32TileByVectors<2>,  kF32TileByVectors<3>,  kF32TileByVectors<4>,
+    kF32TileByVectors<5>,  kF32TileByVectors<6>,  kF32TileByVectors<7>,  kF32TileByVectors<8>,
+    kF32TileByVectors<9>,  kF32TileByVectors<10>, kF32TileByVectors<11>, kF32TileByVectors<12>,
+    kF32TileByVectors<13>, kF32TileByVectors<14>, kF32TileByVectors<15>, kF32TileByVectors<16>};
+
+// Rows per tile for NV vectors (at most 24 accumulators of the 32 vector registers).
+// One vector: 12 rows, not 16, so that the row pointers of the broadcasts stay in the 16
+// general-purpose registers instead of being reloaded from the stack at every term.
+constexpr int kF32RowsFor[4] = {0, 12, 12, 8};
+
+__attribute__((target("avx512f,avx512vl,avx512dq,fma"))) void MultiF32(
+    int m, float* const* acc, int64_t len, const float* const* xs, int64_t terms, const float* rows,
+    int64_t row_stride) {
+  const int nv = len >= 48 ? 3 : len >= 32 ? 2 : 1;
+  const int chunks = (m + kF32RowsFor[nv] - 1) / kF32RowsFor[nv];
+  const int per_chunk = (m + chunks - 1) / chunks;  // balanced row chunks
+  for (int r0 = 0; r0 < m; r0 += per_chunk) {
+    const int mm = m - r0 < per_chunk ? m - r0 : per_chunk;
+    for (int64_t l = 0; l < len; l += 16 * nv) {
+      const int64_t rest = len - l;
+      const int vecs = rest >= 16 * nv ? nv : static_cast<int>((rest + 15) / 16);
+      const int64_t in_last = rest - 16 * (vecs - 1);
+      const __mmask16 last = in_last >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                           : static_cast<__mmask16>((1u << in_last) - 1u);
+      kF32Tiles[mm - 1][vecs - 1](acc + r0, l, last, xs + r0, terms, rows, row_stride);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- AVX512-FP16 (32 / 16 lanes)
 // The kHalf step is one native binary16 FMA: VFMADD231PH computes x * w + acc with a single
 // rounding (Intel AVX512-FP16 Architecture Specification, document 347407), which is the
@@ -302,14 +380,16 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
 #if defined(__x86_64__)
   const Isa isa = ChosenIsa();
   if (isa == Isa::kAvx512 || isa == Isa::kAvx512Fp16) {
-    for (int r0 = 0; r0 < m; r0 += kMaxRows) {
-      const int mm = m - r0 < kMaxRows ? m - r0 : kMaxRows;
-      if (accumulation == Accumulation::kHalf && isa == Isa::kAvx512Fp16) {
+    if (accumulation == Accumulation::kFloat) {
+      MultiF32(m, acc, len, xs, terms, rows, row_stride);
+      return;
+    }
+    for (int r0 = 0; r0 < m; r0 += kHalfRows) {
+      const int mm = m - r0 < kHalfRows ? m - r0 : kHalfRows;
+      if (isa == Isa::kAvx512Fp16) {
         MultiFp16Dispatch(mm, acc + r0, len, xs + r0, terms, rows, row_stride);
-      } else if (accumulation == Accumulation::kHalf) {
-        Multi512Dispatch<true>(mm, acc + r0, len, xs + r0, terms, rows, row_stride);
       } else {
-        Multi512Dispatch<false>(mm, acc + r0, len, xs + r0, terms, rows, row_stride);
+        Multi512Dispatch<true>(mm, acc + r0, len, xs + r0, terms, rows, row_stride);
       }
     }
     return;
@@ -317,6 +397,59 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
 #endif
   for (int r = 0; r < m; ++r)
     AccumulateRows(accumulation, acc[r], len, xs[r], terms, rows, row_stride);
+}
+
+#if defined(__x86_64__)
+namespace {
+__attribute__((target("avx2,f16c"))) void HalfToFloat256(const uint16_t* src, float* dst,
+                                                         int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) {
+    _Float16 h;
+    std::memcpy(&h, src + i, sizeof(h));
+    dst[i] = static_cast<float>(h);
+  }
+}
+
+__attribute__((target("avx2,f16c"))) void FloatToHalf256(const float* src, uint16_t* dst,
+                                                         int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h =
+        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  for (; i < n; ++i) {
+    const _Float16 h = static_cast<_Float16>(src[i]);
+    std::memcpy(dst + i, &h, sizeof(h));
+  }
+}
+}  // namespace
+#endif
+
+void HalfToFloat(const uint16_t* src, float* dst, int64_t n) {
+#if defined(__x86_64__)
+  if (ChosenIsa() != Isa::kScalar) return HalfToFloat256(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    _Float16 h;
+    std::memcpy(&h, src + i, sizeof(h));
+    dst[i] = static_cast<float>(h);
+  }
+}
+
+void FloatToHalf(const float* src, uint16_t* dst, int64_t n) {
+#if defined(__x86_64__)
+  if (ChosenIsa() != Isa::kScalar) return FloatToHalf256(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    const _Float16 h = static_cast<_Float16>(src[i]);
+    std::memcpy(dst + i, &h, sizeof(h));
+  }
 }
 
 const char* AccumulateIsa() {

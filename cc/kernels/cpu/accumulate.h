@@ -34,10 +34,20 @@ void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const fl
 // The same for `m` independent output rows that share `rows` (up to kMaxRows): for each r < m,
 // acc[r][0:len] accumulates xs[r][t] * rows[t * row_stride + l]. Independent rows give the
 // vector units independent dependency chains (the kHalf step is a long chain of operations).
-constexpr int kMaxRows = 8;
+// On AVX-512 the kHalf kernels hold kHalfRows rows x one vector in registers, the kFloat kernel
+// up to 12 rows x 1 or 2, or 8 rows x 3 vectors of 16 lanes (at most 24 accumulators).
+constexpr int kMaxRows = 16;
+constexpr int kHalfRows = 8;
 void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, int64_t len,
                          const float* const* xs, int64_t terms, const float* rows,
                          int64_t row_stride);
+
+// n values between IEEE binary16 bit patterns and binary32: widening is exact, narrowing rounds
+// to nearest even (+-inf beyond 65520; NaN stays NaN). F16C (8 lanes) on the AVX2 and AVX-512
+// paths, a scalar loop on the scalar path; independent of MXCSR.DAZ/FTZ (binary16 values are
+// binary32 normals; binary32 subnormals round to +-0 in binary16 either way).
+void HalfToFloat(const uint16_t* src, float* dst, int64_t n);
+void FloatToHalf(const float* src, uint16_t* dst, int64_t n);
 
 // Name of the instruction-set path chosen at run time ("avx512fp16", "avx512", "avx2", "scalar").
 const char* AccumulateIsa();

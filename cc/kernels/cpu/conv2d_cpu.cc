@@ -1,6 +1,7 @@
 #include "cc/kernels/cpu/conv2d_cpu.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -25,17 +26,24 @@ int64_t CostOf(std::initializer_list<int64_t> factors) {
 void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w, float* y,
                  const ParallelFor& parallel_for) {
   if (!HasWork(g)) {  // an empty sum per output (or no output): +0
-    std::fill(y, y + g.N * g.P * g.Q * g.K, 0.0f);
+    std::fill(y, y + g.OutputElements(), 0.0f);
     return;
   }
   if (acc == Accumulation::kHalf && Conv2DFpropFp16Spatial(g, x, w, y, parallel_for)) return;
-  if (acc == Accumulation::kFloat && Conv2DFpropF32Spatial(g, x, w, y, parallel_for)) return;
   const int64_t Kg = g.K / g.groups;
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
   const int64_t cost = CostOf({2, g.Q, g.KH, g.KW, g.Cg, g.K});
   // With one group and no horizontal dilation, the (kw, ci) terms of a window row are
   // contiguous in x and in the filter, so one call covers a whole kernel row.
   const bool contiguous_row = g.groups == 1 && g.dilation_w == 1;
+  // Output columns [q_lo, q_hi) have their whole window row inside the input; the tiles of
+  // positions are cut at q_lo and q_hi, so that only the border columns take the per-tap calls.
+  const int64_t span = (g.KW - 1) * g.dilation_w;  // < 2^62 (cc/kernels/conv_shape.h)
+  const int64_t q_lo =
+      std::min(g.Q, g.pad_left <= 0 ? 0 : (g.pad_left + g.stride_w - 1) / g.stride_w);
+  const int64_t last_start = g.W - 1 + g.pad_left - span;  // largest fitting q * stride_w
+  const int64_t q_hi =
+      last_start < 0 ? q_lo : std::max(q_lo, std::min(g.Q, last_start / g.stride_w + 1));
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     const std::vector<float> zeros(static_cast<size_t>(g.Cg), 0.0f);
     float* accs[kMaxRows];
@@ -45,8 +53,10 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
       const int64_t p = r % g.P;
       float* yrow = y + r * g.Q * g.K;
       std::fill(yrow, yrow + g.Q * g.K, 0.0f);
-      for (int64_t q0 = 0; q0 < g.Q; q0 += kMaxRows) {
-        const int m = static_cast<int>(std::min<int64_t>(kMaxRows, g.Q - q0));
+      for (int64_t q0 = 0, q1 = 0; q0 < g.Q; q0 = q1) {
+        const int64_t cut = q0 < q_lo ? q_lo : q0 < q_hi ? q_hi : g.Q;
+        q1 = std::min<int64_t>(q0 + kMaxRows, cut);
+        const int m = static_cast<int>(q1 - q0);
         const int64_t w_first = q0 * g.stride_w - g.pad_left;
         const int64_t w_last = (q0 + m - 1) * g.stride_w - g.pad_left + (g.KW - 1) * g.dilation_w;
         const bool row_fits = contiguous_row && w_first >= 0 && w_last < g.W;
@@ -77,15 +87,20 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   });
 }
 
+bool Conv2DFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
+                            uint16_t* y, const ParallelFor& parallel_for) {
+  return HasWork(g) && Conv2DFpropFp16SpatialHalf(g, x, w, y, parallel_for);
+}
+
 void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
                  float* dx, const ParallelFor& parallel_for) {
   if (!HasWork(g)) {  // no (p, q) or no term reaches any input element
-    std::fill(dx, dx + g.N * g.H * g.W * g.C, 0.0f);
+    std::fill(dx, dx + g.InputElements(), 0.0f);
     return;
   }
   const int64_t Kg = g.K / g.groups;
   // Filter transposed per group to [KH, KW, groups, Kg, Cg] so that rows run over input channels.
-  std::vector<float> wt(static_cast<size_t>(g.KH * g.KW * g.Cg * g.K));
+  std::vector<float> wt(static_cast<size_t>(g.FilterElements()));
   for (int64_t khw = 0; khw < g.KH * g.KW; ++khw) {
     for (int64_t ci = 0; ci < g.Cg; ++ci) {
       for (int64_t k = 0; k < g.K; ++k) {
@@ -136,7 +151,7 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
   // Checked first: an empty batch or output leaves every sum empty, and its sizes (the
   // output width can be anything when N = 0) must not size any buffer.
   if (!HasWork(g)) {
-    std::fill(dw, dw + g.KH * g.KW * g.Cg * g.K, 0.0f);
+    std::fill(dw, dw + g.FilterElements(), 0.0f);
     return;
   }
   const int64_t Kg = g.K / g.groups;
@@ -185,6 +200,30 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
       }
     }
   });
+}
+
+int64_t FpropHalfCeilingProbe(int64_t reps, float* sink) {
+  if (reps <= 0) return 0;
+  constexpr int64_t kTerms = 256;
+  const int64_t fp16_steps = Fp16MicroKernelProbe(reps * kTerms, sink);
+  if (fp16_steps > 0) return fp16_steps;
+  const int64_t lanes = std::strcmp(AccumulateIsa(), "avx2") == 0 ? 32 : 16;
+  constexpr int kRows = 8;  // the rows the AVX-512 kHalf kernel holds in registers
+  // 8 x 256 x-terms and 256 x 32 w-lanes: 40 KiB at most, in L1 with the accumulators.
+  std::vector<float> acc(static_cast<size_t>(kRows * lanes), 1024.0f);
+  const std::vector<float> x(static_cast<size_t>(kRows * kTerms), 1.0f);
+  const std::vector<float> w(static_cast<size_t>(kTerms * lanes), 0.25f);
+  float* accs[kRows];
+  const float* xs[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    accs[r] = acc.data() + r * lanes;
+    xs[r] = x.data() + r * kTerms;
+  }
+  for (int64_t i = 0; i < reps; ++i) {
+    AccumulateRowsMulti(Accumulation::kHalf, kRows, accs, lanes, xs, kTerms, w.data(), lanes);
+  }
+  *sink = acc[0];
+  return reps * kRows * lanes * kTerms;
 }
 
 }  // namespace cpu

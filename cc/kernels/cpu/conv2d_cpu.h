@@ -4,16 +4,13 @@
 // and K output channels per filter (K / groups per group). All sizes are int64.
 // Values are binary16 or binary32 numbers held in float buffers; the caller converts T.
 //
-// Reduction order of every output (this is the order the kHalf accumulation rounds in):
-//   fprop  y[n,p,q,k]   = sum over (kh, kw, ci) of x[n, p*sh - pt + kh*dh, q*sw - pl + kw*dw, g*Cg
-//   + ci]
-//                                                   * w[kh, kw, ci, k]
-//   dgrad  dx[n,h,w,c]  = sum over (kh, kw, ko) of dy[n, p, q, g*Kg + ko] * w[kh, kw, ci, g*Kg +
-//   ko]
-//                         for the (p, q) with p*sh - pt + kh*dh == h and q*sw - pl + kw*dw == w
-//   wgrad  dw[kh,kw,ci,k] = sum over (n, p, q) of x[n, p*sh - pt + kh*dh, q*sw - pl + kw*dw, g*Cg +
-//   ci]
-//                                                   * dy[n, p, q, k]
+// Reduction order of every output (this is the order the kHalf accumulation rounds in), with
+// the input row hi = p*sh - pt + kh*dh, column wi = q*sw - pl + kw*dw, g the group and
+// kg = g*Kg + ko:
+//   fprop  y[n,p,q,k]     = sum over (kh, kw, ci) of x[n, hi, wi, g*Cg + ci] * w[kh, kw, ci, k]
+//   dgrad  dx[n,h,w,c]    = sum over (kh, kw, ko) of dy[n, p, q, kg] * w[kh, kw, ci, kg]
+//                           for the (p, q) with hi == h and wi == w
+//   wgrad  dw[kh,kw,ci,k] = sum over (n, p, q)    of x[n, hi, wi, g*Cg + ci] * dy[n, p, q, k]
 // each index ascending, the first named outermost. Padded input positions are zeros that
 // take part in fprop and wgrad (so 0 * inf gives NaN, as zero padding defines it); dgrad visits
 // only the (p, q) that exist. The accumulator starts at +0.
@@ -41,12 +38,30 @@ using ParallelFor = std::function<void(int64_t total, int64_t cost_per_unit,
 // y: [N, P, Q, K]
 void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w, float* y,
                  const ParallelFor& parallel_for);
+// Tacc=half fprop on binary16 buffers (IEEE binary16 bit patterns, the op's T=half; same layouts
+// and bits as Conv2DFprop): returns false without touching y where no binary16 kernel applies
+// (CPU without AVX512-FP16, strides other than 1, huge padding, no work), and the caller then
+// takes the binary32 route.
+bool Conv2DFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
+                            uint16_t* y, const ParallelFor& parallel_for);
 // dx: [N, H, W, C] from dy: [N, P, Q, K]
 void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
                  float* dx, const ParallelFor& parallel_for);
 // dw: [KH, KW, Cg, K] from x: [N, H, W, C] and dy: [N, P, Q, K]
 void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
                  float* dw, const ParallelFor& parallel_for);
+
+// Benchmark ceiling of the Tacc=half fprop on the instruction-set path in use (AccumulateIsa):
+// `reps` runs of the micro-kernel Conv2DFprop runs on that path with a stride-1 problem, on its
+// full accumulator tile, over 256 terms whose operands stay in L1 (no layout passes, no
+// conversions, no padding). AVX512-FP16: the spatial kernel of cc/kernels/cpu/fprop_fp16.h
+// (8 output channels x 96 positions); AVX-512: AccumulateRowsMulti on 8 rows x 16 lanes (the 8
+// accumulator vectors of its kHalf kernel); AVX2: 8 rows x 32 lanes (its 4-vector block);
+// scalar: 8 rows x 16 lanes. The operands (x 1, w 0.25; acc from 1024, where the sum rounds back
+// to 1024, or from +0 on AVX512-FP16, which has no slow case) take no slow branch (no binary16
+// midpoint, no subnormal), so no data of a real convolution runs the kernel faster. Returns the
+// steps done; `sink` receives one accumulator so that the work is not optimized away.
+int64_t FpropHalfCeilingProbe(int64_t reps, float* sink);
 
 }  // namespace cpu
 }  // namespace tf_fp16ops

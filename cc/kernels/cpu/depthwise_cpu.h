@@ -36,7 +36,8 @@ void DepthwiseFprop(const DepthwiseGeometry& g, Accumulation acc, const float* x
                     float* y, const DepthwiseParallelFor& parallel_for);
 
 // acc[l] = Step(acc[l], x[t][l], w[t][l]) for t in [0, terms), l in [0, len): the elementwise
-// form of the accumulation (exposed for the op's ISA report and tests).
+// form of the accumulation, DepthwiseFprop's inner loop (vectorized on the path of
+// cc/kernels/cpu/accumulate.h).
 void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
                            const float* const* x, const float* const* w, int64_t terms);
 

@@ -25,10 +25,10 @@ namespace cpu {
 bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
                             const ParallelFor& parallel_for);
 
-// The same structure for Tacc=float on AVX-512 (binary32 planes and FMAs, 16 lanes): the sum of
-// each output is fl32 FMAs over (kh, kw, ci) ascending from +0, as the general path computes it.
-bool Conv2DFpropF32Spatial(const ConvGeometry& g, const float* x, const float* w, float* y,
-                           const ParallelFor& parallel_for);
+// The same on binary16 buffers (IEEE binary16 bit patterns: x NHWC, w HWIO, y [N, P, Q, K]), for
+// the op's T=half: no binary32 copies of the operands or of the result.
+bool Conv2DFpropFp16SpatialHalf(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
+                                uint16_t* y, const ParallelFor& parallel_for);
 
 // Benchmark ceiling of this path: `terms` steps of its micro-kernel (8 rows x 96 lanes of
 // independent accumulators, operands in L1). Returns the number of steps done (0 when the

@@ -123,6 +123,40 @@ TFO_EXPORT int tfo_launch(int op, const int64_t* dims, int nchw, int t, int tacc
   return Finish(st, msg, msg_len);
 }
 
+// LaunchWithAllocator with an allocator that hands out the caller's `workspace` when the plan
+// needs at most `workspace_bytes`, and fails otherwise (a fake for TensorFlow's allocator).
+// *used_path receives the implementation that ran, *selections the table selections made.
+TFO_EXPORT int tfo_launch_with_allocator(int op, const int64_t* dims, int nchw, int t, int tacc,
+                                         const void* a, const void* b, void* out, void* workspace,
+                                         uint64_t workspace_bytes, void* stream, int path,
+                                         const int* device, int* used_path, int* selections,
+                                         char* msg, int msg_len) {
+  if (!ValidOp(op))
+    return Finish(Error("op must be 0 (fprop), 1 (dgrad) or 2 (wgrad)"), msg, msg_len);
+  DeviceInfo info;
+  Status st;
+  if (!GetDevice(device, &info, &st)) return Finish(st, msg, msg_len);
+  struct Pool {
+    void* base;
+    uint64_t bytes;
+  } pool{workspace, workspace_bytes};
+  const tf_fp16ops::gpu::WorkspaceAllocator allocator{
+      [](void* context, size_t bytes) -> void* {
+        const Pool* p = static_cast<const Pool*>(context);
+        return bytes <= p->bytes ? p->base : nullptr;
+      },
+      &pool};
+  ConvPath used = ConvPath::kAuto;
+  int n = 0;
+  st = tf_fp16ops::gpu::LaunchWithAllocator(
+      info, static_cast<Pass>(op), static_cast<cudaStream_t>(stream), FromDims(dims, nchw),
+      static_cast<DataType>(t), static_cast<DataType>(tacc), a, b, out, static_cast<ConvPath>(path),
+      allocator, &used, &n);
+  if (used_path != nullptr) *used_path = static_cast<int>(used);
+  if (selections != nullptr) *selections = n;
+  return Finish(st, msg, msg_len);
+}
+
 // The device as the launchers see it: {driver_version, compute_capability, sm90a_code}.
 TFO_EXPORT int tfo_query_device(int* device, char* msg, int msg_len) {
   DeviceInfo info;

@@ -1,4 +1,5 @@
-// Dispatch: per pass, one table of implementations walked by one loop.
+// Dispatch: one table of implementations for the three passes (each entry dispatches on the
+// pass), walked by one loop.
 //
 // Each implementation has the shape of a CUTLASS library Operation: why_not (can_implement: null
 // when it can run the problem on the device, else the reason), and plan (carves its workspace in
@@ -15,6 +16,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <limits>
+#include <mutex>
 
 #include "cc/kernels/gpu/direct_conv.h"
 #include "cc/kernels/gpu/implicit_gemm.h"
@@ -121,7 +123,7 @@ const char* IgWhyNot(const ConvProblem& p, DataType T, const DeviceInfo& d) {
   for (int64_t v : dims) {
     if (!FitsInt32(v)) return "an extent beyond int32";
   }
-  const int64_t counts[] = {p.N * p.H * p.W * p.C, p.N * p.P * p.Q * p.K, p.K * p.KH * p.KW * p.C};
+  const int64_t counts[] = {p.InputElements(), p.OutputElements(), p.FilterElements()};
   for (int64_t v : counts) {
     if (!FitsInt32(v)) return "a tensor with 2^31 or more elements";
   }
@@ -136,7 +138,7 @@ const char* IgWhyNot(const ConvProblem& p, DataType T, const DeviceInfo& d) {
 // GEMM-K steps, at most 64 slices and 256 MiB of partials.
 int WgradSplits(const ConvProblem& p, DataType Tacc) {
   const int64_t tiles = ((p.K + kTile - 1) / kTile) * ((p.KH * p.KW * p.C + kTile - 1) / kTile);
-  const int64_t gemm_k = p.N * p.P * p.Q;
+  const int64_t gemm_k = p.GemmK(Pass::kWgrad);
   int64_t splits = (kTargetCtas + tiles - 1) / tiles;
   splits = std::min<int64_t>(splits, std::max<int64_t>(1, gemm_k / 1024));
   splits = std::min<int64_t>(splits, 64);
@@ -173,8 +175,8 @@ struct Staged {
 Status Stage(const Args& g, Carver* c, bool run, Staged* s) {
   const ConvProblem& p = g.p;
   const size_t e = ElemBytes(g.T);
-  const size_t x_bytes = size_t(p.N * p.H * p.W * p.C) * e;
-  const size_t y_bytes = size_t(p.N * p.P * p.Q * p.K) * e;
+  const size_t x_bytes = size_t(p.InputElements()) * e;
+  const size_t y_bytes = size_t(p.OutputElements()) * e;
   const cudaStream_t st = g.stream;
   if (g.pass != Pass::kWgrad) {
     void* w_krsc = c->Take(size_t(p.K * p.KH * p.KW * p.C) * e);
@@ -429,7 +431,8 @@ constexpr Impl kTable[] = {
 };
 
 Status SelectImpl(Pass pass, const ConvProblem& p, DataType T, DataType Tacc, ConvPath requested,
-                  const DeviceInfo& device, const Impl** impl, size_t* bytes) {
+                  const DeviceInfo& device, const Impl** impl, size_t* bytes,
+                  size_t max_bytes = SIZE_MAX) {
   Status st = ValidateProblem(p, T, Tacc);
   if (!st.ok()) return st;
   if (int(pass) < 0 || int(pass) > int(Pass::kWgrad)) {
@@ -447,6 +450,10 @@ Status SelectImpl(Pass pass, const ConvProblem& p, DataType T, DataType Tacc, Co
     const Args args{pass, p, T, Tacc, nullptr, nullptr, nullptr, nullptr};
     st = candidate.plan(args, &sizing, /*run=*/false);
     if (!st.ok()) return st;
+    if (sizing.used() > max_bytes) {
+      why = "it needs a workspace and none can be allocated";
+      continue;
+    }
     *impl = &candidate;
     *bytes = sizing.used();
     return Ok();
@@ -542,27 +549,23 @@ Status CheckDevice(const DeviceInfo& d, const BuildInfo& b) {
   return Ok();
 }
 
-Status QueryDevice(DeviceInfo* info) {
+#if !defined(TF_FP16OPS_HOST_BUILD)
+namespace {
+// The description of device `dev` (-1: the current device).
+Status DescribeDevice(int dev, DeviceInfo* info) {
   *info = DeviceInfo();
-#if defined(TF_FP16OPS_HOST_BUILD)
-  // No device: a made-up sm_75 with a current driver, so that the host build's Launch takes the
-  // direct kernels. The host tests pass their own DeviceInfo to LaunchOn / Select.
-  info->driver_version = 13000;
-  info->compute_capability = 75;
-  return Ok();
-#else
   int driver = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
   info->driver_version = driver;
   // With an older driver than the runtime, every other runtime call fails: CheckDevice reports it.
   if (driver < CUDART_VERSION) return Ok();
-  int dev = 0, major = 0, minor = 0;
-  cudaError_t e = cudaGetDevice(&dev);
+  int major = 0, minor = 0;
+  cudaError_t e = dev < 0 ? cudaGetDevice(&dev) : cudaSuccess;
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return MakeStatus(StatusCode::kInternal, "querying the current CUDA device: CUDA error %d (%s)",
+    return MakeStatus(StatusCode::kInternal, "querying CUDA device %d: CUDA error %d (%s)", dev,
                       int(e), cudaGetErrorString(e));
   }
   info->compute_capability = 10 * major + minor;
@@ -577,6 +580,60 @@ Status QueryDevice(DeviceInfo* info) {
     info->sm90a_code = known == 2;
   }
   return Ok();
+}
+}  // namespace
+#endif
+
+Status QueryDevice(DeviceInfo* info) {
+  *info = DeviceInfo();
+#if defined(TF_FP16OPS_HOST_BUILD)
+  // No device: a made-up sm_75 with a current driver, so that the host build's Launch takes the
+  // direct kernels. The host tests pass their own DeviceInfo to LaunchOn / Select.
+  info->driver_version = 13000;
+  info->compute_capability = 75;
+  return Ok();
+#else
+  return DescribeDevice(-1, info);
+#endif
+}
+
+Status QueryStreamDevice(cudaStream_t stream, DeviceInfo* info) {
+#if defined(TF_FP16OPS_HOST_BUILD)
+  (void)stream;
+  return QueryDevice(info);
+#else
+  *info = DeviceInfo();
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (driver < CUDART_VERSION) {  // every other runtime call fails: CheckDevice reports it
+    info->driver_version = driver;
+    return Ok();
+  }
+  int dev = 0;
+  const cudaError_t e = cudaStreamGetDevice(stream, &dev);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return MakeStatus(StatusCode::kInternal,
+                      "querying the device of the stream: CUDA error %d (%s)", int(e),
+                      cudaGetErrorString(e));
+  }
+  static std::mutex mu;
+  static DeviceInfo cache[kMaxDevices];
+  static bool known[kMaxDevices] = {};
+  if (dev >= 0 && dev < kMaxDevices) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (known[dev]) {
+      *info = cache[dev];
+      return Ok();
+    }
+  }
+  const Status st = DescribeDevice(dev, info);
+  if (st.ok() && dev >= 0 && dev < kMaxDevices) {
+    std::lock_guard<std::mutex> lock(mu);
+    cache[dev] = *info;
+    known[dev] = true;
+  }
+  return st;
 #endif
 }
 
@@ -667,6 +724,39 @@ Status Select(Pass pass, const ConvProblem& p, DataType T, DataType Tacc, ConvPa
   return Ok();
 }
 
+namespace {
+
+// Runs `impl` (selected for the problem, needing `need` workspace bytes).
+Status RunImpl(const Impl& impl, size_t need, Pass pass, cudaStream_t stream, const ConvProblem& p,
+               DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
+               size_t workspace_bytes, ConvPath* used) {
+  if (workspace_bytes < need) {
+    return MakeStatus(StatusCode::kInvalidArgument,
+                      "workspace_bytes = %zu is smaller than the %zu bytes %s needs",
+                      workspace_bytes, need, ConvPathName(impl.path));
+  }
+  if (need > 0 && workspace == nullptr) {
+    return MakeStatus(StatusCode::kInvalidArgument, "workspace is null but %zu bytes are needed",
+                      need);
+  }
+  const int64_t x_elems = p.InputElements(), y_elems = p.OutputElements();
+  const int64_t w_elems = p.FilterElements();
+  const int64_t a_elems = pass == Pass::kDgrad ? w_elems : x_elems;
+  const int64_t b_elems = pass == Pass::kFprop ? w_elems : y_elems;
+  const int64_t o_elems =
+      pass == Pass::kFprop ? y_elems : (pass == Pass::kDgrad ? x_elems : w_elems);
+  if (AnyNull(a_elems, a) || AnyNull(b_elems, b) || AnyNull(o_elems, out)) {
+    return MakeStatus(StatusCode::kInvalidArgument, "null device pointer for a non-empty tensor");
+  }
+  Carver carve(workspace);
+  const Args args{pass, p, T, Tacc, a, b, out, stream};
+  const Status st = impl.plan(args, &carve, /*run=*/true);
+  if (st.ok() && used) *used = impl.path;
+  return st;
+}
+
+}  // namespace
+
 Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const ConvProblem& p,
                 DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
                 size_t workspace_bytes, ConvPath requested, ConvPath* used) {
@@ -677,29 +767,64 @@ Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const 
   size_t need = 0;
   st = SelectImpl(pass, p, T, Tacc, requested, device, &impl, &need);
   if (!st.ok()) return st;
-  if (workspace_bytes < need) {
-    return MakeStatus(StatusCode::kInvalidArgument,
-                      "workspace_bytes = %zu is smaller than the %zu bytes %s needs",
-                      workspace_bytes, need, ConvPathName(impl->path));
+  return RunImpl(*impl, need, pass, stream, p, T, Tacc, a, b, out, workspace, workspace_bytes,
+                 used);
+}
+
+Status PlanOn(const DeviceInfo& device, Pass pass, const ConvProblem& p, DataType T, DataType Tacc,
+              ConvPath requested, size_t max_workspace_bytes, LaunchPlan* plan) {
+  *plan = LaunchPlan();
+  Status st = CheckDevice(device, ThisBuild());
+  if (!st.ok()) return st;
+  const Impl* impl = nullptr;
+  size_t need = 0;
+  st = SelectImpl(pass, p, T, Tacc, requested, device, &impl, &need, max_workspace_bytes);
+  if (!st.ok()) return st;
+  plan->device = device;
+  plan->path = impl->path;
+  plan->workspace_bytes = need;
+  return Ok();
+}
+
+Status RunPlan(const LaunchPlan& plan, Pass pass, cudaStream_t stream, const ConvProblem& p,
+               DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
+               size_t workspace_bytes, ConvPath* used) {
+  if (used) *used = ConvPath::kAuto;
+  for (const Impl& impl : kTable) {
+    if (impl.path == plan.path) {
+      return RunImpl(impl, plan.workspace_bytes, pass, stream, p, T, Tacc, a, b, out, workspace,
+                     workspace_bytes, used);
+    }
   }
-  if (need > 0 && workspace == nullptr) {
-    return MakeStatus(StatusCode::kInvalidArgument, "workspace is null but %zu bytes are needed",
-                      need);
+  return MakeStatus(StatusCode::kInvalidArgument, "the plan names no implementation (%s)",
+                    ConvPathName(plan.path));
+}
+
+Status LaunchWithAllocator(const DeviceInfo& device, Pass pass, cudaStream_t stream,
+                           const ConvProblem& p, DataType T, DataType Tacc, const void* a,
+                           const void* b, void* out, ConvPath requested,
+                           const WorkspaceAllocator& allocator, ConvPath* used, int* selections) {
+  if (used) *used = ConvPath::kAuto;
+  if (selections) *selections = 1;
+  LaunchPlan plan;
+  Status st = PlanOn(device, pass, p, T, Tacc, requested, SIZE_MAX, &plan);
+  if (!st.ok()) return st;
+  void* workspace = nullptr;
+  if (plan.workspace_bytes > 0) {
+    workspace = allocator.allocate(allocator.context, plan.workspace_bytes);
+    if (workspace == nullptr) {
+      const size_t wanted = plan.workspace_bytes;
+      const ConvPath first = plan.path;
+      if (selections) *selections = 2;
+      if (!PlanOn(device, pass, p, T, Tacc, requested, 0, &plan).ok()) {
+        return MakeStatus(StatusCode::kResourceExhausted,
+                          "cannot allocate the %zu-byte workspace of %s, and no implementation "
+                          "runs this %s problem without one",
+                          wanted, ConvPathName(first), PassName(pass));
+      }
+    }
   }
-  const int64_t x_elems = p.N * p.H * p.W * p.C, y_elems = p.N * p.P * p.Q * p.K;
-  const int64_t w_elems = p.KH * p.KW * p.Cg * p.K;
-  const int64_t a_elems = pass == Pass::kDgrad ? w_elems : x_elems;
-  const int64_t b_elems = pass == Pass::kFprop ? w_elems : y_elems;
-  const int64_t o_elems =
-      pass == Pass::kFprop ? y_elems : (pass == Pass::kDgrad ? x_elems : w_elems);
-  if (AnyNull(a_elems, a) || AnyNull(b_elems, b) || AnyNull(o_elems, out)) {
-    return MakeStatus(StatusCode::kInvalidArgument, "null device pointer for a non-empty tensor");
-  }
-  Carver carve(workspace);
-  const Args args{pass, p, T, Tacc, a, b, out, stream};
-  st = impl->plan(args, &carve, /*run=*/true);
-  if (st.ok() && used) *used = impl->path;
-  return st;
+  return RunPlan(plan, pass, stream, p, T, Tacc, a, b, out, workspace, plan.workspace_bytes, used);
 }
 
 Status Launch(Pass pass, cudaStream_t stream, const ConvProblem& p, DataType T, DataType Tacc,

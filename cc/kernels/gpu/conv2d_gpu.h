@@ -51,6 +51,7 @@ enum class StatusCode : int {
   kInternal = 2,
   kFailedPrecondition = 3,
   kUnimplemented = 4,
+  kResourceExhausted = 5,  // a workspace the allocator could not give, and no fallback
 };
 
 // Plain-old-data status (no std::string, so it crosses compiler/ABI boundaries unchanged).
@@ -87,8 +88,13 @@ struct BuildInfo {
   int ptx_arch = 0;  // compute_XY PTX embedded for JIT on newer GPUs (0: none)
 };
 BuildInfo ThisBuild();
-// Queries the current device (device builds; the host build reports a made-up sm_90 device).
+// Queries the current device (device builds; the host build reports a stand-in sm_75 device
+// with a current driver, so that its Launch takes the direct kernels).
 Status QueryDevice(DeviceInfo* info);
+// The device `stream` belongs to (cudaStreamGetDevice: on a multi-GPU host the current device
+// need not be the op's), its description queried once per device and cached. Host build: the
+// stand-in of QueryDevice.
+Status QueryStreamDevice(cudaStream_t stream, DeviceInfo* info);
 // kFailedPrecondition when the driver is older than the runtime (or absent); kUnimplemented when
 // no SASS or PTX of the build runs on the device's compute capability. The message names what
 // was found, what is needed and that pinning the op to the CPU works.
@@ -117,6 +123,37 @@ Status Launch(Pass pass, cudaStream_t stream, const ConvProblem& p, DataType T, 
 Status LaunchOn(const DeviceInfo& device, Pass pass, cudaStream_t stream, const ConvProblem& p,
                 DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
                 size_t workspace_bytes, ConvPath requested, ConvPath* used);
+
+// One selection for one call, the shape of CUTLASS's Operation (can_implement and workspace once,
+// then run): the implementation chosen on `device` and the workspace it needs.
+struct LaunchPlan {
+  DeviceInfo device;
+  ConvPath path = ConvPath::kAuto;
+  size_t workspace_bytes = 0;
+};
+// Checks the device (CheckDevice), validates and selects as Select does, taking only
+// implementations that need at most `max_workspace_bytes` (SIZE_MAX: any; 0: none).
+Status PlanOn(const DeviceInfo& device, Pass pass, const ConvProblem& p, DataType T, DataType Tacc,
+              ConvPath requested, size_t max_workspace_bytes, LaunchPlan* plan);
+// Runs the implementation of `plan` without selecting again (workspace as in Launch).
+Status RunPlan(const LaunchPlan& plan, Pass pass, cudaStream_t stream, const ConvProblem& p,
+               DataType T, DataType Tacc, const void* a, const void* b, void* out, void* workspace,
+               size_t workspace_bytes, ConvPath* used);
+// Allocates `bytes` of device memory for the workspace of one call and returns it, or null when
+// the allocator cannot (the memory stays the caller's: TensorFlow's temporary tensor).
+struct WorkspaceAllocator {
+  void* (*allocate)(void* context, size_t bytes);
+  void* context;
+};
+// Plans once, asks `allocator` for the plan's workspace and, when it cannot give it, falls back
+// as TensorFlow's AllocateScratchOrFallback does: to the first implementation that needs no
+// workspace (the error is the allocator's kResourceExhausted when there is none). Then runs
+// that plan. `used` receives the implementation that ran; `selections` (may be null) the number
+// of table selections made (1, or 2 after a fallback).
+Status LaunchWithAllocator(const DeviceInfo& device, Pass pass, cudaStream_t stream,
+                           const ConvProblem& p, DataType T, DataType Tacc, const void* a,
+                           const void* b, void* out, ConvPath requested,
+                           const WorkspaceAllocator& allocator, ConvPath* used, int* selections);
 
 // Workspace of Launch on the current device (0 on any error; Launch then reports the error).
 size_t WorkspaceBytes(Pass pass, const ConvProblem& p, DataType T, DataType Tacc,
