@@ -202,3 +202,22 @@ def matmul_backprop_filter(x, dy, accumulation="half"):
     for m in range(x.shape[0]):
         acc = _step(acc, x[m][:, None], dy[m][None, :], accumulation)
     return acc
+
+
+def batch_matmul(x, y, adj_x=False, adj_y=False, accumulation="half"):
+    """BatchMatMulV2's product: x [..., M, K] (adj_x: [..., K, M]) @ y [..., K, N] (adj_y:
+    [..., N, K]), batch dimensions broadcast as NumPy's; one accumulator per output, starting at
+    +0, over k ascending (accumulation "half": the fma_half chain; "float64": exact-ish sums)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if adj_x:
+        x = np.swapaxes(x, -1, -2)
+    if adj_y:
+        y = np.swapaxes(y, -1, -2)
+    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    x = np.broadcast_to(x, batch + x.shape[-2:])
+    y = np.broadcast_to(y, batch + y.shape[-2:])
+    dtype = np.float16 if accumulation == "half" else np.float64
+    acc = np.zeros(batch + (x.shape[-2], y.shape[-1]), dtype)
+    for k in range(x.shape[-1]):
+        acc = _step(acc, x[..., :, k : k + 1], y[..., k : k + 1, :], accumulation)
+    return acc
