@@ -186,6 +186,33 @@ def _parse(equation: str, ranks: tuple[int, int]) -> tuple[str, str, str]:
     return expanded[0], expanded[1], out
 
 
+def equation_problem(equation) -> str | None:
+    """Why `einsum` does not take `equation` (checked without operands: ranks are not known), or
+    None when it does."""
+    try:
+        # Without operands, '...' stands for no labels: the label rules are the same.
+        eq = equation.replace("...", "") if isinstance(equation, str) else equation
+        lhs, rhs, out = _parse(eq, (None, None))
+        _check_labels(equation, lhs, rhs, out)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _check_labels(equation, lhs, rhs, out) -> None:
+    for term in (lhs, rhs, out):
+        if len(set(term)) != len(term):
+            raise ValueError(f"a label repeats within {term!r} of {equation!r}")
+    for c in out:
+        if c not in lhs and c not in rhs:
+            raise ValueError(f"output label {c!r} of {equation!r} is in no operand")
+    for c in set(lhs) ^ set(rhs):
+        if c not in out:
+            raise ValueError(
+                f"label {c!r} of {equation!r} is summed within one operand only (not supported)"
+            )
+
+
 def _dims(t: tf.Tensor) -> list:
     """Each dimension as a Python int when static, else a scalar int32 tensor."""
     dyn = None
@@ -252,17 +279,7 @@ def einsum(equation: str, a, b, accumulation="float16", name: str | None = None)
         b = tf.convert_to_tensor(b, name="b")
         _check_dtypes(a=a, b=b)
         lhs, rhs, out = _parse(equation, (a.shape.rank, b.shape.rank))
-        for term in (lhs, rhs, out):
-            if len(set(term)) != len(term):
-                raise ValueError(f"a label repeats within {term!r} of {equation!r}")
-        for c in out:
-            if c not in lhs and c not in rhs:
-                raise ValueError(f"output label {c!r} of {equation!r} is in no operand")
-        for c in set(lhs) ^ set(rhs):
-            if c not in out:
-                raise ValueError(
-                    f"label {c!r} of {equation!r} is summed within one operand only (not supported)"
-                )
+        _check_labels(equation, lhs, rhs, out)
         batch = [c for c in out if c in lhs and c in rhs]
         contracted = [c for c in lhs if c in rhs and c not in out]
         free_a = [c for c in lhs if c not in rhs]
