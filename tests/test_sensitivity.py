@@ -361,3 +361,30 @@ def test_bad_x_non_finite_reference_and_empty_selection():
         sensitivity(model, nan, progress=False)
     with pytest.raises(ValueError, match=r"not all finite \(10 of 10"):
         sensitivity(model, np.full((5, 4), np.nan, "float32"), progress=False)
+
+
+@pytest.mark.parametrize("others", ["float32", "original"])
+def test_transformer_sweep_matches_independent_conversions(others):
+    # MultiHeadAttention (projections and both attention products), EinsumDense and Dense of a
+    # 2-block encoder are candidates; each one-at-a-time error equals that of the model
+    # converted with only this layer at float16 (the others at float32, or left as Keras's).
+    from test_layers_transformer import encoder, inputs
+
+    model, x = encoder(), inputs(4, 1)
+    r = sensitivity(model, x, tolerance=1e-3, others=others, progress=False)
+    assert {(e.name, e.class_name) for e in r.layers} == {
+        ("mha_0", "MultiHeadAttention"),
+        ("mha_1", "MultiHeadAttention"),
+        ("ff1_0", "Dense"),
+        ("ff1_1", "Dense"),
+        ("ff2_0", "EinsumDense"),
+        ("ff2_1", "EinsumDense"),
+    }
+    start = tf_fp16ops.convert(model, "float32") if others == "float32" else model
+    base = _out(start, x)
+    for entry in r.layers:
+        out = _out(tf_fp16ops.convert(start, "float16", layers=[entry.name]), x)
+        max_rel, mean_rel = _rel(base, out)
+        assert entry.max_rel == pytest.approx(max_rel, rel=1e-12)
+        assert entry.mean_rel == pytest.approx(mean_rel, rel=1e-12)
+        assert entry.max_rel > 1e-5
