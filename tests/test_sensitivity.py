@@ -456,3 +456,25 @@ def test_reuse_recomputes_only_downstream_nodes():
     got = names("shared")
     assert "a" not in got and "b" not in got and "side" not in got and got.count("shared") == 2
     assert len(reuse.downstream(model.get_layer("a"))) == len(by_id)
+
+
+def test_results_give_keras_paths_and_positions():
+    model = _skip_model()
+    x = np.random.default_rng(6).normal(size=(3, 6, 6, 3)).astype("float32")
+    r = sensitivity(model, x, tolerance=1e-3, progress=False)
+    inner = next(layer for layer in model.layers if isinstance(layer, keras.Model))
+    # Expected by hand: model.layers in order, the nested model's layers right after it.
+    order = []
+    for layer in model.layers:
+        order.append(f"{model.name}/{layer.name}")
+        if layer is inner:
+            order += [f"{model.name}/{inner.name}/{sub.name}" for sub in inner.layers]
+    by_name = {e.name: e for e in r.layers}
+    assert by_name["in1"].path == f"{model.name}/{inner.name}/in1"
+    assert by_name["head"].path == f"{model.name}/head"
+    for e in r.layers:
+        assert order[e.position - 1] == e.path
+    data = json.loads(r.to_json())
+    assert {layer["name"]: layer["path"] for layer in data["layers"]} == {
+        e.name: e.path for e in r.layers
+    }

@@ -71,6 +71,11 @@ class LayerSensitivity:
     metric: float | None = None  # metric with this layer in fp16 (labels given)
     metric_change: float | None = None  # metric - baseline metric
     in_fp16_set: bool = False
+    # Keras path "model/.../layer" (through nested models) and the 1-based position of the layer
+    # in `model.layers` order, depth first (a nested model's layers follow it; input layers
+    # count).
+    path: str = ""
+    position: int = 0
 
 
 @dataclass(frozen=True)
@@ -344,6 +349,24 @@ class _Reuse:
             del probe.__dict__["_run_through_graph"]
 
 
+def _layer_paths(model) -> dict[str, tuple[str, int]]:
+    """layer name -> (Keras path 'model/inner/layer', 1-based depth-first position)."""
+    out: dict[str, tuple[str, int]] = {}
+    position = 0
+
+    def walk(container, prefix):
+        nonlocal position
+        for layer in container.layers if hasattr(container, "layers") else ():
+            position += 1
+            path = f"{prefix}/{layer.name}"
+            out.setdefault(layer.name, (path, position))
+            if isinstance(layer, keras.Model):
+                walk(layer, path)
+
+    walk(model, model.name)
+    return out
+
+
 def _batches(x, batch_size: int):
     n = len(keras.tree.flatten(x)[0])
     for start in range(0, n, batch_size):
@@ -449,6 +472,7 @@ def sensitivity(
         if layer.name in set(names)
     }
     probe = probe_conv.model
+    paths = _layer_paths(model)
 
     # 'original': a Keras layer runs its Keras kernel; a layer that already was a tf_fp16ops
     # layer runs with the accumulation it had.
@@ -581,6 +605,8 @@ def sensitivity(
             metric=sweep[nm][2],
             metric_change=None if base_metric is None else sweep[nm][2] - base_metric,
             in_fp16_set=nm in chosen,
+            path=paths.get(nm, ("", 0))[0],
+            position=paths.get(nm, ("", 0))[1],
         )
         for i, nm in enumerate(ranked)
     )
