@@ -187,6 +187,60 @@ def random_case(rng, index, graph_share=0.1, invalid_share=0.1):
     return case
 
 
+def random_matmul_case(rng, index, graph_share=0.15, invalid_share=0.1):
+    """One random Fp16MatMul case: ranks 2-4, broadcast batch dimensions (size 1 or missing),
+    adj_x/adj_y, zero sizes, dtypes and Tacc, eager or graph mode with unknown sizes, sometimes
+    made invalid on purpose (inner mismatch, batch mismatch, rank 1, Tacc=half with float)."""
+    M, N, K = (int(v) for v in rng.choice([0, 1, 2, 3, 5, 8, 17, 33], 3))
+    nb = int(rng.integers(0, 3))
+    batch = [int(v) for v in rng.choice([0, 1, 2, 3], nb)] if nb else []
+    xb = [d if rng.random() < 0.7 else 1 for d in batch][int(rng.integers(0, nb + 1)) :]
+    yb = [d if rng.random() < 0.7 else 1 for d in batch][int(rng.integers(0, nb + 1)) :]
+    adj_x, adj_y = bool(rng.random() < 0.3), bool(rng.random() < 0.3)
+    xs = xb + ([K, M] if adj_x else [M, K])
+    ys = yb + ([N, K] if adj_y else [K, N])
+    dtype = str(rng.choice(DTYPES))
+    tacc = "float16" if dtype == "float16" and rng.random() < 0.6 else "float32"
+    invalid = None
+    if rng.random() < invalid_share:
+        invalid = str(rng.choice(["inner", "batch", "rank", "dtype_mix"]))
+        if invalid == "inner":
+            ys[-1 if adj_y else -2] += 1
+        elif invalid == "batch":
+            xs, ys = [2] + xs[-2:], [3] + ys[-2:]
+        elif invalid == "rank":
+            xs = xs[-1:]
+        else:
+            tacc, dtype = "float16", "float32"
+    kind = str(rng.choice(KINDS))
+    seed = int(rng.integers(1 << 30))
+    args = [
+        {"shape": xs, "dtype": dtype, "kind": kind, "seed": seed},
+        {"shape": ys, "dtype": dtype, "kind": kind, "seed": seed + 1},
+    ]
+    case = {
+        "id": f"mm{index}",
+        "op": "matmul",
+        "mode": "eager",
+        "args": args,
+        "attrs": {"Tacc": tacc, "adj_x": adj_x, "adj_y": adj_y},
+        "check": True,
+        "invalid": invalid,
+    }
+    if rng.random() < graph_share:
+        case["mode"] = "graph"
+        case["signature"] = [
+            None if rng.random() < 0.1 else [None if rng.random() < 0.5 else d for d in a["shape"]]
+            for a in args
+        ]
+    return case
+
+
+def random_matmul_cases(seed, count, **kw):
+    rng = np.random.default_rng(seed)
+    return [random_matmul_case(rng, i, **kw) for i in range(count)]
+
+
 def random_cases(seed, count, **kw):
     rng = np.random.default_rng(seed)
     return [random_case(rng, i, **kw) for i in range(count)]
@@ -201,7 +255,15 @@ def verdict(case, result):
         if result["type"] not in ("InvalidArgumentError", "ValueError", "TypeError"):
             return f"unexpected error type {result['type']}: {result['message']}"
         return "; ".join(result.get("problems", []))
-    if case.get("invalid") in ("dy_shape", "channels", "stride0", "dtype_mix", "rank"):
+    if case.get("invalid") in (
+        "dy_shape",
+        "channels",
+        "stride0",
+        "dtype_mix",
+        "rank",
+        "inner",
+        "batch",
+    ):
         return f"invalid case ({case['invalid']}) returned a result of shape {result['shape']}"
     if result.get("problems"):
         return "; ".join(result["problems"])

@@ -4,7 +4,7 @@ Used by tests/fuzz_cases.py (and through it tests/test_fuzz.py, tests/test_hosti
 `make fuzz`): many cases share one process (TensorFlow starts once), and a case that kills the
 process is told apart from the others by the "start" line written before it runs.
 
-A case: {"id", "op": "fprop" | "dgrad" | "wgrad", "mode": "eager" | "graph",
+A case: {"id", "op": "fprop" | "dgrad" | "wgrad" | "matmul", "mode": "eager" | "graph",
          "args": [tensor spec, ...] in the op's input order, "attrs": {...},
          "signature": [shape with null for unknown sizes, or null for unknown rank] (graph mode),
          "check": bool}
@@ -15,7 +15,7 @@ A result: {"id", "status": "ok", "shape", "static_shape", "nonzero" (count of no
           {"id", "status": "error", "type": exception class, "message": first line}.
 With "check", problems lists every disagreement with tests/reference.py (bit-exact for
 Tacc=half, Higham's fp32 bound otherwise) and with the output shape of TensorFlow's own
-Conv2D shape function.
+Conv2D (for "matmul": BatchMatMulV2) shape function.
 """
 
 from __future__ import annotations
@@ -39,11 +39,13 @@ FN = {
     "fprop": OPS.fp16_conv2d,
     "dgrad": OPS.fp16_conv2d_backprop_input,
     "wgrad": OPS.fp16_conv2d_backprop_filter,
+    "matmul": OPS.fp16_mat_mul,
 }
 ARG_NAMES = {
     "fprop": ("input", "filter"),
     "dgrad": ("input_sizes", "filter", "out_backprop"),
     "wgrad": ("input", "filter_sizes", "out_backprop"),
+    "matmul": ("x", "y"),
 }
 
 
@@ -136,6 +138,23 @@ def tf_conv_shape(x_shape, w_shape, attrs, dtype):
     return y.shape.as_list(), None
 
 
+def tf_matmul_shape(x_shape, y_shape, attrs, dtype):
+    """Output shape of TensorFlow's BatchMatMulV2 shape function, or the error it raises."""
+    if _tf_graph[0] is None or _tf_graph[1] > 200:
+        _tf_graph[0], _tf_graph[1] = tf.Graph(), 0
+    _tf_graph[1] += 1
+    with _tf_graph[0].as_default():
+        x = tf.compat.v1.placeholder(dtype, x_shape)
+        y = tf.compat.v1.placeholder(dtype, y_shape)
+        try:
+            z = tf.raw_ops.BatchMatMulV2(
+                x=x, y=y, adj_x=attrs.get("adj_x", False), adj_y=attrs.get("adj_y", False)
+            )
+        except (ValueError, tf.errors.InvalidArgumentError) as e:
+            return None, str(e).splitlines()[0]
+    return z.shape.as_list(), None
+
+
 def _nhwc(a, nchw):
     return np.transpose(a, (0, 2, 3, 1)) if nchw else a
 
@@ -159,13 +178,21 @@ def reference(case, tensors):
     attrs = case["attrs"]
     nchw = attrs.get("data_format", "NHWC") == "NCHW"
     half = attrs.get("Tacc", "float16") in ("float16", "half")
+    op = case["op"]
+    f64 = lambda a: a.astype(np.float64)  # noqa: E731
+    if op == "matmul":
+        x, y = tensors
+        adj = dict(adj_x=attrs.get("adj_x", False), adj_y=attrs.get("adj_y", False))
+        if half:
+            return R.batch_matmul(x, y, accumulation="half", **adj), None, 0
+        ref = R.batch_matmul(f64(x), f64(y), accumulation="float64", **adj)
+        absr = R.batch_matmul(np.abs(f64(x)), np.abs(f64(y)), accumulation="float64", **adj)
+        return ref, absr, x.shape[-2] if adj["adj_x"] else x.shape[-1]
     kw = dict(
         strides=_hw(attrs, "strides"),
         dilations=_hw(attrs, "dilations"),
         padding=_ref_padding(attrs),
     )
-    op = case["op"]
-    f64 = lambda a: a.astype(np.float64)  # noqa: E731
     if op == "fprop":
         x, w = _nhwc(tensors[0], nchw), tensors[1]
         if half:
@@ -201,6 +228,15 @@ def reference(case, tensors):
 def tf_accepts(case, tensors):
     """Problems when TensorFlow's Conv2D shape function accepts the geometry we raised for."""
     op = case["op"]
+    if op == "matmul":
+        shape, err = tf_matmul_shape(
+            tensors[0].shape, tensors[1].shape, case["attrs"], tf.as_dtype(tensors[0].dtype)
+        )
+        if err is not None:
+            return []
+        return [
+            f"TensorFlow's BatchMatMulV2 gives output shape {shape} for these shapes, we raised"
+        ]
     if op == "fprop":
         xs, ws = tensors[0].shape, tensors[1].shape
     elif op == "dgrad":
@@ -218,7 +254,13 @@ def tf_accepts(case, tensors):
 def check(case, tensors, y, shape, static):
     problems = []
     attrs = case["attrs"]
-    nchw = attrs.get("data_format", "NHWC") == "NCHW"
+    nchw = attrs.get("data_format", "NHWC") == "NCHW" and case["op"] != "matmul"
+    if case["op"] == "matmul":
+        tf_shape, tf_err = tf_matmul_shape(
+            tensors[0].shape, tensors[1].shape, attrs, tf.as_dtype(tensors[0].dtype)
+        )
+        if tf_err is None and shape != tf_shape:
+            problems.append(f"shape {shape} != TensorFlow's BatchMatMulV2 shape {tf_shape}")
     if case["op"] == "fprop":
         tf_shape, tf_err = tf_conv_shape(
             tensors[0].shape, tensors[1].shape, attrs, tf.as_dtype(tensors[0].dtype)

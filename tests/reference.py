@@ -12,6 +12,7 @@ Layouts: activations NHWC, filters HWIO [KH, KW, Cg, K]; NCHW callers transpose 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -212,4 +213,50 @@ def matmul_backprop_filter(x, dy, accumulation="half"):
     acc = np.zeros((x.shape[1], dy.shape[1]), _acc_dtype(accumulation))
     for m in range(x.shape[0]):
         acc = _step(acc, x[m][:, None], dy[m][None, :], accumulation)
+    return acc
+
+
+def batch_matmul(x, y, adj_x=False, adj_y=False, accumulation="half"):
+    """BatchMatMulV2's product: x [..., M, K] (adj_x: [..., K, M]) @ y [..., K, N] (adj_y:
+    [..., N, K]), batch dimensions broadcast as NumPy's; one accumulator per output, starting at
+    +0, over k ascending (accumulation "half": the fma_half chain; "float64": exact-ish sums)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if adj_x:
+        x = np.swapaxes(x, -1, -2)
+    if adj_y:
+        y = np.swapaxes(y, -1, -2)
+    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    x = np.broadcast_to(x, batch + x.shape[-2:])
+    y = np.broadcast_to(y, batch + y.shape[-2:])
+    dtype = np.float16 if accumulation == "half" else np.float64
+    acc = np.zeros(batch + (x.shape[-2], y.shape[-1]), dtype)
+    for k in range(x.shape[-1]):
+        acc = _step(acc, x[..., :, k : k + 1], y[..., k : k + 1, :], accumulation)
+    return acc
+
+
+def einsum_half(equation, a, b):
+    """Independent of the lowering: one binary16 accumulator per output, one rounding per step,
+    over the contracted labels' index tuples in row-major order (labels in a's order); each
+    step adds the exact float64 product a * b (binary16 products are exact in binary64) to the
+    accumulator and rounds once, as fma_half does (labels: letters, no "...")."""
+    lhs, rest = equation.split(",")
+    rhs, out = rest.split("->")
+    con = [c for c in lhs if c in rhs and c not in out]
+    at = np.transpose(
+        a, [lhs.index(c) for c in con] + [i for i, c in enumerate(lhs) if c not in con]
+    )
+    bt = np.transpose(
+        b, [rhs.index(c) for c in con] + [i for i, c in enumerate(rhs) if c not in con]
+    )
+    a_rest = "".join(c for c in lhs if c not in con)
+    b_rest = "".join(c for c in rhs if c not in con)
+    acc = None
+    for idx in itertools.product(*[range(a.shape[lhs.index(c)]) for c in con]):
+        term = np.einsum(
+            f"{a_rest},{b_rest}->{out}", at[idx].astype(np.float64), bt[idx].astype(np.float64)
+        )
+        acc = np.zeros(term.shape, np.float16) if acc is None else acc
+        with np.errstate(invalid="ignore", over="ignore"):
+            acc = (acc.astype(np.float64) + term).astype(np.float16)
     return acc

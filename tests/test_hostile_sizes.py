@@ -331,6 +331,79 @@ CASES = dict(
 )
 
 
+def mcase(name, args, expect, mode="eager", signature=None, **attrs):
+    """A Fp16MatMul case (x, y); attrs Tacc, adj_x, adj_y."""
+    a = {"Tacc": "float16", "adj_x": False, "adj_y": False}
+    a.update(attrs)
+    c = {"id": name, "op": "matmul", "mode": mode, "args": args, "attrs": a, "check": False}
+    if signature is not None:
+        c["signature"] = signature
+    return c, expect
+
+
+CASES.update(
+    (c["id"], (c, e))
+    for c, e in [
+        # --- zero sizes: empty outputs, K = 0 gives +0 (the empty sum)
+        mcase("matmul-K0", [t([3, 0]), t([0, 4])], [3, 4]),
+        mcase("matmul-M0", [t([0, 5]), t([5, 4])], [0, 4]),
+        mcase("matmul-N0-adj", [t([5, 3]), t([0, 5])], [3, 0], adj_x=True, adj_y=True),
+        mcase("matmul-batch0-broadcast", [t([0, 1, 2, 3]), t([4, 3, 2])], [0, 4, 2, 2]),
+        mcase(
+            "matmul-K0-float",
+            [t([2, 2, 0], "float32"), t([0, 3], "float32")],
+            [2, 2, 3],
+            Tacc="float32",
+        ),
+        # --- huge sizes: no int64 overflow, no allocation before there is work
+        mcase("matmul-M-2^62-empty", [t([0, 2**62, 3]), t([3, 2])], [0, 2**62, 2]),
+        mcase("matmul-output-overflow", [t([2**31, 2**31, 0]), t([0, 2**31])], ERR),
+        mcase("matmul-output-overflow-batch", [t([2**40, 1, 0]), t([1, 0, 2**30])], ERR),
+        mcase("matmul-K-2^62-empty", [t([0, 2, 2**62]), t([2**62, 0])], [0, 2, 0]),
+        mcase("matmul-I64-dims-empty", [t([I64, 0]), t([0, 0])], [I64, 0], Tacc="float32"),
+        # --- wrong ranks, inner and batch sizes, dtypes
+        mcase("matmul-rank0", [t([]), t([2, 2])], ERR),
+        mcase("matmul-rank1", [t([3]), t([3, 2])], ERR),
+        mcase("matmul-inner", [t([2, 3]), t([4, 2])], ERR),
+        mcase("matmul-inner-adj", [t([3, 2]), t([2, 4])], ERR, adj_x=True, adj_y=True),
+        mcase("matmul-batch-mismatch", [t([2, 2, 3]), t([3, 3, 2])], ERR),
+        mcase("matmul-batch-0-vs-2", [t([0, 2, 3]), t([2, 3, 2])], ERR),
+        mcase("matmul-tacc-half-T-float", [t([2, 2], "float32"), t([2, 2], "float32")], ERR),
+        mcase("matmul-dtype-int32", [t([2, 2], "int32"), t([2, 2], "int32")], ERR),
+        mcase("matmul-dtype-mix", [t([2, 2]), t([2, 2], "float32")], ERR),
+        mcase("matmul-tacc-int", [t([2, 2]), t([2, 2])], ERR, Tacc="int32"),
+        # --- graph mode with unknown sizes: the shape function's checks
+        mcase(
+            "matmul-graph-unknown-rank-rank1",
+            [t([3]), t([3, 2])],
+            ERR,
+            mode="graph",
+            signature=[None, None],
+        ),
+        mcase(
+            "matmul-graph-inner",
+            [t([2, 3]), t([4, 2])],
+            ERR,
+            mode="graph",
+            signature=[[None, 3], [4, None]],
+        ),
+        mcase(
+            "matmul-graph-unknown-batch",
+            [t([2, 0, 3]), t([3, 2])],
+            [2, 0, 2],
+            mode="graph",
+            signature=[[None, None, 3], [3, None]],
+        ),
+        mcase(
+            "matmul-graph-overflow",
+            [t([0, 1, 1]), t([1, 1])],
+            ERR,
+            mode="graph",
+            signature=[[2**40, 2**20, 1], [1, 2**40]],
+        ),
+    ]
+)
+
 NONEMPTY_SUMS = {"fprop-stride-int32-max"}
 
 

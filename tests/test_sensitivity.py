@@ -394,3 +394,120 @@ def test_bad_x_non_finite_reference_and_empty_selection():
         sensitivity(model, nan, progress=False)
     with pytest.raises(ValueError, match=r"not all finite \(10 of 10"):
         sensitivity(model, np.full((5, 4), np.nan, "float32"), progress=False)
+
+
+@pytest.mark.parametrize("others", ["float32", "original"])
+def test_transformer_sweep_matches_independent_conversions(others):
+    # MultiHeadAttention (projections and both attention products), EinsumDense and Dense of a
+    # 2-block encoder are candidates; each one-at-a-time error equals that of the model
+    # converted with only this layer at float16 (the others at float32, or left as Keras's).
+    from test_layers_transformer import encoder, inputs
+
+    model, x = encoder(), inputs(4, 1)
+    r = sensitivity(model, x, tolerance=1e-3, others=others, progress=False)
+    assert {(e.name, e.class_name) for e in r.layers} == {
+        ("mha_0", "MultiHeadAttention"),
+        ("mha_1", "MultiHeadAttention"),
+        ("ff1_0", "Dense"),
+        ("ff1_1", "Dense"),
+        ("ff2_0", "EinsumDense"),
+        ("ff2_1", "EinsumDense"),
+    }
+    start = tf_fp16ops.convert(model, "float32") if others == "float32" else model
+    base = _out(start, x)
+    for entry in r.layers:
+        out = _out(tf_fp16ops.convert(start, "float16", layers=[entry.name]), x)
+        max_rel, mean_rel = _rel(base, out)
+        assert entry.max_rel == pytest.approx(max_rel, rel=1e-12)
+        assert entry.mean_rel == pytest.approx(mean_rel, rel=1e-12)
+        assert entry.max_rel > 1e-5
+
+
+def _skip_model():
+    # Skip connections, a layer called twice, a nested functional model and two outputs, one of
+    # which does not depend on some layers.
+    keras.utils.set_random_seed(9)
+    inp = keras.Input((6, 6, 3))
+    a = keras.layers.Conv2D(4, 3, padding="same", name="a")(inp)
+    shared = keras.layers.Conv2D(4, 1, name="shared")
+    b = shared(keras.layers.Conv2D(4, 3, padding="same", name="b")(a))
+    c = shared(a)
+    inner_in = keras.Input((6, 6, 4))
+    inner = keras.Model(inner_in, keras.layers.Conv2D(4, 3, padding="same", name="in1")(inner_in))
+    d = inner(b + c)
+    head = keras.layers.Dense(3, name="head")(keras.layers.Flatten()(d))
+    side = keras.layers.Dense(2, name="side")(keras.layers.Flatten()(a))
+    return keras.Model(inp, [head, side])
+
+
+@pytest.mark.parametrize("others", ["float32", "original"])
+def test_reuse_gives_the_results_of_full_runs(others, digits):
+    from test_layers_transformer import encoder, inputs
+
+    rng = np.random.default_rng(4)
+    cases = [
+        (_skip_model(), rng.normal(size=(5, 6, 6, 3)).astype("float32")),
+        (encoder(), inputs(3, 2)),
+        (digits[0], digits[1][:40]),  # Sequential
+    ]
+    for model, x in cases:
+        kw = dict(tolerance=1e-3, others=others, progress=False, batch_size=2)
+        new = sensitivity(model, x, reuse=True, **kw)
+        old = sensitivity(model, x, reuse=False, **kw)
+        assert [(e.name, e.max_rel, e.mean_rel) for e in new.layers] == [
+            (e.name, e.max_rel, e.mean_rel) for e in old.layers
+        ]
+        assert new.fp16_set == old.fp16_set and new.set_max_rel == old.set_max_rel
+    with pytest.raises(ValueError, match="reuse must be a bool, got 1"):
+        sensitivity(cases[0][0], cases[0][1], reuse=1, progress=False)
+
+
+def test_reuse_recomputes_only_downstream_nodes():
+    from tf_fp16ops.layer_sensitivity import _Reuse
+
+    model = _skip_model()
+    reuse = _Reuse(model)
+    assert reuse.usable
+    by_id = {
+        id(n): n.operation.name
+        for nodes in model._nodes_by_depth.values()
+        for n in nodes
+        if n.operation is not None and not n.is_input
+    }
+
+    def names(layer_name):
+        layer = model.get_layer(layer_name)
+        return sorted(by_id[i] for i in reuse.downstream(layer))
+
+    assert names("head") == ["head"]
+    assert names("side") == ["side"]
+    # in1 sits inside the nested model: its node and what follows it.
+    inner = next(layer for layer in model.layers if isinstance(layer, keras.Model))
+    got = sorted(by_id[i] for i in reuse.downstream(inner.get_layer("in1")))
+    assert got == sorted([inner.name, "head", model.get_layer("head").input._keras_history[0].name])
+    # The shared layer's two calls and everything after them; not a, b or side.
+    got = names("shared")
+    assert "a" not in got and "b" not in got and "side" not in got and got.count("shared") == 2
+    assert len(reuse.downstream(model.get_layer("a"))) == len(by_id)
+
+
+def test_results_give_keras_paths_and_positions():
+    model = _skip_model()
+    x = np.random.default_rng(6).normal(size=(3, 6, 6, 3)).astype("float32")
+    r = sensitivity(model, x, tolerance=1e-3, progress=False)
+    inner = next(layer for layer in model.layers if isinstance(layer, keras.Model))
+    # Expected by hand: model.layers in order, the nested model's layers right after it.
+    order = []
+    for layer in model.layers:
+        order.append(f"{model.name}/{layer.name}")
+        if layer is inner:
+            order += [f"{model.name}/{inner.name}/{sub.name}" for sub in inner.layers]
+    by_name = {e.name: e for e in r.layers}
+    assert by_name["in1"].path == f"{model.name}/{inner.name}/in1"
+    assert by_name["head"].path == f"{model.name}/head"
+    for e in r.layers:
+        assert order[e.position - 1] == e.path
+    data = json.loads(r.to_json())
+    assert {layer["name"]: layer["path"] for layer in data["layers"]} == {
+        e.name: e.path for e in r.layers
+    }

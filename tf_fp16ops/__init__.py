@@ -34,7 +34,9 @@ _LAZY = {
     "compare": "tf_fp16ops.comparison",
     "convert": "tf_fp16ops.conversion",
     "convert_with_report": "tf_fp16ops.conversion",
+    "einsum": "tf_fp16ops.matmul_ops",
     "load_saved_model": "tf_fp16ops.saved_model",
+    "matmul": "tf_fp16ops.matmul_ops",
     "sensitivity": "tf_fp16ops.layer_sensitivity",
 }
 _SUBMODULES = ("layers",)

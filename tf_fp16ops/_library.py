@@ -24,6 +24,7 @@ OP_NAMES = (
     "Fp16Conv2DBackpropInput",
     "Fp16Conv2DBackpropFilter",
     "Fp16DepthwiseConv2D",
+    "Fp16MatMul",
     "Fp16OpsCpuIsa",
 )
 

@@ -4,17 +4,18 @@
 Sequential/functional model nested in it) with `keras.models.clone_model`: each selected layer
 of a class in `tf_fp16ops.layers.KERAS_EQUIVALENTS` (keras.layers.Conv2D, DepthwiseConv2D,
 SeparableConv2D, Conv2DTranspose, Conv1D, DepthwiseConv1D, SeparableConv1D, Conv1DTranspose,
-Dense) becomes the tf_fp16ops layer of the same name
+Dense, EinsumDense, MultiHeadAttention) becomes the tf_fp16ops layer of the same name
 built from the same config plus `accumulation`, every other layer a copy from its config, and
 then every new layer gets the original layer's weights (kernel, bias, BatchNormalization
 statistics, ...). The original model is not modified and shares no variables with the result.
 
 Layers that stay as they are and are listed in the report as not converted, with the reason:
 convolutions the ops do not implement (Conv3D, Conv3DTranspose: no 3-D variant of the op
-family), EinsumDense (general einsum equations), quantized
-Dense layers, layers whose dtype policy computes in neither float16 nor float32 (float64,
-bfloat16), subclasses of the converted classes (they may override call()), layers left out by
-`layers`, and such layers inside custom layers that cannot be rebuilt from outside.
+family), EinsumDense layers whose equation `tf_fp16ops.einsum` does not take (a label summed
+within one operand, repeated labels), quantized Dense and EinsumDense layers, layers whose dtype
+policy computes in neither float16 nor float32 (float64, bfloat16), subclasses of the converted
+classes (they may override call()), layers left out by `layers`, and such layers inside custom
+layers that cannot be rebuilt from outside.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tf_fp16ops.layers import (
     KERAS_EQUIVALENTS,
     canonical_accumulation,
 )
+from tf_fp16ops.matmul_ops import equation_problem
 
 _LOG = logging.getLogger(__name__)
 
@@ -95,6 +97,8 @@ def _target_class(layer):
     cls = KERAS_EQUIVALENTS.get(type(layer)) or _OURS.get(type(layer))
     if cls is not None and getattr(layer, "quantization_mode", None):
         return None
+    if isinstance(layer, keras.layers.EinsumDense) and equation_problem(layer.equation):
+        return None
     if cls is not None and layer.compute_dtype not in _SUPPORTED_COMPUTE_DTYPES:
         return None
     return cls
@@ -119,6 +123,7 @@ def _is_convolution(layer) -> bool:
             BaseSeparableConv,
             keras.layers.Dense,
             keras.layers.EinsumDense,
+            keras.layers.MultiHeadAttention,
         ),
     )
 
@@ -134,8 +139,10 @@ def _not_convertible_reason(layer) -> str:
     for keras_cls in KERAS_EQUIVALENTS:
         if isinstance(layer, keras_cls):
             return f"subclass of {keras_cls.__name__} with its own behaviour"
-    if isinstance(layer, keras.layers.EinsumDense):
-        return "EinsumDense: general einsum equations are not mapped to the Fp16Conv2D ops"
+    if isinstance(layer, keras.layers.EinsumDense) and equation_problem(layer.equation):
+        return (
+            f"EinsumDense: tf_fp16ops.einsum does not take it ({equation_problem(layer.equation)})"
+        )
     return "no 3-D variant of this convolution in the Fp16Conv2D op family; left unchanged"
 
 
@@ -214,7 +221,9 @@ def convert_with_report(
                     else _not_convertible_reason(layer)
                 )
                 skipped.append(NotConverted(layer.name, type(layer).__name__, reason))
-            for inner in layer._flatten_layers(include_self=False, recursive=True):
+            # Keras operations of a functional graph (`x + y`) are not layers: nothing inside.
+            flatten = getattr(layer, "_flatten_layers", None)
+            for inner in flatten(include_self=False, recursive=True) if flatten else ():
                 if _is_convolution(inner):
                     skipped.append(
                         NotConverted(
@@ -229,7 +238,7 @@ def convert_with_report(
 
     new_model = keras.models.clone_model(model, clone_function=clone, recursive=True)
     for old, new in pairs:
-        weights = old.get_weights()
+        weights = old.get_weights() if isinstance(old, keras.layers.Layer) else []
         if weights:
             if not new.built:
                 raise ValueError(

@@ -28,6 +28,16 @@ Search (`search=`):
     within the tolerances on `x`.
 Either way the tolerances hold for the inputs given, not for unseen data.
 
+Reuse (`reuse=True`, the default, for functional and Sequential models): the baseline run keeps
+every intermediate activation of every batch, and each sweep run recomputes only the graph
+nodes downstream of the switched layer (those that consume, directly or through other
+recomputed nodes, an output of a node calling it or a nested model holding it), in the graph's
+own order, with the kept activations for everything else. The results are those of full runs
+(the nodes upstream compute exactly what the baseline computed). A sweep run then costs the
+layers from the switched one to the outputs, so the sweep costs about half the full runs for a
+chain of similar layers; memory grows by all activations of `x` (sum of the layer output sizes
+times N). The set search runs the whole model, as several layers change at once.
+
 Results: `SensitivityResult.table()` (text), `.to_json()`, `.write_summaries(logdir)`
 (TensorBoard; tags in `write_summaries`).
 """
@@ -63,6 +73,11 @@ class LayerSensitivity:
     metric: float | None = None  # metric with this layer in fp16 (labels given)
     metric_change: float | None = None  # metric - baseline metric
     in_fp16_set: bool = False
+    # Keras path "model/.../layer" (through nested models) and the 1-based position of the layer
+    # in `model.layers` order, depth first (a nested model's layers follow it; input layers
+    # count).
+    path: str = ""
+    position: int = 0
 
 
 @dataclass(frozen=True)
@@ -296,6 +311,94 @@ def _check_x(model, x):
     return keras.tree.pack_sequence_as(x, checked)
 
 
+class _Reuse:
+    """The kept activations of the baseline run and the downstream recomputation of the sweep
+    (module docstring, "Reuse"). Works by standing in for the functional model's
+    `_run_through_graph` (the loop of keras.src.ops.function.Function, whose order it keeps)
+    during one `probe(xb, training=False)` call, so Keras's call context is unchanged."""
+
+    def __init__(self, probe):
+        from keras.src.models.functional import Functional
+
+        self.probe = probe
+        # A Sequential model runs the functional model it builds (`_functional`).
+        graph = (
+            getattr(probe, "_functional", None) if isinstance(probe, keras.Sequential) else probe
+        )
+        self.graph = graph
+        self.usable = isinstance(graph, Functional) and hasattr(graph, "_nodes_by_depth")
+        self.cache: list[dict] = []
+
+    def downstream(self, layer) -> set | None:
+        """ids of the nodes to recompute when `layer` changes, or None (not found: run all)."""
+        probe = self.graph
+        changed: set = set()
+        produced: set = set()
+        for depth in sorted(probe._nodes_by_depth, reverse=True):
+            for node in probe._nodes_by_depth[depth]:
+                op = node.operation
+                if op is None or node.is_input:
+                    continue
+                holds = op is layer or (
+                    hasattr(op, "_flatten_layers")
+                    and any(inner is layer for inner in op._flatten_layers(include_self=False))
+                )
+                if holds or any(id(t) in produced for t in node.input_tensors):
+                    changed.add(id(node))
+                    produced.update(id(t) for t in node.outputs)
+        return changed or None
+
+    def run(self, batch, index: int, record: bool, only: set | None):
+        probe = self.graph
+        fill = self.cache[index] if only is not None else None
+
+        def run_graph(inputs, operation_fn=lambda op: op, call_fn=None):
+            tensor_dict = dict(fill) if fill is not None else {}
+            for x, y in zip(probe.inputs, keras.tree.flatten(inputs), strict=True):
+                tensor_dict[id(x)] = y
+            for depth in sorted(probe._nodes_by_depth, reverse=True):
+                for node in probe._nodes_by_depth[depth]:
+                    if not node.operation or node.is_input:
+                        continue
+                    if only is not None and id(node) not in only:
+                        continue
+                    if any(id(x) not in tensor_dict for x in node.input_tensors):
+                        continue
+                    args, kwargs = node.arguments.fill_in(tensor_dict)
+                    outputs = operation_fn(probe._get_operation_for_node(node))(*args, **kwargs)
+                    for x, y in zip(node.outputs, keras.tree.flatten(outputs), strict=False):
+                        tensor_dict[id(x)] = y
+            if record:
+                self.cache.append(tensor_dict)
+            return keras.tree.pack_sequence_as(
+                probe._outputs_struct, [tensor_dict[id(x)] for x in probe.outputs]
+            )
+
+        probe.__dict__["_run_through_graph"] = run_graph
+        try:
+            return self.probe(batch, training=False)
+        finally:
+            del probe.__dict__["_run_through_graph"]
+
+
+def _layer_paths(model) -> dict[str, tuple[str, int]]:
+    """layer name -> (Keras path 'model/inner/layer', 1-based depth-first position)."""
+    out: dict[str, tuple[str, int]] = {}
+    position = 0
+
+    def walk(container, prefix):
+        nonlocal position
+        for layer in container.layers if hasattr(container, "layers") else ():
+            position += 1
+            path = f"{prefix}/{layer.name}"
+            out.setdefault(layer.name, (path, position))
+            if isinstance(layer, keras.Model):
+                walk(layer, path)
+
+    walk(model, model.name)
+    return out
+
+
 def _batches(x, batch_size: int):
     n = len(keras.tree.flatten(x)[0])
     for start in range(0, n, batch_size):
@@ -316,6 +419,7 @@ def sensitivity(
     batch_size: int = 32,
     progress: bool = True,
     logdir: str | None = None,
+    reuse: bool = True,
 ) -> SensitivityResult:
     """Ranks the convertible layers of `model` by their sensitivity to fp16 accumulation and finds
     the largest set that can take it (module docstring: measures, ranking, search).
@@ -336,6 +440,8 @@ def sensitivity(
       batch_size: samples per model call.
       progress: show a keras.utils.Progbar over the model runs (on stdout).
       logdir: if given, `write_summaries(logdir)` is called on the result.
+      reuse: keep the baseline's activations and recompute only downstream of the switched
+        layer in the sweep (module docstring, "Reuse"); the results equal full runs.
 
     Returns:
       SensitivityResult; `.model` is `model` converted with `fp16_set` at float16 and the other
@@ -371,6 +477,8 @@ def sensitivity(
         raise ValueError(f"search must be one of {_SEARCHES}, got {search!r}")
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if not isinstance(reuse, bool):
+        raise ValueError(f"reuse must be a bool, got {reuse!r}")
     if metric is not None and not callable(metric):
         raise TypeError(
             f"metric must be a callable (y_true, y_pred) -> float, got {type(metric).__name__}"
@@ -404,6 +512,7 @@ def sensitivity(
         if layer.name in set(names)
     }
     probe = probe_conv.model
+    paths = _layer_paths(model)
 
     # 'original': a Keras layer runs its Keras kernel; a layer that already was a tf_fp16ops
     # layer runs with the accumulation it had.
@@ -420,10 +529,18 @@ def sensitivity(
             layer.accumulation = "float16" if half else (own or "float32")
             layer._keras_path = not half and others == "original" and own is None
 
-    def run():
+    reuser = _Reuse(probe) if reuse else None
+    if reuser is not None and not reuser.usable:
+        reuser = None
+
+    def run(record=False, only=None):
         outs = [[] for _ in keras.tree.flatten(probe.outputs)]
-        for xb in _batches(x, batch_size):
-            for i, o in enumerate(keras.tree.flatten(probe(xb, training=False))):
+        for b, xb in enumerate(_batches(x, batch_size)):
+            if reuser is not None and (record or only is not None):
+                result = reuser.run(xb, b, record, only)
+            else:
+                result = probe(xb, training=False)
+            for i, o in enumerate(keras.tree.flatten(result)):
                 outs[i].append(keras.ops.convert_to_numpy(o).astype(np.float64))
         return [np.concatenate(o) for o in outs]
 
@@ -445,7 +562,7 @@ def sensitivity(
             bar.update(min(done, total), values=None, finalize=done >= total)
 
     set_state(set())
-    base = run()
+    base = run(record=reuser is not None)
     bad = sum(int(np.size(o) - np.count_nonzero(np.isfinite(o))) for o in base)
     if bad:
         # Every error against a non-finite reference would read 0 (every layer "fp16-safe").
@@ -471,10 +588,12 @@ def sensitivity(
     sweep = {}
     for name in names:
         set_state({name})
-        outs = run()
+        outs = run(only=reuser.downstream(by_name[name]) if reuser is not None else None)
         m = score(outs)
         sweep[name] = (*_errors(base, outs), m)
         tick(name)
+    if reuser is not None:
+        reuser.cache.clear()  # the set search runs whole models
 
     def within(fp16: set):
         set_state(fp16)
@@ -526,6 +645,8 @@ def sensitivity(
             metric=sweep[nm][2],
             metric_change=None if base_metric is None else sweep[nm][2] - base_metric,
             in_fp16_set=nm in chosen,
+            path=paths.get(nm, ("", 0))[0],
+            position=paths.get(nm, ("", 0))[1],
         )
         for i, nm in enumerate(ranked)
     )

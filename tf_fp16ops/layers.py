@@ -1,4 +1,4 @@
-"""Keras 3 layers that run their convolution (or matrix product) through the Fp16Conv2D ops.
+"""Keras 3 layers that run their convolution or matrix product through the tf_fp16ops ops.
 
 Layers (each registered serializable as "tf_fp16ops>Name"; same arguments, weights and config as
 the keras.layers class of the same name, plus `accumulation`):
@@ -9,6 +9,9 @@ the keras.layers class of the same name, plus `accumulation`):
   Conv1D           Fp16Conv2D with height 1 (causal padding included); sum over (k, in_channel).
   DepthwiseConv1D, SeparableConv1D, Conv1DTranspose: their 2-D twins with height 1.
   Dense            1x1 Fp16Conv2D on the flattened rows; sum over the input features ascending.
+  EinsumDense      tf_fp16ops.einsum (one Fp16MatMul); sum over the contracted labels.
+  MultiHeadAttention  its projections as EinsumDense, both attention products through
+                   tf_fp16ops.einsum; softmax as Keras computes it.
 Gradients are those registered for the ops (tf_fp16ops.ops), with the same accumulation.
 
 `Conv2D` is `keras.layers.Conv2D` with one more argument, `accumulation`; it takes every
@@ -33,7 +36,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tf_fp16ops import ops
+from tf_fp16ops import matmul_ops, ops
 
 _SUPPORTED_COMPUTE_DTYPES = ("float16", "float32")
 
@@ -532,6 +535,172 @@ class Dense(_Fp16AccumulationMixin, keras.layers.Dense):
         return outputs
 
 
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="EinsumDense")
+class EinsumDense(_Fp16AccumulationMixin, keras.layers.EinsumDense):
+    """`keras.layers.EinsumDense` with a selectable accumulation precision (Fp16MatMul op).
+
+    y = activation(einsum(equation, x, kernel) + bias), with the layer's equation, kernel
+    (shape from the equation and `output_shape`) and bias as in keras.layers.EinsumDense; the
+    product runs as `tf_fp16ops.einsum` (one Fp16MatMul with transposes and reshapes around
+    it), which takes explicit two-operand equations whose labels are batch, contracted or free
+    in one operand: every EinsumDense equation Keras itself builds (Dense-like 'abc,cd->abd',
+    MultiHeadAttention's projections 'abc,cde->abde' and 'abcd,cde->abe', '...b,bc->...c').
+
+    Numerics (accumulation='float16'): each output is one binary16 accumulator over the
+    contracted labels' flattened index (row-major, in the input's label order) ascending, one
+    rounding per fused step; gradients are Fp16MatMul products with the same accumulation.
+    Quantized layers (`quantize(...)`) are not supported and `convert` leaves them unchanged.
+
+    Raises:
+      ValueError: as `tf_fp16ops.layers.Conv2D` and `keras.layers.EinsumDense`; an equation
+        `tf_fp16ops.einsum` does not take (at the first call).
+    """
+
+    def __init__(self, equation, output_shape, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(equation, output_shape, **kwargs)
+        self._check_compute_dtype()
+
+    def call(self, inputs, training=None):
+        if getattr(self, "_keras_path", False):
+            return super().call(inputs, training=training)
+        if getattr(self, "quantization_mode", None):
+            raise ValueError(
+                f"tf_fp16ops.layers.EinsumDense '{self.name}' is quantized "
+                f"({self.quantization_mode}); the Fp16MatMul op runs float kernels only"
+            )
+        x, w = self._cast_in(inputs, self.kernel)
+        outputs = matmul_ops.einsum(self.equation, x, w, accumulation=self.accumulation)
+        outputs = tf.cast(outputs, self.compute_dtype)
+        if self.bias is not None:
+            outputs = outputs + tf.cast(self.bias, self.compute_dtype)
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return outputs
+
+
+_MHA_PROJECTIONS = ("_query_dense", "_key_dense", "_value_dense", "_gate_dense", "_output_dense")
+
+
+@keras.saving.register_keras_serializable(package="tf_fp16ops", name="MultiHeadAttention")
+class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention):
+    """`keras.layers.MultiHeadAttention` with a selectable accumulation precision for its four
+    (five with `use_gate`) projections and both attention products (Fp16MatMul op).
+
+    Same arguments, weights (names, shapes, order), masks and config as the Keras layer, plus
+    `accumulation`. The projections are `tf_fp16ops.layers.EinsumDense` layers (Keras builds
+    them; their class is then switched in place, so weights and tracking are Keras's own). The
+    attention runs the explicit path of keras.layers.MultiHeadAttention: query scaled by
+    1/sqrt(key_dim), scores = einsum(dot_product_equation, key, query), softmax as Keras
+    computes it (`_masked_softmax`, in the compute dtype, masks and causal mask included),
+    dropout, then einsum(combine_equation, scores, value); both einsums run through
+    `tf_fp16ops.einsum`. (Keras itself uses the fused `ops.dot_product_attention` when there is
+    no dropout, no score output and rank-4 inputs; it computes the same softmax(QK^T/sqrt(d))V,
+    so float32 accumulation matches it within fp32 rounding.)
+
+    Input/output shapes: as keras.layers.MultiHeadAttention ([B, T, dim] query, [B, S, dim]
+    value/key -> [B, T, output dim], scores [B, heads, T, S]). Numerics (accumulation=
+    'float16'): each einsum as `tf_fp16ops.einsum`, the scores over the key dimension
+    (key_dim) ascending, the combine over the key positions S ascending; in a float32 model
+    operands are rounded to float16 and results cast back before the softmax and the bias.
+
+    Raises:
+      ValueError: as `tf_fp16ops.layers.Conv2D` and `keras.layers.MultiHeadAttention`
+        (`flash_attention` with `return_attention_scores`).
+    """
+
+    def __init__(self, num_heads, key_dim, accumulation="float16", **kwargs):
+        self._init_accumulation(accumulation)
+        super().__init__(num_heads, key_dim, **kwargs)
+        self._check_compute_dtype()
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        super().build(query_shape, value_shape, key_shape)
+        for name in _MHA_PROJECTIONS:
+            sub = getattr(self, name, None)
+            if sub is not None and type(sub) is keras.layers.EinsumDense:
+                sub.__class__ = EinsumDense
+                sub.accumulation = self.accumulation
+                sub.supports_jit = False
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        # The projections follow this layer's accumulation (tf_fp16ops.sensitivity switches it).
+        keras_path = getattr(self, "_keras_path", False)
+        for name in _MHA_PROJECTIONS:
+            sub = getattr(self, name, None)
+            if isinstance(sub, EinsumDense):
+                sub.accumulation = self.accumulation
+                sub._keras_path = keras_path
+        return super().call(
+            query,
+            value,
+            key=key,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            key_mask=key_mask,
+            attention_mask=attention_mask,
+            return_attention_scores=return_attention_scores,
+            training=training,
+            use_causal_mask=use_causal_mask,
+        )
+
+    def _einsum(self, equation, a, b):
+        a, b = self._cast_in(a, b)
+        out = matmul_ops.einsum(equation, a, b, accumulation=self.accumulation)
+        return tf.cast(out, self.compute_dtype)
+
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+        use_causal_mask=False,
+    ):
+        if getattr(self, "_keras_path", False):
+            return super()._compute_attention(
+                query,
+                key,
+                value,
+                attention_mask=attention_mask,
+                training=training,
+                return_attention_scores=return_attention_scores,
+                use_causal_mask=use_causal_mask,
+            )
+        if self._flash_attention and return_attention_scores:
+            raise ValueError(
+                "Returning attention scores is not supported when flash attention is enabled. "
+                "Please disable flash attention to access attention scores."
+            )
+        if use_causal_mask:
+            causal_mask = self._compute_causal_mask(query, value)
+            attention_mask = (
+                causal_mask
+                if attention_mask is None
+                else keras.ops.logical_and(keras.ops.cast(attention_mask, "bool"), causal_mask)
+            )
+        query = keras.ops.multiply(query, keras.ops.cast(self._inverse_sqrt_key_dim, query.dtype))
+        scores = self._einsum(self._dot_product_equation, key, query)
+        scores = self._masked_softmax(scores, attention_mask)
+        final = self._dropout_layer(scores, training=training) if self._dropout > 0.0 else scores
+        output = self._einsum(self._combine_equation, final, value)
+        return output, scores
+
+
 # keras class -> tf_fp16ops class, for `convert`.
 KERAS_EQUIVALENTS = {
     keras.layers.Conv2D: Conv2D,
@@ -543,4 +712,6 @@ KERAS_EQUIVALENTS = {
     keras.layers.SeparableConv1D: SeparableConv1D,
     keras.layers.Conv1DTranspose: Conv1DTranspose,
     keras.layers.Dense: Dense,
+    keras.layers.EinsumDense: EinsumDense,
+    keras.layers.MultiHeadAttention: MultiHeadAttention,
 }

@@ -568,6 +568,7 @@ OUTPUTS = {
     "Fp16Conv2DBackpropFilter": ("@T",),
     "Fp16Conv2DBackpropInput": ("@T",),
     "Fp16DepthwiseConv2D": ("@T",),
+    "Fp16MatMul": ("@T",),
     "Fp16OpsCpuIsa": ("string",),
     "FractionalAvgPool": ("@T", "int64", "int64"),
     "FractionalAvgPoolGrad": ("@T",),
