@@ -60,15 +60,17 @@ struct Status {
   bool ok() const { return code == StatusCode::kOk; }
 };
 
-// The implementations, in the order the dispatch tries them (kAuto: the first that can run).
+// The implementations (kAuto: the first of the table, conv2d_gpu.cu.cc, that can run; codes are
+// the C ABI's, so a new one takes the next number).
 enum class ConvPath : int {
   kAuto = 0,
   kSm90 = 1,      // CUTLASS 3.x implicit GEMM, wgmma + TMA im2col (sm_90a; T=half)
   kSm80 = 2,      // CUTLASS 2.x implicit GEMM, mma.sync 16x8x16 (CC >= 8.0; T=half)
   kSimt = 3,      // CUTLASS 2.x SIMT implicit GEMM, fp32 FFMA (CC >= 8.0; T=float)
   kFallback = 4,  // direct convolution (any problem; see direct_conv.h)
+  kSm70 = 5,      // CUTLASS 2.x implicit GEMM, Volta mma.sync 8x8x4 (CC 7.0/7.2; T=half)
 };
-constexpr int kNumPaths = 5;
+constexpr int kNumPaths = 6;
 
 const char* ConvPathName(ConvPath path);
 const char* PassName(Pass pass);
