@@ -19,10 +19,12 @@
 //               (n, p, q) for wgrad: the CPU contract (cc/kernels/cpu/conv2d_cpu.h), bit for bit.
 // Supported (T, Tacc): (half, half), (half, float), (float, float).
 //
-// Compatibility: built with the CUDA 13.0 toolkit, runtime linked statically, so the driver must
-// support CUDA 13.0 (R580 or newer; cudaDriverGetVersion() >= 13000). SASS for sm_75, sm_80,
-// sm_86, sm_89, sm_90 and PTX for compute_90 (JIT-compiled on newer GPUs) for the portable
-// kernels; sm_90a SASS for the Hopper (wgmma/TMA) kernels, used on compute capability 9.0 only.
+// Compatibility (default build, clang + CUDA 12.5, the runtime TensorFlow's GPU wheel loads,
+// libcudart.so.12): any CUDA 12 driver (R525 or newer) where SASS exists, i.e. sm_60 ... sm_90
+// (compute capability 6.x-9.x); compute_90 PTX JIT-compiled on newer GPUs needs a CUDA 12.5
+// driver (R555). sm_90a SASS for the Hopper (wgmma/TMA) kernels, used on compute capability 9.0
+// only; sm_70 SASS for the Volta kernels. The nvcc 13 build links the CUDA 13.0 runtime
+// statically (R580 or newer) and holds sm_75 ... sm_90.
 // Every launch checks the device first (CheckDevice) and fails with kFailedPrecondition or
 // kUnimplemented before any kernel runs when the build cannot serve it.
 #ifndef TF_FP16OPS_CC_KERNELS_GPU_CONV2D_GPU_H_
