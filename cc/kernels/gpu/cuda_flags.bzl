@@ -30,7 +30,17 @@ def _arch_flags(sass, ptx, hopper = False):
                     (["-gencode arch=compute_%s,code=compute_%s" % (ptx, ptx)] if ptx else []))
 
 def target_flags(src, sm80, sm70, hopper):
-    """Target flags for `src`, given the build's lists of sm80, sm70 and Hopper sources."""
+    """Target flags of one source's compile.
+
+    Args:
+      src: the source file name.
+      sm80: the CUTLASS 2.x sm80 sources (targets >= 80).
+      sm70: the Volta sources (sm_70 and compute_70 when sm_70 is a target).
+      hopper: the sm_90a sources.
+
+    Returns:
+      The compiler's target flags, a string.
+    """
     if src in hopper:
         return _arch_flags([], "", hopper = True)
     if src in sm80:
