@@ -17,7 +17,8 @@ BUILDIFIER := build/tools/node_modules/.bin/buildifier
 CLANG_FORMAT ?= clang-format
 RUFF := $(VENV)/bin/ruff
 
-.PHONY: demo test test-eigen fuzz build install venv system-deps configure benchmark build-cuda gpu-check-lib gpu-check \
+.PHONY: demo test test-eigen fuzz build install venv system-deps configure benchmark build-cuda build-cuda-ci \
+	gpu-check-lib gpu-check \
 	gpu-bundle gpu-host-lib clean wheel lint format
 
 demo: install
@@ -124,24 +125,41 @@ fuzz: install
 	FUZZ_CASES=$(FUZZ_CASES) SOFTFLOAT_RANDOM=20000000 $(PY) -m pytest -q \
 	  tests/test_fuzz.py tests/test_softfloat_oracle.py tests/test_hostile_sizes.py
 
-# The op library with its CUDA kernels (CUTLASS headers from the pinned wheel, nvcc on PATH or
-# NVCC / CUDA_PATH); sm_75-sm_90 SASS + compute_90 PTX, sm_90a for the Hopper kernels
-# (TF_FP16OPS_CUDA_ARCHS overrides the SASS list). Not installed: a compile check here; copy
-# bazel-bin/_fp16ops.so into tf_fp16ops/ on a GPU machine.
+# The op library with its CUDA kernels. CUDA_COMPILER=clang (default): TensorFlow's own CUDA
+# stack, as its --config=cuda_clang builds it: Debian's clang-19 (CLANG_CUDA_COMPILER_PATH
+# overrides it) with the pinned CUDA 12.5 wheels of requirements-cuda.txt, libcudart.so.12 shared
+# with TensorFlow's GPU wheel; SASS sm_60 ... sm_90 + compute_90 PTX, sm_90a for the Hopper
+# kernels. CUDA_COMPILER=nvcc: the local CUDA 13 nvcc (NVCC / CUDA_PATH / PATH), runtime linked
+# statically, sm_75 ... sm_90. CUDA_ARCHS overrides the SASS list (CI: $(CUDA_ARCHS_CI)). The
+# SASS of every target and its MMA/FMA instructions are checked by tools/check_cuda_build.py.
+# Not installed: a compile check here; copy bazel-bin/_fp16ops.so into tf_fp16ops/ on a GPU
+# machine.
+CUDA_COMPILER ?= clang
+CUDA_ARCHS ?=
+CUDA_ARCHS_CI := 60,70,80,90
+CUDA_REPO_ENV = --repo_env=TF_FP16OPS_CUDA_COMPILER=$(CUDA_COMPILER) \
+  --repo_env=TF_FP16OPS_CUDA_ARCHS=$(CUDA_ARCHS)
 build-cuda: configure
-	$(BAZEL) build --config=cuda //:_fp16ops.so //cc/kernels/gpu:libtf_fp16ops_gpu.so
-	$(PY) tools/check_cuda_build.py bazel-bin/_fp16ops.so
+	$(BAZEL) build --config=cuda $(CUDA_REPO_ENV) //:_fp16ops.so //cc/kernels/gpu:libtf_fp16ops_gpu.so
+	$(PY) tools/check_cuda_build.py --compiler $(CUDA_COMPILER) bazel-bin/_fp16ops.so \
+	  bazel-bin/cc/kernels/gpu/libtf_fp16ops_gpu.so
+
+# CI's compile check: the default toolchain for the targets each implementation's own SASS
+# needs (sm_60 direct, sm_70 Volta, sm_80 mma.sync, sm_90 + sm_90a Hopper); a release builds all.
+build-cuda-ci:
+	$(MAKE) --no-print-directory build-cuda CUDA_ARCHS=$(CUDA_ARCHS_CI)
 
 # The C-ABI library of the same kernels, from the same Bazel objects as the op library's
 # --config=cuda build (cc/kernels/gpu/BUILD), for the GPU check (PyTorch + cuDNN, no TensorFlow).
 gpu-check-lib: configure
-	$(BAZEL) build --config=cuda //cc/kernels/gpu:libtf_fp16ops_gpu.so
+	$(BAZEL) build --config=cuda $(CUDA_REPO_ENV) //cc/kernels/gpu:libtf_fp16ops_gpu.so
 
 # One folder for a bare GPU machine (no TensorFlow, no pip): the prebuilt check library and the
 # check script; README "GPU kernels (CUDA, CUTLASS)" gives the command that runs it.
 GPU_BUNDLE ?= build/gpu_bundle
 gpu-bundle: gpu-check-lib
-	tools/gpu_check/make_bundle.sh bazel-bin/cc/kernels/gpu/libtf_fp16ops_gpu.so $(GPU_BUNDLE)
+	tools/gpu_check/make_bundle.sh bazel-bin/cc/kernels/gpu/libtf_fp16ops_gpu.so $(GPU_BUNDLE) \
+	  "$$($(PY) -c 'import nvidia.cuda_runtime as m, os; print(os.path.join(os.path.dirname(m.__file__), "lib", "libcudart.so.12"))')"
 
 # On the GPU machine, from a checkout with the bundle built: runs it.
 gpu-check:

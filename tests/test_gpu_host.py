@@ -28,6 +28,9 @@ LIB = os.path.join(ROOT, "build", "gpu_host", "libtf_fp16ops_gpu_host.so")
 TURING = (13000, 75, 0)  # no implicit-GEMM path: every launch takes the direct kernels
 AMPERE = (13000, 80, 0)
 H200 = (13000, 90, 1)
+# A V100 (compute capability 7.0) on an R525 driver (CUDA 12.0), and a T4 (7.5).
+VOLTA = (12000, 70, 0)
+XAVIER = (12000, 72, 0)
 PAIRS = (("half", "half"), ("half", "float"), ("float", "float"))
 NP_T = {"half": np.float16, "float": np.float32}
 
@@ -268,7 +271,11 @@ def test_launch_checks_workspace_and_pointers(lib):
 
 def test_build_states_what_it_needs(lib):
     info = lib.build_info()
-    assert info == {"runtime_version": 13000, "ptx_arch": 90, "sass_archs": [75, 80, 86, 89, 90]}
+    assert info == {
+        "runtime_version": 12050,
+        "ptx_arch": 90,
+        "sass_archs": [60, 70, 75, 80, 86, 89, 90],
+    }
 
 
 @pytest.mark.parametrize(
@@ -299,6 +306,50 @@ def test_devices_the_build_serves(lib, cc):
         )
 
 
+CUDA125 = (12050, 90, [60, 70, 75, 80, 86, 89, 90])  # the default build (clang, CUDA 12.5)
+
+
+@pytest.mark.parametrize("cc", [60, 61, 70, 72, 75, 80, 86, 89, 90])
+@pytest.mark.parametrize("driver", [12000, 12020, 12050, 13000])
+def test_cuda12_build_runs_on_every_cuda12_driver_given_sass(lib, cc, driver):
+    """CUDA's minor version compatibility: the CUDA 12.5 build's SASS runs on any CUDA 12.x
+    driver (R525 and later), as TensorFlow's own CUDA 12.5 wheel does."""
+    lib.check_device((driver, cc, 0), *CUDA125)
+
+
+@pytest.mark.parametrize(
+    "device, code, words",
+    [
+        (
+            (11080, 70, 0),
+            "FailedPrecondition",
+            ["CUDA 11.8", "11080", "CUDA 12.5", "CUDA 12.0", "R525", "CPU"],
+        ),
+        (
+            (12000, 100, 0),
+            "FailedPrecondition",
+            ["compute capability 10.0", "compute_90 PTX", "CUDA 12.5", "R555", "12000", "CPU"],
+        ),
+        ((12040, 120, 0), "FailedPrecondition", ["compute capability 12.0", "CUDA 12.4", "R555"]),
+        ((12050, 53, 0), "Unimplemented", ["compute capability 5.3", "sm_60", "compute_90"]),
+    ],
+)
+def test_cuda12_build_refuses_only_what_cannot_run(lib, device, code, words):
+    """A CUDA 11 driver cannot run a CUDA 12 runtime at all; the compute_90 PTX (the only code
+    for a Blackwell GPU) needs a driver as new as its CUDA 12.5 writer; sm_53 has no code."""
+    with pytest.raises(AbiError) as e:
+        lib.check_device(device, *CUDA125)
+    assert e.value.code == code
+    for word in words:
+        assert word in e.value.message, (word, e.value.message)
+
+
+@pytest.mark.parametrize("cc", [100, 120])
+def test_cuda12_build_jits_its_ptx_on_a_new_enough_driver(lib, cc):
+    lib.check_device((12050, cc, 0), *CUDA125)
+    lib.check_device((12080, cc, 0), *CUDA125)
+
+
 def test_launch_fails_before_any_kernel_on_an_old_driver(lib):
     p = Problem("small", 1, 4, 4, 2, 2, 3, 3)
     x = np.ones((1, 4, 4, 2), np.float16)
@@ -315,9 +366,9 @@ def test_launch_fails_before_any_kernel_on_an_old_driver(lib):
             y.ctypes.data,
             0,
             0,
-            device=(12080, 90, 1),
+            device=(11080, 90, 1),
         )
-    assert e.value.code == "FailedPrecondition" and "CUDA 12.8" in e.value.message
+    assert e.value.code == "FailedPrecondition" and "CUDA 11.8" in e.value.message
     assert np.all(np.isnan(y))  # nothing ran
 
 
@@ -387,6 +438,92 @@ def test_forced_path_that_cannot_run_says_why(cutlass):
         cutlass.select("fprop", Problem("c3", 1, 8, 8, 3, 8, 3, 3), "half", "half", "sm80", H200)
     with pytest.raises(AbiError, match="compute capability >= 8.0"):
         cutlass.select("fprop", p, "half", "half", "sm80", TURING)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Volta (sm70) implementation: CUTLASS 2.x mma.sync 8x8x4 kernels, CC 7.0 and 7.2, T=half.
+
+
+def test_volta_takes_tensor_cores_for_the_benchmark_shapes(cutlass):
+    """Every benchmark shape runs on the Volta kernels on a V100 (and a Xavier, CC 7.2) for
+    T=half with either accumulator; T=float, which they do not serve, takes the direct kernels."""
+    for p in problems.BENCH_PROBLEMS:
+        for op in OPS:
+            for tacc in ("half", "float"):
+                for dev in (VOLTA, XAVIER):
+                    assert cutlass.select(op, p, "half", tacc, "auto", dev)[0] == "sm70"
+            assert cutlass.select(op, p, "float", "float", "auto", VOLTA)[0] == "fallback"
+
+
+@pytest.mark.parametrize("p", problems.ALL_PROBLEMS, ids=lambda p: p.name)
+def test_volta_runs_where_the_rules_say(cutlass, p):
+    """On a V100, sm70 runs a T=half problem exactly when the rules of the CUTLASS 2.x tensor-op
+    kernels (those h200_paths() states for sm80: same iterators, same 16-byte alignment) allow;
+    otherwise kAuto falls back to the direct kernels and the forced sm70 says why."""
+    for op in OPS:
+        for tacc in ("half", "float"):
+            can = "sm80" in problems.h200_paths(p, op, "half")[0]
+            assert cutlass.select(op, p, "half", tacc, "auto", VOLTA)[0] == (
+                "sm70" if can else "fallback"
+            ), (op, tacc)
+            if can:
+                assert cutlass.select(op, p, "half", tacc, "sm70", VOLTA)[0] == "sm70"
+            else:
+                with pytest.raises(AbiError, match="cannot run"):
+                    cutlass.select(op, p, "half", tacc, "sm70", VOLTA)
+
+
+def test_volta_kernels_are_for_volta_only(cutlass):
+    p = Problem("r50", 4, 14, 14, 64, 64, 3, 3, pad=(1, 1, 1, 1))
+    for dev in (TURING, AMPERE, H200):
+        assert cutlass.select("fprop", p, "half", "half", "auto", dev)[0] != "sm70"
+        with pytest.raises(AbiError, match="compute capability 7.0 and 7.2 only"):
+            cutlass.select("fprop", p, "half", "half", "sm70", dev)
+    with pytest.raises(AbiError, match="sm70 kernels are for T=half"):
+        cutlass.select("fprop", p, "float", "float", "sm70", VOLTA)
+    with pytest.raises(AbiError, match="multiple of 8"):
+        cutlass.select("fprop", Problem("c3", 1, 8, 8, 3, 8, 3, 3), "half", "half", "sm70", VOLTA)
+    # The sm80 and sm90 kernels need compute capability >= 8.0 / 9.0 and never run on a V100.
+    with pytest.raises(AbiError, match="compute capability >= 8.0"):
+        cutlass.select("fprop", p, "half", "half", "sm80", VOLTA)
+
+
+def test_volta_workspace_is_what_it_carves(cutlass):
+    """fprop NHWC stages the KRSC filter only; wgrad holds `splits` KRSC partials of Tacc (the
+    table's split-K rule: >= 264 CTAs of 128x128 tiles, slices of >= 1024 GEMM-K steps, <= 64)."""
+    align = lambda n: -(-n // 256) * 256  # noqa: E731
+    p = Problem("ws", 2, 9, 11, 16, 24, 3, 3, pad=(1, 1, 1, 1))
+    assert cutlass.select("fprop", p, "half", "float", "sm70", VOLTA) == (
+        "sm70",
+        align(24 * 9 * 16 * 2),
+    )
+    # wgrad: 1 x 2 tiles (K = 24, KH*KW*C = 144), GEMM-K = N*P*Q = 198 < 1024 -> 1 slice.
+    assert cutlass.select("wgrad", p, "half", "float", "sm70", VOLTA) == (
+        "sm70",
+        align(24 * 3 * 3 * 16 * 4),
+    )
+    big = Problem("wg", 32, 28, 28, 64, 64, 3, 3, pad=(1, 1, 1, 1))
+    # tiles = 1 * ceil(576 / 128) = 5 -> ceil(264 / 5) = 53 slices; GEMM-K 25088 / 1024 = 24.
+    assert cutlass.select("wgrad", big, "half", "half", "sm70", VOLTA) == (
+        "sm70",
+        align(24 * 64 * 3 * 3 * 64 * 2),
+    )
+
+
+def test_volta_launch_reaches_the_kernel_after_the_device_check(cutlass):
+    """On a made-up V100 with an R525 driver the CUDA 12.5 build passes CheckDevice and runs the
+    sm70 implementation (whose kernels the host build lacks, so it reports that), and a T=half
+    problem with C = 3 takes the direct kernels, bit for bit the CPU contract."""
+    p = Problem("v", 1, 6, 6, 8, 8, 3, 3)
+    rng = np.random.default_rng(7)
+    x, w, dy = operands(p, rng, "uniform")
+    with pytest.raises(AbiError, match="sm70 .*host build: no GPU kernels"):
+        run(cutlass, "fprop", p, "half", "half", x, w, dy, device=VOLTA)
+    q = Problem("v3", 1, 6, 6, 3, 8, 3, 3)
+    x, w, dy = operands(q, rng, "uniform")
+    got, used = run(cutlass, "fprop", q, "half", "half", x, w, dy, device=VOLTA)
+    assert used == "fallback"
+    assert same_bits(got, reference("fprop", q, x, w, dy, "half"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,10 +603,26 @@ import check  # noqa: E402  (tools/gpu_check/check.py: its parent process needs 
 
 
 def test_check_stops_when_the_driver_is_older_than_the_runtime():
-    facts = {"runtime_version": 13000, "driver_version": 12080, "compute_capability": 90}
+    facts = {
+        "runtime_version": 13000,
+        "driver_version": 12080,
+        "compute_capability": 90,
+        "sass_archs": [75, 80, 86, 89, 90],
+        "ptx_arch": 90,
+    }
     msg = check.preflight(facts)
     assert "CUDA 12.8" in msg and "CUDA 13.0" in msg and "Nothing was run" in msg
     assert check.preflight({**facts, "driver_version": 13010}) is None
+    # The CUDA 12.5 build on an R525 driver: a V100 runs (SASS), a Blackwell needs the PTX JIT.
+    cuda125 = {
+        **facts,
+        "runtime_version": 12050,
+        "driver_version": 12000,
+        "sass_archs": [60, 70, 75, 80, 86, 89, 90],
+    }
+    assert check.preflight({**cuda125, "compute_capability": 70}) is None
+    assert "JIT" in check.preflight({**cuda125, "compute_capability": 100})
+    assert "no SASS or PTX" in check.preflight({**cuda125, "compute_capability": 53})
 
 
 def test_check_names_the_kernel_a_dying_section_was_running(tmp_path):

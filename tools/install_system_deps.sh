@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages the build needs on Debian 12 when they are missing:
 # a C++ compiler, Python's venv module, Debian's offline Bazel 4.2.3 with its rule packages,
-# Chromium with chromedriver for the dashboard's browser test, and the style tools.
+# Chromium with chromedriver for the dashboard's browser test, the style tools, and clang-19
+# (the CUDA compiler of `make build-cuda`).
 # As root it runs apt-get; otherwise it prints the exact command to run and fails.
 set -euo pipefail
 
@@ -21,6 +22,8 @@ command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 # Style tools of `make lint` / `make format`: clang-format for the C++/CUDA sources, npm to
 # install the pinned buildifier (npm's @bazel/buildifier) into build/tools.
 command -v clang-format >/dev/null 2>&1 || need+=(clang-format)
+# The CUDA compiler of `make build-cuda` (clang, as TensorFlow builds its own CUDA kernels).
+command -v clang++-19 >/dev/null 2>&1 || need+=(clang-19)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 if ! "$PYTHON" -c "import ensurepip, venv" >/dev/null 2>&1; then
   need+=("python3-venv")

@@ -2,12 +2,14 @@
 // OpKernel template of cc/kernels/conv_kernel.h with the GPU launch functor below.
 //
 // Compiled by the host compiler with TensorFlow headers only (no CUDA headers): the work is
-// enqueued by cc/kernels/gpu/conv2d_gpu.h's Launch (nvcc-built, linked with libcudart_static) on
-// the op's CUDA stream, with scratch memory from TensorFlow's allocator sized by WorkspaceBytes
-// (the workspace of the implementation the table selects). Launch first checks that this build
-// can serve the device: a driver older than the CUDA 13.0 runtime gives FailedPrecondition, a
-// compute capability without SASS or PTX in the build gives Unimplemented, both naming what was
-// found, what is needed and that pinning the op to the CPU works. Bad sizes give
+// enqueued by cc/kernels/gpu/conv2d_gpu.h's Launch (built by clang against CUDA 12.5 and linked
+// with TensorFlow's libcudart.so.12, or by nvcc 13 with the static runtime) on the op's CUDA
+// stream, with scratch memory from TensorFlow's allocator sized by WorkspaceBytes (the workspace
+// of the implementation the table selects). Launch first checks that this build can serve the
+// device: a driver of an older CUDA major version than the runtime (or, for a GPU served only by
+// PTX, older than the runtime) gives FailedPrecondition, a compute capability without SASS or
+// PTX in the build gives Unimplemented, both naming what was found, what is needed and that
+// pinning the op to the CPU works. Bad sizes give
 // InvalidArgument, CUDA/CUTLASS failures Internal, with the launcher's message. Built only with
 // --config=cuda (TF_FP16OPS_CUDA defined).
 #if TF_FP16OPS_CUDA

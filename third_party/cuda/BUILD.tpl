@@ -8,11 +8,14 @@ cc_library(
     includes = ["cuda/include"],
 )
 
-# Static CUDA runtime: the op library needs no libcudart.so at load time.
+# The CUDA runtime. clang toolchain: libcudart.so.12 of nvidia-cuda-runtime-cu12, the one
+# TensorFlow's GPU wheel loads (found at run time next to the installed package, as TensorFlow's
+# own libraries find it: site-packages/nvidia/cuda_runtime/lib; or beside the library, as in the
+# GPU check bundle). nvcc toolchain: libcudart_static.a, linked into the library.
 cc_library(
-    name = "cudart_static",
+    name = "cudart",
     srcs = %{CUDART},
-    linkopts = ["-ldl", "-lpthread", "-lrt"],
+    linkopts = %{CUDART_LINKOPTS},
 )
 
 exports_files(["cuda_config.bzl"])

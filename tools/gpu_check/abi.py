@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 
 OPS = ("fprop", "dgrad", "wgrad")
-PATHS = {"auto": 0, "sm90": 1, "sm80": 2, "simt": 3, "fallback": 4}
+PATHS = {"auto": 0, "sm90": 1, "sm80": 2, "simt": 3, "fallback": 4, "sm70": 5}
 PATH_NAMES = {v: k for k, v in PATHS.items()}
 DTYPES = {"half": 0, "float": 1}
 CODES = {

@@ -148,25 +148,35 @@ def library_facts(lib: Library) -> dict:
 
 
 def preflight(facts: dict) -> str | None:
-    """A message when the check cannot run on this machine, else None."""
+    """A message when the check cannot run on this machine, else None. The rule of CheckDevice
+    (conv2d_gpu.cu.cc), CUDA's minor version compatibility: a CUDA X.y runtime runs on a driver
+    of CUDA X.0 or newer given SASS for the GPU; PTX JIT needs a driver of CUDA X.y or newer."""
     if "query_error" in facts:
         return f"cannot query the CUDA device: {facts['query_error']}"
     rt, drv = facts["runtime_version"], facts["driver_version"]
+    ver = lambda v: f"CUDA {v // 1000}.{v % 1000 // 10}"  # noqa: E731
     if drv <= 0:
         return (
             f"no CUDA driver found (cudaDriverGetVersion() = {drv}); the library needs one "
-            f"for CUDA {rt // 1000}.{rt % 1000 // 10} or newer. Nothing was run."
+            f"for CUDA {rt // 1000}.0 or newer. Nothing was run."
         )
-    if drv < rt:
+    if drv < rt // 1000 * 1000:
         return (
-            f"the GPU driver supports CUDA {drv // 1000}.{drv % 1000 // 10} "
-            f"(cudaDriverGetVersion() = {drv}), older than the CUDA {rt // 1000}."
-            f"{rt % 1000 // 10} runtime the library is built with (linked statically); it "
-            f"needs a driver for CUDA {rt // 1000}.{rt % 1000 // 10} or newer (R580+ for "
-            f"13.0). Nothing was run."
+            f"the GPU driver supports {ver(drv)} (cudaDriverGetVersion() = {drv}); the library "
+            f"is built with the {ver(rt)} runtime and needs a driver for CUDA {rt // 1000}.0 or "
+            f"newer. Nothing was run."
         )
-    if facts["compute_capability"] < 75:
-        return f"compute capability {facts['compute_capability'] / 10:.1f} < 7.5: not supported"
+    cc = facts["compute_capability"]
+    sass = any(a // 10 == cc // 10 and a <= cc for a in facts.get("sass_archs", []))
+    ptx = 0 < facts.get("ptx_arch", 0) <= cc
+    if not sass and not ptx:
+        return f"compute capability {cc / 10:.1f}: no SASS or PTX of the library runs on it"
+    if not sass and drv < rt:
+        return (
+            f"compute capability {cc / 10:.1f} runs only the compute_{facts['ptx_arch']} PTX, "
+            f"whose JIT needs a driver for {ver(rt)} or newer; the driver supports {ver(drv)}. "
+            f"Nothing was run."
+        )
     return None
 
 

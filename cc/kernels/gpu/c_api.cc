@@ -7,7 +7,7 @@
 //   pad_left            (Cg = C / groups; bottom/right padding implied by P and Q)
 // op: 0 fprop (a = x, b = w HWIO, out = y), 1 dgrad (a = w HWIO, b = dy, out = dx),
 //     2 wgrad (a = x, b = dy, out = dw HWIO)
-// dtype codes: 0 half, 1 float. path codes: 0 auto, 1 sm90, 2 sm80, 3 simt, 4 fallback.
+// dtype codes: 0 half, 1 float. path codes: 0 auto, 1 sm90, 2 sm80, 3 simt, 4 fallback, 5 sm70.
 // device (where taken): 3 ints {driver_version, compute_capability, sm90a_code}, or null for
 // the current device (QueryDevice).
 // Return value: the StatusCode (0 ok, 1 invalid argument, 2 internal, 3 failed precondition,

@@ -6,7 +6,8 @@
 // order and, when asked, runs). Sizing a workspace is the same plan call with a null base and
 // no run, so the bytes asked for are the bytes carved. Table order (kAuto takes the first that
 // can run): sm90 (CUTLASS 3.x, CC 9.0, T=half) -> sm80 (CUTLASS 2.x tensor cores, CC >= 8.0,
-// T=half) -> simt (CUTLASS 2.x FFMA, CC >= 8.0, T=float) -> fallback (direct kernel, any problem).
+// T=half) -> sm70 (CUTLASS 2.x Volta tensor cores, CC 7.0/7.2, T=half) -> simt (CUTLASS 2.x
+// FFMA, CC >= 8.0, T=float) -> fallback (direct kernel, any problem).
 // Implicit-GEMM paths need groups == 1, int32 extents, non-empty tensors and, for T=half, C and K
 // multiples of 8 (16-byte vector access); CUTLASS's can_implement has the final word.
 #include "cc/kernels/gpu/conv2d_gpu.h"
@@ -29,12 +30,12 @@
 
 // SASS targets of the portable kernels and the PTX embedded with them: the Bazel build writes the
 // list it compiles for (cc/kernels/gpu/BUILD, from TF_FP16OPS_CUDA_ARCHS); the default is the
-// default list of third_party/cuda/cuda_configure.bzl.
+// default list of third_party/cuda/cuda_configure.bzl's clang toolchain (CUDA 12.5).
 #if defined(TF_FP16OPS_CUDA_ARCHS_INC)
 #include "cc/kernels/gpu/cuda_archs.inc"
 #endif
 #ifndef TF_FP16OPS_SASS_ARCHS
-#define TF_FP16OPS_SASS_ARCHS 75, 80, 86, 89, 90
+#define TF_FP16OPS_SASS_ARCHS 60, 70, 75, 80, 86, 89, 90
 #endif
 #ifndef TF_FP16OPS_PTX_ARCH
 #define TF_FP16OPS_PTX_ARCH 90
@@ -111,8 +112,9 @@ Status IgStatus(const IgResult& r, const char* kernel) {
 
 bool FitsInt32(int64_t v) { return v >= 0 && v <= std::numeric_limits<int32_t>::max(); }
 
-// Common preconditions of the implicit-GEMM (CUTLASS) implementations.
-const char* IgWhyNot(const ConvProblem& p, DataType T, const DeviceInfo& d) {
+// Common preconditions of the implicit-GEMM (CUTLASS) implementations; `volta`: the sm70 kernels,
+// which check the compute capability themselves.
+const char* IgWhyNot(const ConvProblem& p, DataType T, const DeviceInfo& d, bool volta = false) {
   if (p.groups != 1) return "grouped convolution (groups > 1)";
   if (p.N == 0 || p.H == 0 || p.W == 0 || p.C == 0 || p.K == 0 || p.P == 0 || p.Q == 0) {
     return "an empty tensor";
@@ -130,7 +132,9 @@ const char* IgWhyNot(const ConvProblem& p, DataType T, const DeviceInfo& d) {
   if (T == DataType::kHalf && (p.C % 8 != 0 || p.K % 8 != 0)) {
     return "C or K not a multiple of 8 (16-byte vector access)";
   }
-  if (d.compute_capability < 80) return "implicit-GEMM kernels need compute capability >= 8.0";
+  if (!volta && d.compute_capability < 80) {
+    return "implicit-GEMM kernels need compute capability >= 8.0";
+  }
   return nullptr;
 }
 
@@ -277,7 +281,48 @@ const char* SimtWhyNot(Pass pass, const ConvProblem& p, DataType T, DataType Tac
   return CutlassWhyNot(ConvPath::kSimt, pass, p, T, Tacc, d);
 }
 
-Status CutlassPlan(const Args& g, Carver* c, bool run, const char* kernel) {
+// --- sm70: CUTLASS 2.x Volta tensor ops, T=half
+
+template <Pass P>
+IgResult Sm70Can(const ConvProblem& p, DataType Tacc, int splits) {
+  return Tacc == DataType::kHalf ? internal::Sm70CanImplement<P, DataType::kHalf>(p, splits)
+                                 : internal::Sm70CanImplement<P, DataType::kFloat>(p, splits);
+}
+
+template <Pass P>
+IgResult Sm70Go(const ConvProblem& p, DataType Tacc, const void* a, const void* b, void* d,
+                int splits, size_t d_bytes, cudaStream_t s) {
+  return Tacc == DataType::kHalf
+             ? internal::Sm70Run<P, DataType::kHalf>(p, a, b, d, splits, d_bytes, s)
+             : internal::Sm70Run<P, DataType::kFloat>(p, a, b, d, splits, d_bytes, s);
+}
+
+const char* Sm70WhyNot(Pass pass, const ConvProblem& p, DataType T, DataType Tacc,
+                       const DeviceInfo& d, bool) {
+  if (T != DataType::kHalf) return "the sm70 kernels are for T=half";
+  if (const char* why = IgWhyNot(p, T, d, /*volta=*/true)) return why;
+  if (d.compute_capability != 70 && d.compute_capability != 72) {
+    return "the Volta kernels (mma.sync 8x8x4) are used on compute capability 7.0 and 7.2 only";
+  }
+  if (!internal::Sm70CodeBuilt<Pass::kFprop, DataType::kHalf>()) {
+    return "no sm_70 code for the Volta kernels in this library";
+  }
+  IgResult r = internal::IgOk();
+  switch (pass) {
+    case Pass::kFprop:
+      r = Sm70Can<Pass::kFprop>(p, Tacc, 1);
+      break;
+    case Pass::kDgrad:
+      r = Sm70Can<Pass::kDgrad>(p, Tacc, 1);
+      break;
+    default:
+      r = Sm70Can<Pass::kWgrad>(p, Tacc, WgradSplits(p, Tacc));
+  }
+  return r.code == IgCode::kOk ? nullptr : r.what;
+}
+
+// The CUTLASS 2.x plans: staging, the kernel (Volta's when `volta`), split-K reduction, unstaging.
+Status CutlassPlan(const Args& g, Carver* c, bool run, const char* kernel, bool volta = false) {
   const ConvProblem& p = g.p;
   Staged s;
   Status st = Stage(g, c, run, &s);
@@ -287,17 +332,25 @@ Status CutlassPlan(const Args& g, Carver* c, bool run, const char* kernel) {
     const size_t bytes = size_t(splits) * size_t(p.K * p.KH * p.KW * p.C) * ElemBytes(g.Tacc);
     void* partial = c->Take(bytes);
     if (!run) return Ok();
-    st = IgStatus(Sm80Go<Pass::kWgrad>(p, g.T, g.Tacc, s.dy, s.x, partial, splits, bytes, g.stream),
-                  kernel);
+    const IgResult r =
+        volta ? Sm70Go<Pass::kWgrad>(p, g.Tacc, s.dy, s.x, partial, splits, bytes, g.stream)
+              : Sm80Go<Pass::kWgrad>(p, g.T, g.Tacc, s.dy, s.x, partial, splits, bytes, g.stream);
+    st = IgStatus(r, kernel);
     if (!st.ok()) return st;
     return CudaStatus(internal::ReduceKrscToHwio(g.T, g.Tacc, partial, splits, g.out, p.K, p.KH,
                                                  p.KW, p.C, g.stream),
                       "split-K reduction");
   }
   if (!run) return Ok();
-  const IgResult r = g.pass == Pass::kFprop
-                         ? Sm80Go<Pass::kFprop>(p, g.T, g.Tacc, s.x, s.w, s.out, 1, 0, g.stream)
-                         : Sm80Go<Pass::kDgrad>(p, g.T, g.Tacc, s.dy, s.w, s.out, 1, 0, g.stream);
+  IgResult r = internal::IgOk();
+  if (volta) {
+    r = g.pass == Pass::kFprop ? Sm70Go<Pass::kFprop>(p, g.Tacc, s.x, s.w, s.out, 1, 0, g.stream)
+                               : Sm70Go<Pass::kDgrad>(p, g.Tacc, s.dy, s.w, s.out, 1, 0, g.stream);
+  } else {
+    r = g.pass == Pass::kFprop
+            ? Sm80Go<Pass::kFprop>(p, g.T, g.Tacc, s.x, s.w, s.out, 1, 0, g.stream)
+            : Sm80Go<Pass::kDgrad>(p, g.T, g.Tacc, s.dy, s.w, s.out, 1, 0, g.stream);
+  }
   st = IgStatus(r, kernel);
   if (!st.ok()) return st;
   return Unstage(g, s);
@@ -305,6 +358,9 @@ Status CutlassPlan(const Args& g, Carver* c, bool run, const char* kernel) {
 
 Status Sm80Plan(const Args& g, Carver* c, bool run) {
   return CutlassPlan(g, c, run, "sm80 (CUTLASS 2.x mma.sync)");
+}
+Status Sm70Plan(const Args& g, Carver* c, bool run) {
+  return CutlassPlan(g, c, run, "sm70 (CUTLASS 2.x Volta mma.sync)", /*volta=*/true);
 }
 Status SimtPlan(const Args& g, Carver* c, bool run) {
   return CutlassPlan(g, c, run, "simt (CUTLASS 2.x FFMA)");
@@ -424,9 +480,8 @@ struct Impl {
 
 // The same table for the three passes (each entry dispatches on the pass).
 constexpr Impl kTable[] = {
-    {ConvPath::kSm90, Sm90WhyNot, Sm90Plan},
-    {ConvPath::kSm80, Sm80WhyNot, Sm80Plan},
-    {ConvPath::kSimt, SimtWhyNot, SimtPlan},
+    {ConvPath::kSm90, Sm90WhyNot, Sm90Plan},         {ConvPath::kSm80, Sm80WhyNot, Sm80Plan},
+    {ConvPath::kSm70, Sm70WhyNot, Sm70Plan},         {ConvPath::kSimt, SimtWhyNot, SimtPlan},
     {ConvPath::kFallback, DirectWhyNot, DirectPlan},
 };
 
@@ -474,6 +529,8 @@ const char* ConvPathName(ConvPath path) {
       return "sm90";
     case ConvPath::kSm80:
       return "sm80";
+    case ConvPath::kSm70:
+      return "sm70";
     case ConvPath::kSimt:
       return "simt";
     case ConvPath::kFallback:
@@ -498,7 +555,7 @@ BuildInfo ThisBuild() {
   static const int kSass[] = {TF_FP16OPS_SASS_ARCHS};
   BuildInfo b;
 #if defined(TF_FP16OPS_HOST_BUILD)
-  b.runtime_version = 13000;  // the toolkit the device builds use (nvcc 13.0)
+  b.runtime_version = 12050;  // the default device build's toolkit (clang + CUDA 12.5)
 #else
   b.runtime_version = CUDART_VERSION;
 #endif
@@ -508,32 +565,64 @@ BuildInfo ThisBuild() {
   return b;
 }
 
+namespace {
+
+// The oldest Linux driver branch of a CUDA release (NVIDIA, CUDA Toolkit Release Notes, table
+// "CUDA Toolkit and Corresponding Driver Versions"), for the messages.
+const char* DriverBranch(int cuda_version) {
+  static const struct {
+    int version;
+    const char* branch;
+  } kBranches[] = {{13000, "R580"}, {12080, "R570"}, {12060, "R560"},
+                   {12050, "R555"}, {12040, "R550"}, {12030, "R545"},
+                   {12020, "R535"}, {12010, "R530"}, {12000, "R525"}};
+  for (const auto& e : kBranches) {
+    if (cuda_version >= e.version) return e.branch;
+  }
+  return "an older branch";
+}
+
+}  // namespace
+
+// CUDA's minor version compatibility (NVIDIA, CUDA Compatibility guide): code built with a CUDA
+// X.y runtime runs on any driver of CUDA X.0 or newer, given SASS for the GPU; JIT-compiling PTX
+// needs a driver at least as new as the toolkit that wrote the PTX.
 Status CheckDevice(const DeviceInfo& d, const BuildInfo& b) {
   const char* pin = "Pinning the op to the CPU works (e.g. under tf.device('/CPU:0')).";
-  if (d.driver_version < b.runtime_version) {
-    if (d.driver_version <= 0) {
-      return MakeStatus(StatusCode::kFailedPrecondition,
-                        "no CUDA driver found (cudaDriverGetVersion() = %d); the tf_fp16ops GPU "
-                        "kernels need a driver for CUDA %d.%d or newer. %s",
-                        d.driver_version, b.runtime_version / 1000, b.runtime_version % 1000 / 10,
-                        pin);
-    }
+  const int rt_major = b.runtime_version / 1000, rt_minor = b.runtime_version % 1000 / 10;
+  if (d.driver_version <= 0) {
+    return MakeStatus(StatusCode::kFailedPrecondition,
+                      "no CUDA driver found (cudaDriverGetVersion() = %d); the tf_fp16ops GPU "
+                      "kernels need a driver for CUDA %d.0 or newer (%s or later). %s",
+                      d.driver_version, rt_major, DriverBranch(rt_major * 1000), pin);
+  }
+  const int drv_major = d.driver_version / 1000, drv_minor = d.driver_version % 1000 / 10;
+  if (d.driver_version < rt_major * 1000) {
     return MakeStatus(StatusCode::kFailedPrecondition,
                       "the GPU driver supports CUDA %d.%d (cudaDriverGetVersion() = %d), but the "
-                      "tf_fp16ops GPU kernels are built with the CUDA %d.%d runtime (linked "
-                      "statically), which needs a driver for CUDA %d.%d or newer (R580 or later "
-                      "for 13.0). Update the driver; or: %s",
-                      d.driver_version / 1000, d.driver_version % 1000 / 10, d.driver_version,
-                      b.runtime_version / 1000, b.runtime_version % 1000 / 10,
-                      b.runtime_version / 1000, b.runtime_version % 1000 / 10, pin);
+                      "tf_fp16ops GPU kernels are built with the CUDA %d.%d runtime, which needs "
+                      "a driver for CUDA %d.0 or newer (%s or later). Update the driver; or: %s",
+                      drv_major, drv_minor, d.driver_version, rt_major, rt_minor, rt_major,
+                      DriverBranch(rt_major * 1000), pin);
   }
   const int cc = d.compute_capability;
-  bool runs = b.ptx_arch > 0 && cc >= b.ptx_arch;  // PTX is JIT-compiled on newer GPUs
+  bool sass = false;
   for (int i = 0; i < b.num_sass_archs; ++i) {
     const int a = b.sass_archs[i];
-    runs |= a / 10 == cc / 10 && a <= cc;  // SASS runs on the same major, same or newer minor
+    sass |= a / 10 == cc / 10 && a <= cc;  // SASS runs on the same major, same or newer minor
   }
-  if (!runs) {
+  if (sass) return Ok();
+  const bool ptx = b.ptx_arch > 0 && cc >= b.ptx_arch;  // PTX is JIT-compiled on newer GPUs
+  if (ptx && d.driver_version < b.runtime_version) {
+    return MakeStatus(StatusCode::kFailedPrecondition,
+                      "the GPU has compute capability %d.%d, for which the tf_fp16ops GPU kernels "
+                      "hold only compute_%d PTX, written by CUDA %d.%d: JIT-compiling it needs a "
+                      "driver for CUDA %d.%d or newer (%s or later), and the driver supports CUDA "
+                      "%d.%d (cudaDriverGetVersion() = %d). Update the driver; or: %s",
+                      cc / 10, cc % 10, b.ptx_arch, rt_major, rt_minor, rt_major, rt_minor,
+                      DriverBranch(b.runtime_version), drv_major, drv_minor, d.driver_version, pin);
+  }
+  if (!ptx) {
     char built[160] = {0};
     int len = 0;
     for (int i = 0; i < b.num_sass_archs && len < int(sizeof(built)) - 16; ++i) {
@@ -557,8 +646,9 @@ Status DescribeDevice(int dev, DeviceInfo* info) {
   int driver = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
   info->driver_version = driver;
-  // With an older driver than the runtime, every other runtime call fails: CheckDevice reports it.
-  if (driver < CUDART_VERSION) return Ok();
+  // With a driver of an older CUDA major version than the runtime's, every other runtime call
+  // fails: CheckDevice reports it. (A newer minor version of the runtime works: CheckDevice.)
+  if (driver < CUDART_VERSION / 1000 * 1000) return Ok();
   int major = 0, minor = 0;
   cudaError_t e = dev < 0 ? cudaGetDevice(&dev) : cudaSuccess;
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);

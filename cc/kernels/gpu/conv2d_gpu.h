@@ -19,10 +19,12 @@
 //               (n, p, q) for wgrad: the CPU contract (cc/kernels/cpu/conv2d_cpu.h), bit for bit.
 // Supported (T, Tacc): (half, half), (half, float), (float, float).
 //
-// Compatibility: built with the CUDA 13.0 toolkit, runtime linked statically, so the driver must
-// support CUDA 13.0 (R580 or newer; cudaDriverGetVersion() >= 13000). SASS for sm_75, sm_80,
-// sm_86, sm_89, sm_90 and PTX for compute_90 (JIT-compiled on newer GPUs) for the portable
-// kernels; sm_90a SASS for the Hopper (wgmma/TMA) kernels, used on compute capability 9.0 only.
+// Compatibility (default build, clang + CUDA 12.5, the runtime TensorFlow's GPU wheel loads,
+// libcudart.so.12): any CUDA 12 driver (R525 or newer) where SASS exists, i.e. sm_60 ... sm_90
+// (compute capability 6.x-9.x); compute_90 PTX JIT-compiled on newer GPUs needs a CUDA 12.5
+// driver (R555). sm_90a SASS for the Hopper (wgmma/TMA) kernels, used on compute capability 9.0
+// only; sm_70 SASS for the Volta kernels. The nvcc 13 build links the CUDA 13.0 runtime
+// statically (R580 or newer) and holds sm_75 ... sm_90.
 // Every launch checks the device first (CheckDevice) and fails with kFailedPrecondition or
 // kUnimplemented before any kernel runs when the build cannot serve it.
 #ifndef TF_FP16OPS_CC_KERNELS_GPU_CONV2D_GPU_H_
@@ -61,15 +63,17 @@ struct Status {
   bool ok() const { return code == StatusCode::kOk; }
 };
 
-// The implementations, in the order the dispatch tries them (kAuto: the first that can run).
+// The implementations (kAuto: the first of the table, conv2d_gpu.cu.cc, that can run; codes are
+// the C ABI's, so a new one takes the next number).
 enum class ConvPath : int {
   kAuto = 0,
   kSm90 = 1,      // CUTLASS 3.x implicit GEMM, wgmma + TMA im2col (sm_90a; T=half)
   kSm80 = 2,      // CUTLASS 2.x implicit GEMM, mma.sync 16x8x16 (CC >= 8.0; T=half)
   kSimt = 3,      // CUTLASS 2.x SIMT implicit GEMM, fp32 FFMA (CC >= 8.0; T=float)
   kFallback = 4,  // direct convolution (any problem; see direct_conv.h)
+  kSm70 = 5,      // CUTLASS 2.x implicit GEMM, Volta mma.sync 8x8x4 (CC 7.0/7.2; T=half)
 };
-constexpr int kNumPaths = 5;
+constexpr int kNumPaths = 6;
 
 const char* ConvPathName(ConvPath path);
 const char* PassName(Pass pass);

@@ -2,11 +2,12 @@
 // kernel is instantiated, so this compiles quickly and runs without a GPU. Linked into the host
 // build (libtf_fp16ops_gpu_host.so) so that tests/test_gpu_host.py evaluates, on a CPU, which
 // CUTLASS kernel the table would pick for every shape the GPU check and the benchmark use. The
-// device builds get the same functions from the cutlass_sm80_*/cutlass_sm90_* files.
+// device builds get the same functions from the cutlass_sm70_*/sm80_*/sm90_* files.
 #include <cstdio>
 
 #include "cc/kernels/gpu/cutlass_sm90.h"  // first: its TMA hook precedes CUTE
 
+#include "cc/kernels/gpu/cutlass_sm70.h"
 #include "cc/kernels/gpu/cutlass_sm80.h"
 
 namespace tf_fp16ops {
@@ -21,6 +22,13 @@ TF_FP16OPS_ALL_PAIRS(Pass::kFprop)
 TF_FP16OPS_ALL_PAIRS(Pass::kDgrad)
 TF_FP16OPS_ALL_PAIRS(Pass::kWgrad)
 #undef TF_FP16OPS_ALL_PAIRS
+
+TF_FP16OPS_SM70_CAN_IMPLEMENT(Pass::kFprop, DataType::kHalf)
+TF_FP16OPS_SM70_CAN_IMPLEMENT(Pass::kFprop, DataType::kFloat)
+TF_FP16OPS_SM70_CAN_IMPLEMENT(Pass::kDgrad, DataType::kHalf)
+TF_FP16OPS_SM70_CAN_IMPLEMENT(Pass::kDgrad, DataType::kFloat)
+TF_FP16OPS_SM70_CAN_IMPLEMENT(Pass::kWgrad, DataType::kHalf)
+TF_FP16OPS_SM70_CAN_IMPLEMENT(Pass::kWgrad, DataType::kFloat)
 
 TF_FP16OPS_SM90_CAN_IMPLEMENT(Pass::kFprop, DataType::kHalf, sm90::FpropConv<DataType::kHalf>)
 TF_FP16OPS_SM90_CAN_IMPLEMENT(Pass::kFprop, DataType::kFloat, sm90::FpropConv<DataType::kFloat>)

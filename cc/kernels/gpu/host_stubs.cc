@@ -36,13 +36,27 @@ constexpr const char* kNoCutlass = "host build without nvcc: CUTLASS can_impleme
   }                                                                                          \
   TFO_STUB_SM80_RUN(P, DataType::kHalf, DataType::kHalf)                                     \
   TFO_STUB_SM80_RUN(P, DataType::kHalf, DataType::kFloat)                                    \
-  TFO_STUB_SM80_RUN(P, DataType::kFloat, DataType::kFloat)
+  TFO_STUB_SM80_RUN(P, DataType::kFloat, DataType::kFloat)                                   \
+  TFO_STUB_SM70(P, DataType::kHalf)                                                          \
+  TFO_STUB_SM70(P, DataType::kFloat)
 
 #define TFO_STUB_SM80_RUN(P, T, TACC)                                                            \
   template <>                                                                                    \
   IgResult Sm80Run<P, T, TACC>(const ConvProblem&, const void*, const void*, void*, int, size_t, \
                                cudaStream_t) {                                                   \
     return IgError(kNoKernels);                                                                  \
+  }
+
+// The host build stands for the default device build, which holds the sm_70 kernels.
+#define TFO_STUB_SM70(P, TACC)                                                                \
+  template <>                                                                                 \
+  IgResult Sm70Run<P, TACC>(const ConvProblem&, const void*, const void*, void*, int, size_t, \
+                            cudaStream_t) {                                                   \
+    return IgError(kNoKernels);                                                               \
+  }                                                                                           \
+  template <>                                                                                 \
+  bool Sm70CodeBuilt<P, TACC>() {                                                             \
+    return true;                                                                              \
   }
 
 TFO_STUB_PASS(Pass::kFprop)
@@ -55,17 +69,25 @@ TFO_STUB_PASS(Pass::kWgrad)
   IgResult Sm80CanImplement<P, T, TACC>(const ConvProblem&, int) { \
     return IgNotApplicable(kNoCutlass);                            \
   }
-#define TFO_STUB_CAN(P)                                                \
-  TFO_STUB_SM80_CAN(P, DataType::kHalf, DataType::kHalf)               \
-  TFO_STUB_SM80_CAN(P, DataType::kHalf, DataType::kFloat)              \
-  TFO_STUB_SM80_CAN(P, DataType::kFloat, DataType::kFloat)             \
-  template <>                                                          \
-  IgResult Sm90CanImplement<P, DataType::kHalf>(const ConvProblem&) {  \
-    return IgNotApplicable(kNoCutlass);                                \
-  }                                                                    \
-  template <>                                                          \
-  IgResult Sm90CanImplement<P, DataType::kFloat>(const ConvProblem&) { \
-    return IgNotApplicable(kNoCutlass);                                \
+#define TFO_STUB_CAN(P)                                                     \
+  TFO_STUB_SM80_CAN(P, DataType::kHalf, DataType::kHalf)                    \
+  TFO_STUB_SM80_CAN(P, DataType::kHalf, DataType::kFloat)                   \
+  TFO_STUB_SM80_CAN(P, DataType::kFloat, DataType::kFloat)                  \
+  template <>                                                               \
+  IgResult Sm70CanImplement<P, DataType::kHalf>(const ConvProblem&, int) {  \
+    return IgNotApplicable(kNoCutlass);                                     \
+  }                                                                         \
+  template <>                                                               \
+  IgResult Sm70CanImplement<P, DataType::kFloat>(const ConvProblem&, int) { \
+    return IgNotApplicable(kNoCutlass);                                     \
+  }                                                                         \
+  template <>                                                               \
+  IgResult Sm90CanImplement<P, DataType::kHalf>(const ConvProblem&) {       \
+    return IgNotApplicable(kNoCutlass);                                     \
+  }                                                                         \
+  template <>                                                               \
+  IgResult Sm90CanImplement<P, DataType::kFloat>(const ConvProblem&) {      \
+    return IgNotApplicable(kNoCutlass);                                     \
   }
 TFO_STUB_CAN(Pass::kFprop)
 TFO_STUB_CAN(Pass::kDgrad)

@@ -37,6 +37,17 @@ template <Pass P, DataType T, DataType Tacc>
 IgResult Sm80Run(const ConvProblem& p, const void* a, const void* b, void* d, int splits,
                  size_t d_bytes, cudaStream_t s);
 
+// CUTLASS 2.x Volta tensor ops (mma.sync 8x8x4), T=half, compute capability 7.0 and 7.2. Same
+// contract as Sm80CanImplement/Sm80Run (wgrad: split-K partials of Tacc into `d`). CodeBuilt:
+// whether this library holds the sm_70 kernels (false when sm_70 was not a build target).
+template <Pass P, DataType Tacc>
+IgResult Sm70CanImplement(const ConvProblem& p, int splits);
+template <Pass P, DataType Tacc>
+IgResult Sm70Run(const ConvProblem& p, const void* a, const void* b, void* d, int splits,
+                 size_t d_bytes, cudaStream_t s);
+template <Pass P, DataType Tacc>
+bool Sm70CodeBuilt();
+
 // CUTLASS 3.x, wgmma + TMA im2col (T=half only), sm_90a. CanImplement: our restrictions, then
 // ConvUniversalAdapter::can_implement (host code). CodePresent: the sm_90a kernel image is in the
 // library and loads on the current device (device builds only). Run writes wgrad as KRSC of T;
