@@ -60,7 +60,7 @@ def test_event_files_hold_text_scalars_and_annotated_graph(logdir):
         "audit/flop_share/fp32",
     } <= tags
     text = tf.make_ndarray(ea.Tensors("audit/report")[0].tensor_proto).item().decode()
-    assert "# fp16 convolution audit" in text and "fp16-storage" in text
+    assert "# fp16 convolution and matmul audit" in text and "fp16-storage" in text
     val = lambda tag: float(tf.make_ndarray(ea.Tensors(tag)[0].tensor_proto))  # noqa: E731
     # Two convs of equal FLOPs: one T=half (fp16-storage on CPU), one T=float.
     assert val("audit/fp16_share") == pytest.approx(0.5)
@@ -124,7 +124,7 @@ def test_tensorboard_server_serves_text_and_scalars(logdir):
         text = _get_json(f"{base}/data/plugin/text/text?{q('audit/report')}")
         assert (
             text
-            and "fp16 convolution audit" in text[0]["text"]
+            and "fp16 convolution and matmul audit" in text[0]["text"]
             and "fp16-storage" in text[0]["text"]
         )
         counts = _get_json(f"{base}/data/plugin/scalars/scalars?{q('audit/count/fp32')}")

@@ -86,3 +86,20 @@ def analyze(
         unknown_ops(ag),
         tuple(notes),
     )
+
+
+def select_kind(report: AuditReport, kind: str) -> AuditReport:
+    """The report restricted to call sites of `kind` ("conv" or "matmul"; "all" keeps every one),
+    with its summary recomputed.
+
+    Raises:
+      ValueError: an unknown `kind`.
+    """
+    from dataclasses import replace
+
+    if kind == "all":
+        return report
+    if kind not in ("conv", "matmul"):
+        raise ValueError(f"kind must be 'conv', 'matmul' or 'all', got {kind!r}")
+    findings = tuple(f for f in report.findings if f.kind == kind)
+    return replace(report, findings=findings, summary=summarize(findings))

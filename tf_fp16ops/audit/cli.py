@@ -57,8 +57,8 @@ def _non_negative_int(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tf-fp16-audit",
-        description="Static audit of TensorFlow models: for every convolution call site, "
-        "the storage dtype T, "
+        description="Static audit of TensorFlow models: for every convolution and matmul call "
+        "site, the storage dtype T, "
         "the effective accumulation and why, casts on its inputs, the Keras policy, FLOPs and risk "
         "flags. Models are parsed as protos and never executed; without --run and --build-keras "
         "TensorFlow is not imported (nor needed).",
@@ -87,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--signature", metavar="NAME", help="only call sites reached from this SavedModel signature"
+    )
+    p.add_argument(
+        "--ops",
+        choices=("conv", "matmul", "all"),
+        default="all",
+        help="call sites to report: convolutions, the matmul family (MatMul, BatchMatMul*, "
+        "Einsum, _FusedMatMul, Fp16MatMul) or both (default: all)",
     )
     p.add_argument(
         "--build-keras",
@@ -239,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             flag = "--run" if args.run else "--build-keras"
             print(f"tf-fp16-audit: error: {flag} needs TensorFlow: {e}", file=sys.stderr)
             return 2
-    from .analyze import analyze
+    from .analyze import analyze, select_kind
     from .context import RuntimeContext
     from .errors import AuditInputError, MalformedModelError
     from .gates import check
@@ -283,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if run_opts is not None:
                 report, model = _run(path, ctx, args, *run_opts)
+                if args.ops != "all":
+                    report = select_kind(report, args.ops)
             else:
                 model = (
                     build_keras(path)
@@ -290,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                     else load_path(path)
                 )
                 report = analyze(model, ctx, signature=args.signature)
+                if args.ops != "all":
+                    report = select_kind(report, args.ops)
             reports.append(report)
             if args.format == "table":
                 outputs.append(render_terminal(report, args.max_rows))

@@ -6,6 +6,9 @@ Bump the major number on incompatible changes; the minor number when fields are 
 (executed signature, probes, GPU kernels), both None for a static audit.
 1.2: `context.cpu_flags`, `context.cpu_onednn_fp16` (true/false/null: whether oneDNN takes T=half
 convs on the target CPU) and `context.cpu_onednn_fp16_reason`.
+1.3: the matmul family are call sites too: `ConvFinding.kind` ("conv" or "matmul"; a matmul's
+`data`/`filter` are its operands a and b, `direction` is "matmul"), `ConvFinding.xla` (how the
+site is XLA-compiled, or null), and the summary's `by_kind` (count and FLOP share per kind).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from .context import RuntimeContext
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 # Audit classes, from most to least fp16.
 CLASSES = (
@@ -134,7 +137,7 @@ class Observation:
 
 @dataclass(frozen=True)
 class ConvFinding:
-    """One convolution call site.
+    """One call site: a convolution or an op of the matmul family (`kind`).
 
     Attributes:
       site_id: unique within a report: "unit | call path | node".
@@ -157,6 +160,11 @@ class ConvFinding:
       input_shape / filter_shape / output_shape: fprop-equivalent shapes when known.
       flags: risk and consistency flags (see README).
       observed: runtime evidence (schema 1.1), None for a static audit.
+      kind: "conv" or "matmul" (MatMul, BatchMatMul*, Einsum, _FusedMatMul, Fp16MatMul); for a
+        matmul, data / filter are the operands a and b, input_shape / filter_shape their shapes,
+        direction is "matmul" and FLOPs are 2 * M * N * K per batch entry.
+      xla: how the site is compiled by XLA (a function with _XlaMustCompile=true, an auto-jit
+        cluster), None when TensorFlow's own kernels run it; XLA then decides the accumulation.
     """
 
     site_id: str
@@ -186,6 +194,8 @@ class ConvFinding:
     output_shape: tuple[int, ...] | None
     flags: tuple[str, ...]
     observed: Observation | None = None
+    kind: str = "conv"
+    xla: str | None = None
 
     def to_dict(self) -> dict:
         d = {}
@@ -241,6 +251,23 @@ class ClassShare:
 
 
 @dataclass(frozen=True)
+class KindShare:
+    """Call sites and FLOPs of one kind ("conv", "matmul" or "all"), with the fp16 shares among
+    them (same basis rule as Summary: FLOPs when all are known, else call sites)."""
+
+    kind: str
+    count: int
+    flops: int
+    flop_share: float | None  # of all known FLOPs
+    share_basis: str
+    fp16_share: float
+    fp16_accumulate_share: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Summary:
     """Counts and FLOP shares per class (all call sites), plus the fp16 share used by CI gates.
 
@@ -258,10 +285,12 @@ class Summary:
     fp16_share: float
     fp16_accumulate_share: float
     amp_predicted_rewrites: int
+    by_kind: tuple[KindShare, ...] = ()
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["classes"] = [c.to_dict() for c in self.classes]
+        d["by_kind"] = [k.to_dict() for k in self.by_kind]
         return d
 
 

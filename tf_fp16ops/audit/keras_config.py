@@ -198,12 +198,71 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
                 gd, name, ours, cfg, notes, layer.get("build_config"), _our_accumulation(layer)
             )
             continue
+        if cls == "Dense":
+            _add_dense_layer(gd, name, cfg, notes, layer.get("build_config"))
+            continue
+        if cls in ("EinsumDense", "MultiHeadAttention"):
+            notes.messages.append(
+                f"layer {name!r} ({cls}): its einsum products are not reconstructed from the "
+                "config; audit the exported SavedModel or use --build-keras to see them"
+            )
+            continue
         if cls not in _CONV_LAYERS:
             continue
         _add_conv_layer(
             gd, name, cls, cfg, notes, layer.get("build_config"), _our_accumulation(layer)
         )
     return gd, notes
+
+
+def _add_dense_layer(gd, name: str, cfg: dict, notes: StaticNotes, build_config=None) -> None:
+    """Keras' Dense on a rank-2 input as its TF backend runs it: MatMul(input, kernel) with the
+    kernel variable cast to the compute dtype under a mixed policy. Inputs of another rank are
+    noted and skipped (their product's op depends on the backend's reshapes)."""
+    p = policy_name(cfg.get("dtype")) or "float32"
+    var, comp = policy_dtypes(p)
+    if comp not in _DTYPES or var not in _DTYPES:
+        notes.messages.append(f"layer {name!r}: policy {p!r} has no TensorFlow dtype; skipped")
+        return
+    field = _FieldReader(name, "Dense")
+    bc = build_config if build_config is not None else cfg.get("build_config")
+    if bc is not None and not isinstance(bc, dict):
+        raise field.error("build_config", bc, "an object")
+    raw = (bc or {}).get("input_shape")
+    shape = field.shape(raw, len(raw)) if isinstance(raw, list) and raw else None
+    if shape is None or len(shape) != 2:
+        notes.messages.append(
+            f"layer {name!r} (Dense): input of rank {len(shape) if shape else 'unknown'} is not "
+            "reconstructed (only rank 2, a MatMul)"
+        )
+        return
+    units = field.count("units", cfg.get("units"))
+    tv = protos.DataType.Value("DT_" + _DTYPES[var].upper())
+    tc = protos.DataType.Value("DT_" + _DTYPES[comp].upper())
+    scope = scope_name(name)
+    in_shape = tuple(-1 if d is None else d for d in shape)
+
+    def add(nname, nop, inputs=(), **attrs):
+        n = gd.node.add()
+        n.name, n.op = f"{scope}/{nname}", nop
+        n.input.extend(f"{scope}/{i}" for i in inputs)
+        for k, v in attrs.items():
+            if k in ("T", "dtype", "SrcT", "DstT"):
+                n.attr[k].type = v
+            elif k in ("shape", "_output_shapes"):
+                dims = n.attr["shape"].shape if k == "shape" else n.attr[k].list.shape.add()
+                for d in v:
+                    dims.dim.add().size = d
+        return n
+
+    add("input", "Placeholder", dtype=tc, shape=in_shape)
+    add("kernel", "VarHandleOp", dtype=tv, shape=(in_shape[1], units))
+    add("kernel/Read", "ReadVariableOp", ["kernel"], dtype=tv)
+    k = "kernel/Read"
+    if tv != tc:
+        add("kernel/Cast", "Cast", [k], SrcT=tv, DstT=tc)
+        k = "kernel/Cast"
+    add("MatMul", "MatMul", ["input", k], T=tc, _output_shapes=(in_shape[0], units))
 
 
 def _our_accumulation(layer: dict) -> str | None:

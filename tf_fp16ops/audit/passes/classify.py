@@ -24,10 +24,15 @@ def audit_class(
 
 
 def provenance_flags(
-    T: str | None, data: Provenance | None, filt: Provenance | None
+    T: str | None,
+    data: Provenance | None,
+    filt: Provenance | None,
+    labels: tuple[str, str] = ("input", "filter"),
 ) -> tuple[str, ...]:
+    """Flags from the provenance of the two operands, named by `labels` (convs: input and
+    filter; matmuls: a and b)."""
     flags = []
-    for label, p in (("input", data), ("filter", filt)):
+    for label, p in zip(labels, (data, filt), strict=True):
         if p is None:
             continue
         d = p.dtypes
@@ -41,6 +46,6 @@ def provenance_flags(
                 flags.append(f"noop-round-trip-{label}(half->{d[i + 1]}->half)")
         if T and p.dtypes and p.dtypes[-1] != T:
             flags.append(f"dtype-mismatch-{label}({p.dtypes[-1]} into T={T})")
-        if label == "filter" and p.variable and len(d) >= 2 and d[0] != d[-1]:
+        if label in ("filter", "b", "a") and p.variable and len(d) >= 2 and d[0] != d[-1]:
             flags.append(f"variable-cast({d[0]} variable cast to {d[-1]})")
     return tuple(flags)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..findings import AuditReport
-from .common import fmt_flops, onednn_context, path_of, reason_legend, share
+from .common import fmt_flops, kind_counts, onednn_context, path_of, reason_legend, share
 from .runtime import has_runtime, observed_cell, probe_rows, runtime_lines
 
 
@@ -13,8 +13,9 @@ def _esc(s: str) -> str:
 
 def render_markdown_summary(report: AuditReport) -> str:
     s = report.summary
+    convs, mms = kind_counts(report)
     out = [
-        f"**{s.call_sites} conv call sites** ({s.conv_nodes} conv nodes) "
+        f"**{s.call_sites} call sites** ({convs} conv, {mms} matmul; {s.conv_nodes} nodes) "
         f"in `{_esc(report.source)}` "
         f"({report.source_format}); context: device={report.context.device}, "
         f"amp={report.context.amp}, "
@@ -32,6 +33,16 @@ def render_markdown_summary(report: AuditReport) -> str:
         f"fp16 share ({s.share_basis}): **{share(s.fp16_share)}**; "
         f"fp16-accumulate share: **{share(s.fp16_accumulate_share)}**."
     )
+    out += [
+        "",
+        "| kind | call sites | FLOPs | share of FLOPs | fp16 share | fp16-accumulate share |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for k in s.by_kind:
+        out.append(
+            f"| {k.kind} | {k.count} | {fmt_flops(k.flops)} | {share(k.flop_share)} | "
+            f"{share(k.fp16_share)} ({k.share_basis}) | {share(k.fp16_accumulate_share)} |"
+        )
     if report.context.amp:
         out.append(
             f"Auto mixed precision (prediction): {s.amp_predicted_rewrites} call sites would be "
@@ -42,7 +53,7 @@ def render_markdown_summary(report: AuditReport) -> str:
 
 def render_markdown(report: AuditReport) -> str:
     legend = reason_legend(report)
-    out = ["# fp16 convolution audit", "", render_markdown_summary(report)]
+    out = ["# fp16 convolution and matmul audit", "", render_markdown_summary(report)]
     if report.switches:
         out += ["## Switches", "", "| variable | value | effect |", "|---|---|---|"]
         for sw in report.switches:
