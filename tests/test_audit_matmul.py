@@ -151,7 +151,7 @@ def test_keras_archive_dense_is_a_matmul_with_its_layer(tmp_path):
         "mixed_float16",
     )
     assert f.flops == 2 * 48 * 24 and f.audit_class == "fp16-storage"
-    assert any(fl.startswith("variable-cast(float variable cast to half)") for fl in f.flags)
+    assert any(fl.startswith("variable-cast(float variable cast to half)") for fl in f.flag_texts)
     assert any("'att' (MultiHeadAttention)" in n for n in r.notes)
 
 
@@ -212,7 +212,7 @@ def test_float32_block_mixed_policy_and_amp(encoders):
     assert {f.audit_class for f in r.findings} == {"fp32"}
     # MatMul, BatchMatMulV2 and Einsum are on grappler's fp16 allow list
     assert r.summary.amp_predicted_rewrites == len(r.findings)
-    assert all("tf32" in f.flags for f in r.findings)
+    assert all("tf32" in f.flag_texts for f in r.findings)
 
 
 def test_summary_shares_by_kind_and_ops_selection():
@@ -334,8 +334,8 @@ def test_einsum_flops_and_flags():
     r = audit(gd, CPU)  # Eigen CPU: Einsum half sums in fp16 (measured)
     (f,) = r.findings
     assert f.flops == 2 * 2 * 5 * 3000 * 7 and f.output_shape == (2, 5, 7)
-    assert "fp16-acc-long-reduction(3000>2048)" in f.flags
-    assert "tensor-core-unfriendly(N 7 not a multiple of 8)" in f.flags
+    assert "fp16-acc-long-reduction(3000>2048)" in f.flag_texts
+    assert "tensor-core-unfriendly(N 7 not a multiple of 8)" in f.flag_texts
     e.attr["equation"].s = b"ij,jq->iq"  # the equation does not fit the operand ranks
     assert audit(gd, CPU).findings[0].flops is None
 
@@ -358,7 +358,7 @@ def test_seed_matmul_twin():
     cls = sorted((f.T, f.audit_class) for f in r.findings)
     assert cls == [("float", "fake-fp16"), ("half", "fp16-storage")]
     fake = next(f for f in r.findings if f.T == "float")
-    assert any(fl.startswith("fake-fp16-a") for fl in fake.flags)
+    assert any(fl.startswith("fake-fp16-a") for fl in fake.flag_texts)
     rng = np.random.default_rng(0)
     a = rng.uniform(0, 1, (64, 512)).astype(np.float16)
     b = rng.uniform(0, 1, (512, 64)).astype(np.float16)

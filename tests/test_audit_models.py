@@ -74,7 +74,9 @@ def test_saved_model_counts_and_classes_cpu(app_models, arch, policy):
             policy
         ]
         assert f.filter.dtypes == want
-        assert any(fl.startswith("variable-cast") for fl in f.flags) == (policy == "mixed_float16")
+        assert any(fl.startswith("variable-cast") for fl in f.flag_texts) == (
+            policy == "mixed_float16"
+        )
         assert f.flops is not None and f.flops > 0
 
 
@@ -137,11 +139,11 @@ def test_amp_prediction_gates(app_models):
 def test_tf32_flag_on_ampere(app_models):
     sm, _ = app_models("ResNet50", "float32")
     r = audit(sm, gpu(compute_capability="8.0"), signature="serve")
-    assert all("tf32" in f.flags for f in r.findings)
+    assert all("tf32" in f.flag_texts for f in r.findings)
     r = audit(
         sm, gpu(compute_capability="8.0", env={"NVIDIA_TF32_OVERRIDE": "0"}), signature="serve"
     )
-    assert not any("tf32" in f.flags for f in r.findings)
+    assert not any("tf32" in f.flag_texts for f in r.findings)
 
 
 def test_two_signatures_give_two_call_paths(app_models):

@@ -134,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
         "category (default category: fp16)",
     )
     c.add_argument(
+        "--fail-on",
+        metavar="CODE[,CODE]",
+        action="append",
+        default=[],
+        help="fail when any call site has a flag with one of these codes (repeatable; codes: "
+        "see the table in tf_fp16ops/audit/codes.py, e.g. fake-fp16,fp16-acc-long-reduction)",
+    )
+    c.add_argument(
         "--require",
         choices=("fp16-accumulate", "fp16"),
         help="category that must cover all call sites (or --fail-under of them)",
@@ -231,6 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.fail_under is not None and not 0.0 <= args.fail_under <= 1.0:
         parser.error(f"--fail-under must be a fraction in [0, 1], got {args.fail_under}")
+    from .codes import parse_codes
+
+    try:
+        fail_on = tuple(c for item in args.fail_on for c in parse_codes(item))
+    except ValueError as e:
+        parser.error(str(e))
     if args.logdir is not None and (
         not args.logdir or (os.path.exists(args.logdir) and not os.path.isdir(args.logdir))
     ):
@@ -249,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     from .analyze import analyze, select_kind
     from .context import RuntimeContext
     from .errors import AuditInputError, MalformedModelError
-    from .gates import check
+    from .gates import check, check_codes
     from .loader import build_keras, load_path
     from .render.jsonfmt import render_json
     from .render.markdown import render_markdown
@@ -327,11 +341,11 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        gate = check(report, args.fail_under, args.require)
-        if gate is not None:
-            print(f"{path}: {gate.message}", file=sys.stderr)
-            if not gate.passed:
-                status = 1
+        for gate in (check(report, args.fail_under, args.require), check_codes(report, fail_on)):
+            if gate is not None:
+                print(f"{path}: {gate.message}", file=sys.stderr)
+                if not gate.passed:
+                    status = 1
     if args.format == "json":
         import json
 

@@ -6,6 +6,10 @@ Bump the major number on incompatible changes; the minor number when fields are 
 (executed signature, probes, GPU kernels), both None for a static audit.
 1.2: `context.cpu_flags`, `context.cpu_onednn_fp16` (true/false/null: whether oneDNN takes T=half
 convs on the target CPU) and `context.cpu_onednn_fp16_reason`.
+2.0 (incompatible): each entry of `findings[].flags` is an object {"code", "severity", "fields",
+"message"} instead of a string (1.x's string is now "message"; codes and fields in
+`tf_fp16ops/audit/codes.py`), and call sites in While bodies or If/Case branches carry the flags
+`in-loop` / `in-branch`. It also holds 1.3's additions, which no release carried:
 1.3: the matmul family are call sites too: `ConvFinding.kind` ("conv" or "matmul"; a matmul's
 `data`/`filter` are its operands a and b, `direction` is "matmul"), `ConvFinding.xla` (how the
 site is XLA-compiled, or null), and the summary's `by_kind` (count and FLOP share per kind).
@@ -15,9 +19,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from .codes import Flag
 from .context import RuntimeContext
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "2.0"
 
 # Audit classes, from most to least fp16.
 CLASSES = (
@@ -158,7 +163,8 @@ class ConvFinding:
         one iteration, inside an If/Case branch that branch ("per iteration of While 'w'",
         "per branch: then_branch of If 'c'" in flops_note).
       input_shape / filter_shape / output_shape: fprop-equivalent shapes when known.
-      flags: risk and consistency flags (see README).
+      flags: risk and consistency flags, `codes.Flag`s (code, severity, fields; the table of codes
+        is in codes.py); `flag_texts` gives their words, `codes` their codes.
       observed: runtime evidence (schema 1.1), None for a static audit.
       kind: "conv" or "matmul" (MatMul, BatchMatMul*, Einsum, _FusedMatMul, Fp16MatMul); for a
         matmul, data / filter are the operands a and b, input_shape / filter_shape their shapes,
@@ -192,10 +198,20 @@ class ConvFinding:
     input_shape: tuple[int, ...] | None
     filter_shape: tuple[int, ...] | None
     output_shape: tuple[int, ...] | None
-    flags: tuple[str, ...]
+    flags: tuple[Flag, ...]
     observed: Observation | None = None
     kind: str = "conv"
     xla: str | None = None
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The codes of `flags`, in order."""
+        return tuple(f.code for f in self.flags)
+
+    @property
+    def flag_texts(self) -> tuple[str, ...]:
+        """The words of `flags`, in order (the strings of schema 1.x)."""
+        return tuple(f.message for f in self.flags)
 
     def to_dict(self) -> dict:
         d = {}
@@ -204,7 +220,7 @@ class ConvFinding:
             if hasattr(v, "to_dict"):
                 v = v.to_dict()
             elif isinstance(v, tuple):
-                v = list(v)
+                v = [x.to_dict() if hasattr(x, "to_dict") else x for x in v]
             d[k] = v
         return d
 
@@ -310,6 +326,8 @@ class RuntimeEvidence:
       gpu_kernels: `kernels.KernelEvidence` per conv node when a GPU profile was taken.
       counts: call sites per Observation.status.
       notes: facts about the run (placement, skipped steps).
+      switches: the probe switches (runtime.probes.PROBE_ENV) set in the executing process, as
+        (name, value) pairs (schema 1.3).
     """
 
     executed: str
@@ -322,9 +340,11 @@ class RuntimeEvidence:
     gpu_kernels: tuple = ()
     counts: tuple[tuple[str, int], ...] = ()
     notes: tuple[str, ...] = ()
+    switches: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict:
         return {
+            "switches": dict(self.switches),
             "executed": self.executed,
             "inputs": [{"name": n, "dtype": t, "shape": list(s)} for n, t, s in self.inputs],
             "seed": self.seed,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..codes import Flag, flag
 from ..opsets import ConvOpInfo
 
 FP16_ACC_SAFE_TERMS = 2048
@@ -32,7 +33,7 @@ class ShapeFacts:
     output_shape: tuple[int, ...] | None
     flops: int | None
     note: str
-    flags: tuple[str, ...]
+    flags: tuple[Flag, ...]
 
 
 def _channels_last(fmt: str | None) -> bool:
@@ -84,14 +85,11 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
     return (in_shape[0],) + tuple(out) + (cout,) if cl else (in_shape[0], cout) + tuple(out)
 
 
-def _channel_problems(cin: int, cout: int) -> list[str]:
+def _channel_problems(cin: int, cout: int) -> dict[str, int]:
     """The sides of a conv whose channel count is not a multiple of 8 (tensor-core tile width
-    for fp16 in cuDNN's Tensor Core guidance), each named with its count: "input channels 3 not
-    a multiple of 8" (the output side is not mentioned when it is a multiple)."""
-    bad = [f"{side} channels {n}" for side, n in (("input", cin), ("output", cout)) if n % 8]
-    if not bad:
-        return []
-    return [" and ".join(bad) + (" not multiples of 8" if len(bad) > 1 else " not a multiple of 8")]
+    for fp16 in cuDNN's Tensor Core guidance), as fields {"input_channels": 3} (a side whose
+    count is a multiple is left out)."""
+    return {f"{side}_channels": n for side, n in (("input", cin), ("output", cout)) if n % 8}
 
 
 def invalid_attrs(attrs, info: ConvOpInfo) -> list[str]:
@@ -147,10 +145,10 @@ def analyse(
     if filt and len(filt) == 4 and attrs.str("filter_format") == "OIHW":
         filt = (filt[2], filt[3], filt[1], filt[0])
     flops, note = None, "shapes unknown"
-    flags: list[str] = []
+    flags: list[Flag] = []
     invalid = invalid_attrs(attrs, info)
     if invalid:
-        flags.append("invalid-attrs(" + "; ".join(invalid) + ")")
+        flags.append(flag("invalid-attrs", attrs=tuple(invalid)))
     if info.direction == "fprop":
         y = node_out_shape or (None if invalid else fprop_output(data_shape, filt, attrs, info))
         x = data_shape
@@ -173,7 +171,7 @@ def analyse(
         flops = 2 * batch * math.prod(y[1:]) * r
     overflow = any(_too_big(t) for t in (x, filt, y)) or (flops is not None and flops > INT64_MAX)
     if overflow:
-        flags.append("size-overflow")
+        flags.append(flag("size-overflow"))
         flops, note = None, "element counts or FLOPs beyond int64"
     if invalid:
         flops, note = None, "output shape undefined: " + "; ".join(invalid)
@@ -185,7 +183,7 @@ def analyse(
         else:
             terms = math.prod(y[:-1]) if y and all(d >= 0 for d in y) else None
         if accumulation == "fp16" and terms is not None and terms > FP16_ACC_SAFE_TERMS:
-            flags.append(f"fp16-acc-long-reduction({terms}>{FP16_ACC_SAFE_TERMS})")
+            flags.append(flag("fp16-acc-long-reduction", terms=terms, limit=FP16_ACC_SAFE_TERMS))
         if T == "half":
             cin = filt[sd]
             cout = filt[sd + 1]
@@ -196,12 +194,11 @@ def analyse(
                     groups = c_total // cin
             if info.family == "depthwise":
                 groups = max(groups or 2, 2)
-            bad = []
-            bad.extend(_channel_problems(cin, cout))
+            bad = _channel_problems(cin, cout)
             if groups and groups > 1:
-                bad.append(f"groups={groups}")
+                bad["groups"] = groups
             if bad:
-                flags.append("tensor-core-unfriendly(" + "; ".join(bad) + ")")
+                flags.append(flag("tensor-core-unfriendly", **bad))
     return ShapeFacts(x, filt, y, flops, note, tuple(flags))
 
 
@@ -306,7 +303,7 @@ def analyse_matmul(info, T: str | None, accumulation: str, a_shape, b_shape, out
 
     `attrs` reads the op's attrs (`.ints`, `.str`, `.get`); returns ShapeFacts with
     input_shape = a's shape, filter_shape = b's shape, output_shape = the product's."""
-    flags: list[str] = []
+    flags: list[Flag] = []
     flops, note, k, n = None, "shapes unknown", None, None
     y = out_shape
     if info.family == "einsum":
@@ -341,20 +338,14 @@ def analyse_matmul(info, T: str | None, accumulation: str, a_shape, b_shape, out
                 note = "per row (M unknown: the row count is a run-time value)"
             flops = 2 * math.prod(max(d, 1) for d in y) * k
     if any(_too_big(t) for t in (a_shape, b_shape, y)) or (flops is not None and flops > INT64_MAX):
-        flags.append("size-overflow")
+        flags.append(flag("size-overflow"))
         flops, note = None, "element counts or FLOPs beyond int64"
     if accumulation == "fp16" and k is not None and k > FP16_ACC_SAFE_TERMS:
-        flags.append(f"fp16-acc-long-reduction({k}>{FP16_ACC_SAFE_TERMS})")
+        flags.append(flag("fp16-acc-long-reduction", terms=k, limit=FP16_ACC_SAFE_TERMS))
     if T == "half" and k is not None and k >= 0:
-        bad = [
-            f"{name} {v}" for name, v in (("K", k), ("N", n)) if v is not None and v > 0 and v % 8
-        ]
+        bad = {name: v for name, v in (("K", k), ("N", n)) if v is not None and v > 0 and v % 8}
         if bad:
-            flags.append(
-                "tensor-core-unfriendly("
-                + " and ".join(bad)
-                + (" not multiples of 8)" if len(bad) > 1 else " not a multiple of 8)")
-            )
+            flags.append(flag("tensor-core-unfriendly", **bad))
     return ShapeFacts(a_shape, b_shape, y, flops, note, tuple(flags))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..codes import flag
 from ..context import RuntimeContext
 from ..findings import ConvFinding, make
 from ..graph import AuditGraph, CallSite
@@ -84,6 +85,17 @@ def control_flow_note(frames) -> str:
     return "; ".join(parts)
 
 
+def control_flow_flags(frames) -> tuple:
+    """An `in-loop` flag per While and an `in-branch` flag per If/Case on the call path."""
+    out = []
+    for f in frames:
+        if f.call_op in _LOOPS:
+            out.append(flag("in-loop", op=f.call_op, node=f.call_node))
+        elif f.call_op in _BRANCHES:
+            out.append(flag("in-branch", op=f.call_op, node=f.call_node, branch=f.attr))
+    return tuple(out)
+
+
 def _true(attrs, key: str) -> bool:
     return key in attrs and attrs[key].b
 
@@ -131,7 +143,8 @@ def _path_facts(ag: AuditGraph, site: CallSite, layers: dict, model_name: str | 
     layer = policy.owning_layer(list(call_nodes), layers, model_name)
     cf_note = control_flow_note(site.frames)
     xla = xla_of_path(ag, site)
-    return call_nodes, full_path, sigs, f"{prefix}{path} | ", layer, root, cf_note, xla
+    cf = control_flow_flags(site.frames)
+    return call_nodes, full_path, sigs, f"{prefix}{path} | ", layer, root, cf_note, xla, cf
 
 
 def _path(ag, site, layers, model_name, memo):
@@ -200,22 +213,22 @@ def finding(
     )
     flags = list(classify.provenance_flags(T, main_input, filt)) + list(sh.flags)
     if acc.tf32:
-        flags.append("tf32")
+        flags.append(flag("tf32"))
     if akey in memo.amp:
         prediction = memo.amp[akey]
     else:
         prediction = memo.amp[akey] = amp.predict(op, T, device, ctx)
     if prediction is not None and prediction.rewrite:
-        flags.append("amp-predicted-rewrite")
-    call_nodes, function_path, sigs, path_id, layer, root, cf_note, _ = pf
+        flags.append(flag("amp-predicted-rewrite"))
+    call_nodes, function_path, sigs, path_id, layer, root, cf_note, _, cf = pf
     if xla is not None and cls == "fake-fp16":
-        flags.append("xla-may-drop-round-trip")
+        flags.append(flag("xla-may-drop-round-trip"))
     if layer is None:
         layer = policy.owning_layer([site.node], layers, model_name)
     if scope.owner_layer is not None and scope.owner_layer in layers:
         layer = layers[scope.owner_layer]
     if layer is not None and layer.compute_dtype in ("float16", "bfloat16") and T == "float":
-        flags.append(f"policy-mismatch(policy {layer.policy}, graph computes T=float)")
+        flags.append(flag("policy-mismatch", policy=layer.policy, T=T))
     if sigs is None:
         sigs = tuple(root.signatures.get(site.node, ()))
     return make(
@@ -245,7 +258,7 @@ def finding(
         input_shape=sh.input_shape,
         filter_shape=sh.filter_shape,
         output_shape=sh.output_shape,
-        flags=tuple(flags),
+        flags=tuple(flags) + cf,
         observed=None,
         kind="conv",
         xla=xla,
@@ -282,23 +295,23 @@ def _matmul_finding(ag, site, ctx, layers, model_name, memo, scope, nd, op, info
     )
     flags = list(classify.provenance_flags(T, a, b, ("a", "b"))) + list(sh.flags)
     if acc.tf32:
-        flags.append("tf32")
+        flags.append(flag("tf32"))
     pkey = ("matmul",) + akey
     if pkey in memo.amp:
         prediction = memo.amp[pkey]
     else:
         prediction = memo.amp[pkey] = amp.predict(op, T, device, ctx)
     if prediction is not None and prediction.rewrite:
-        flags.append("amp-predicted-rewrite")
+        flags.append(flag("amp-predicted-rewrite"))
     if xla is not None and cls == "fake-fp16":
-        flags.append("xla-may-drop-round-trip")
-    call_nodes, function_path, sigs, path_id, layer, root, cf_note, _ = pf
+        flags.append(flag("xla-may-drop-round-trip"))
+    call_nodes, function_path, sigs, path_id, layer, root, cf_note, _, cf = pf
     if layer is None:
         layer = policy.owning_layer([site.node], layers, model_name)
     if scope.owner_layer is not None and scope.owner_layer in layers:
         layer = layers[scope.owner_layer]
     if layer is not None and layer.compute_dtype in ("float16", "bfloat16") and T == "float":
-        flags.append(f"policy-mismatch(policy {layer.policy}, graph computes T=float)")
+        flags.append(flag("policy-mismatch", policy=layer.policy, T=T))
     if sigs is None:
         sigs = tuple(root.signatures.get(site.node, ()))
     return make(
@@ -328,7 +341,7 @@ def _matmul_finding(ag, site, ctx, layers, model_name, memo, scope, nd, op, info
         input_shape=sh.input_shape,
         filter_shape=sh.filter_shape,
         output_shape=sh.output_shape,
-        flags=tuple(flags),
+        flags=tuple(flags) + cf,
         observed=None,
         kind="matmul",
         xla=xla,

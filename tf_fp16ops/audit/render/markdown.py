@@ -80,7 +80,8 @@ def render_markdown(report: AuditReport) -> str:
         obs = f" {_esc(observed_cell(f))} |" if run else ""
         out.append(
             f"| {i} | {_esc(path_of(f))} | `{_esc(f.node)}` | {f.op} | {f.T} | {acc} | "
-            f"{f.audit_class} | {fmt_flops(f.flops)} |{obs} {_esc(', '.join(f.flags)) or '-'} |"
+            f"{f.audit_class} | {fmt_flops(f.flops)} |{obs} "
+            f"{_esc(', '.join(f.flag_texts)) or '-'} |"
         )
     out += ["", "Accumulation reasons:", ""]
     out += [f"{n}. {_esc(r)}" for r, n in legend.items()]

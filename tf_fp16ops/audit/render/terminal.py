@@ -44,7 +44,7 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
                 fmt_flops(f.flops),
             )
             + ((observed_cell(f),) if run else ())
-            + (", ".join(f.flags) or "-",)
+            + (", ".join(f.flag_texts) or "-",)
         )
     widths = [
         max(len(h), *(len(r[c]) for r in rows)) if rows else len(h) for c, h in enumerate(headers)

@@ -103,6 +103,19 @@ class ExecutedRun:
                     out.append(_executed(p, p, gi, placed))
         return out
 
+    def executed_xla_calls(self) -> list[ExecutedNode]:
+        """Call nodes of the executed graphs that XLA compiles: a (Stateful)PartitionedCall with
+        `_XlaMustCompile=true` (a jit_compile=True function, compiled and run as one cluster; its
+        body's ops never appear as nodes) or an XlaLaunch / _XlaRun node."""
+        out = []
+        for gi, fg in enumerate(self.function_graphs):
+            post = {n.name: n for n in fg.post_optimization_graph.node}
+            for n in fg.post_optimization_graph.node:
+                must = "_XlaMustCompile" in n.attr and n.attr["_XlaMustCompile"].b
+                if must or n.op in ("XlaLaunch", "_XlaRun"):
+                    out.append(_executed(n, None, gi, post))
+        return out
+
     def casts(self) -> list[tuple[str, str, str]]:
         """(name, SrcT, DstT) of every Cast in the executed graphs."""
         out = []

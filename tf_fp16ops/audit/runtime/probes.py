@@ -183,8 +183,12 @@ def combine(verdicts: list[str]) -> str:
     return "inconclusive"
 
 
-def _switches() -> tuple[tuple[str, str], ...]:
+def process_switches() -> tuple[tuple[str, str], ...]:
+    """The PROBE_ENV switches set in this process's environment, as (name, value) pairs."""
     return tuple((k, os.environ[k]) for k in PROBE_ENV if k in os.environ)
+
+
+_switches = process_switches
 
 
 def _fmt(x: float) -> str:
