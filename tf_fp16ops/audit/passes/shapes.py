@@ -40,6 +40,24 @@ def _channels_last(fmt: str | None) -> bool:
     return not fmt or fmt.endswith("C") or fmt == "NHWC"
 
 
+def output_size(size: int, k: int, stride: int, dilation: int, padding: str) -> int:
+    """One spatial output size of a forward conv, TensorFlow's rule (GetWindowedOutputSize,
+    tensorflow/core/framework/kernel_shape_util.cc) in exact integer arithmetic: SAME gives
+    ceil(size / stride), VALID (and EXPLICIT, on the padded size) ceil((size - (k - 1) * dilation)
+    / stride), at least 0; -1 (unknown) stays -1. `stride` and `dilation` must be positive.
+
+    Raises:
+      ValueError: a padding other than SAME, VALID or EXPLICIT.
+    """
+    if size < 0:
+        return -1
+    if padding == "SAME":
+        return -(-size // stride)
+    if padding in ("VALID", "EXPLICIT"):
+        return max(0, -(-(size - (k - 1) * dilation) // stride))
+    raise ValueError(f"padding must be SAME, VALID or EXPLICIT, got {padding!r}")
+
+
 def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
     """Output shape of a forward conv from its input and filter shapes, or None.
 
@@ -71,16 +89,12 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
         pairs = list(zip(pads[::2], pads[1::2], strict=True))
         pairs = pairs[1:-1] if cl else pairs[2:]
         sp = [-1 if n < 0 else n + a + b for n, (a, b) in zip(sp, pairs, strict=True)]
-    out = []
-    for size, k, s, d in zip(sp, filt[:sd], st, dl, strict=True):
-        if size < 0:
-            out.append(-1)
-        elif padding == "SAME":
-            out.append(-(-size // s))  # integer ceil: exact for any size
-        elif padding in ("VALID", "EXPLICIT"):
-            out.append(max(0, -(-(size - (k - 1) * d) // s)))
-        else:
-            return None
+    if padding not in ("SAME", "VALID", "EXPLICIT"):
+        return None
+    out = [
+        output_size(size, k, s, d, padding)
+        for size, k, s, d in zip(sp, filt[:sd], st, dl, strict=True)
+    ]
     cout = filt[sd] * filt[sd + 1] if info.family == "depthwise" else filt[sd + 1]
     return (in_shape[0],) + tuple(out) + (cout,) if cl else (in_shape[0], cout) + tuple(out)
 

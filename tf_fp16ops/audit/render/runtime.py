@@ -51,7 +51,7 @@ def runtime_lines(report: AuditReport) -> list[str]:
         f"executed: {rt.executed} on inputs {ins}"
         + (f" (random, seed {rt.seed})" if rt.seed is not None else ""),
         f"executed graphs: {rt.function_graphs} function graph(s), "
-        f"{rt.executed_convs} conv node(s); "
+        f"{rt.executed_convs} conv or matmul node(s); "
         f"call sites: {counts}",
     ]
     from ..runtime.probes import PROBE_ENV

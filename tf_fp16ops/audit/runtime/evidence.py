@@ -100,7 +100,7 @@ def evidence_report(
     )
     if unmatched:
         notes.append(
-            f"{unmatched} executed conv node(s) matched no static call site "
+            f"{unmatched} executed conv or matmul node(s) matched no static call site "
             "(created at run time, or reached from another signature)"
         )
     if in_xla:
