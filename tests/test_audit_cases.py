@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from audit_helpers import CPU, add_node, class_counts, conv_graph, cpu, gpu
 from tf_fp16ops.audit import audit
+from tf_fp16ops.audit.limits import Limits
 
 X16 = tf.TensorSpec([16, 32, 32, 16], tf.float16)
 W16 = tf.TensorSpec([3, 3, 16, 16], tf.float16)
@@ -144,7 +145,9 @@ def test_policy_mixed_but_wrapped_savedmodel_computes_fp32(tmp_path):
     finally:
         keras.mixed_precision.set_global_policy(prev)
     model.save(str(tmp_path / "c7.keras"))
-    for r in (audit(str(tmp_path / "c7.keras"), CPU), audit(model, CPU)):
+    # The static audit reads the wrapped SavedModel only where allowed to read outside the file.
+    allowed = Limits(external_dirs=(str(tmp_path),))
+    for r in (audit(str(tmp_path / "c7.keras"), CPU, limits=allowed), audit(model, CPU)):
         wrapped = [f for f in r.findings if f.keras_layer == "wrapped"]
         outer = [f for f in r.findings if f.keras_layer == "outer_conv"]
         assert wrapped, r.findings
@@ -154,6 +157,14 @@ def test_policy_mixed_but_wrapped_savedmodel_computes_fp32(tmp_path):
             assert f.keras_policy == "mixed_float16"
             assert any(fl.startswith("policy-mismatch") for fl in f.flag_texts)
         assert [(f.T, f.audit_class) for f in outer] == [("half", "fp16-storage")]
+    # By default the TFSMLayer is an external reference: reported, not read.
+    r = audit(str(tmp_path / "c7.keras"), CPU)
+    assert [f.keras_layer for f in r.findings] == ["outer_conv"]
+    sm = str(tmp_path / "fp32_sm")
+    assert (
+        f"layer 'wrapped' (TFSMLayer) is an external reference to {sm}: not read (the audit "
+        "reads only the model file; --allow-external-dir DIR lets it read SavedModels under DIR)"
+    ) in r.notes
 
 
 @pytest.mark.parametrize(

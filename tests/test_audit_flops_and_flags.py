@@ -122,6 +122,30 @@ def test_tensor_core_flag_names_only_the_offending_side(tmp_path):
     assert _flags(tmp_path, 16, 64) == []
 
 
+@pytest.mark.parametrize(
+    "channels,multiplier,flag",
+    [
+        # It said "output channels 1 not a multiple of 8; groups=2" for every depthwise conv.
+        (32, 1, "tensor-core-unfriendly(depthwise: groups=32, one per input channel)"),
+        (
+            3,
+            2,
+            "tensor-core-unfriendly(input channels 3 and output channels 6 not multiples of 8; "
+            "depthwise: groups=3, one per input channel)",
+        ),
+    ],
+)
+def test_depthwise_tensor_core_flag_counts_its_channels(tmp_path, channels, multiplier, flag):
+    gd = protos.GraphDef()
+    x = add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    for d in (1, 8, 8, channels):
+        x.attr["shape"].shape.dim.add().size = d
+    c = _conv_nodes(gd.node, "x", shape=(1, 8, 8, channels), filt=(3, 3, channels, multiplier))
+    c.op = "DepthwiseConv2dNative"
+    (f,) = audit(_write(tmp_path, gd), CPU).findings
+    assert [fl for fl in f.flag_texts if fl.startswith("tensor-core")] == [flag]
+
+
 def test_case_listing_one_function_twice_gives_two_call_sites_per_branch(tmp_path):
     gd = protos.GraphDef()
     x = add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
@@ -223,3 +247,55 @@ def test_flops_beyond_int64_get_size_overflow(tmp_path):
     p = _static_conv(tmp_path, shape=(1, 2**29, 2**27 + 2, 16), filt=(3, 3, 16, 16))
     (f,) = audit(p, CPU).findings
     assert "size-overflow" in f.flag_texts and f.flops is None
+
+
+def test_terminal_rows_of_two_signatures_name_their_signature(tmp_path):
+    # Paths cut from the left made the rows of two signatures look the same ("…___15486").
+    from tf_fp16ops.audit.render.terminal import render_terminal
+
+    gd = protos.GraphDef()
+    x = add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    for d in (1, 8, 8, 16):
+        x.attr["shape"].shape.dim.add().size = d
+    fn = "__inference_signature_wrapper_with_a_long_name_"
+    _function(gd, "__inference_body_with_a_long_name_7", with_conv=True)
+    for sig, n in (("serve", "15486"), ("serving_default", "15507")):
+        outer = gd.library.function.add()
+        outer.signature.name = fn + n
+        a = outer.signature.input_arg.add()
+        a.name, a.type = "x", protos.DT_HALF
+        add_node(outer.node_def, "inner", "PartitionedCall", ["x"]).attr[
+            "f"
+        ].func.name = "__inference_body_with_a_long_name_7"
+        add_node(gd.node, f"call_{sig}", "StatefulPartitionedCall", ["x"]).attr["f"].func.name = (
+            fn + n
+        )
+    sm = protos.SavedModel()
+    mg = sm.meta_graphs.add()
+    mg.graph_def.CopyFrom(gd)
+    for sig in ("serve", "serving_default"):
+        mg.signature_def[sig].outputs["y"].name = f"call_{sig}:0"
+    (tmp_path / "sm").mkdir()
+    (tmp_path / "sm" / "saved_model.pb").write_bytes(sm.SerializeToString())
+    rows = [
+        ln
+        for ln in render_terminal(audit(str(tmp_path / "sm"), CPU)).splitlines()
+        if ln[:1].isdigit()
+    ]
+    assert len(rows) == 2
+    assert rows[0].split()[1] == "serve:" and rows[1].split()[1] == "serving_default:"
+
+
+def test_gpu_context_leaves_out_the_cpu_onednn_line():
+    from audit_helpers import conv_graph, gpu
+    from tf_fp16ops.audit.render.markdown import render_markdown
+    from tf_fp16ops.audit.render.terminal import render_terminal
+
+    on_gpu = audit(conv_graph(), gpu())
+    assert "oneDNN" not in render_terminal(on_gpu) and "oneDNN" not in render_markdown(on_gpu)
+    # a conv pinned to the CPU in a GPU context still runs there: the line stays
+    pinned = audit(conv_graph(device="/device:CPU:0"), gpu())
+    assert "context: oneDNN takes T=half CPU convs:" in render_terminal(pinned)
+    on_cpu = audit(conv_graph(), CPU)
+    assert "context: oneDNN takes T=half CPU convs:" in render_terminal(on_cpu)
+    assert "oneDNN takes T=half CPU convs:" in render_markdown(on_cpu)

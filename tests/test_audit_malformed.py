@@ -118,6 +118,60 @@ def test_malformed_function_node_input(tmp_path, bad):
     assert str(e.value).startswith(p + ": ") and repr(bad) in str(e.value)
 
 
+# ---- 4b. attrs of the wrong type -----------------------------------------------------------------
+def _set_string(a, v):
+    a.s = v
+
+
+def _set_floats(a, v):
+    a.list.f.extend(v)
+
+
+def _set_int(a, v):
+    a.i = v
+
+
+@pytest.mark.parametrize(
+    "key,setter,value,flag",
+    [
+        ("strides", _set_string, b"1,2,2,1", "strides is string, not a list of ints"),
+        (
+            "dilations",
+            _set_floats,
+            [1.0, 2.0, 2.0, 1.0],
+            "dilations is a list of floats [1.0, 2.0, 2.0, 1.0], not a list of ints",
+        ),
+        ("strides", _set_int, 2, "strides is an int 2, not a list of ints"),
+        ("padding", _set_int, 1, "padding is an int 1, not a string"),
+        ("data_format", _set_floats, [1.0], "data_format is a list of floats [1.0], not a string"),
+        (
+            "explicit_paddings",
+            _set_string,
+            b"0",
+            "explicit_paddings is string, not a list of ints",
+        ),
+    ],
+)
+def test_wrong_typed_attrs_are_invalid_attrs(key, setter, value, flag):
+    # Ignored before: FLOPs counted as if stride 1, no flag.
+    gd = conv_graph()
+    conv = gd.node[2]
+    if key in conv.attr:
+        del conv.attr[key]
+    setter(conv.attr[key], value)
+    (f,) = audit(gd, CPU).findings
+    assert f.flops is None and f.output_shape is None
+    assert f"invalid-attrs({flag})" in f.flag_texts, f.flag_texts
+    assert f.flops_note == f"output shape undefined: {flag}"
+
+
+def test_empty_explicit_paddings_is_tensorflows_default():
+    gd = conv_graph()
+    gd.node[2].attr["explicit_paddings"].list.SetInParent()
+    (f,) = audit(gd, CPU).findings
+    assert f.flops is not None and not any(fl.startswith("invalid-attrs") for fl in f.flags)
+
+
 # ---- 4. stride 0 / negative without _output_shapes -----------------------------------------------
 @pytest.mark.parametrize(
     "strides,padding",
@@ -195,22 +249,25 @@ def test_call_paths_to_convolutions_are_all_listed(tmp_path):
     assert len(r.findings) == 2**10 and len({f.site_id for f in r.findings}) == 2**10
 
 
-def test_exponentially_many_call_sites_are_capped_with_a_note(tmp_path, deadline, monkeypatch):
-    from tf_fp16ops.audit import graph as graph_module
+def test_exponentially_many_call_sites_are_capped_and_marked_partial(tmp_path, deadline):
+    from tf_fp16ops.audit.limits import Limits
 
-    monkeypatch.setattr(graph_module, "MAX_CALL_SITES", 500)
     p = _write_graph(
         tmp_path / "g.pb", _doubling_chain(40, conv_at_bottom=True)
     )  # 2**39 paths to the conv
     deadline(20)
-    r = audit(p, CPU)
+    r = audit(p, CPU, limits=Limits(max_sites=500))
     assert len(r.findings) == 500
-    assert any("call sites truncated: only the first 500" in n for n in r.notes)
+    assert r.partial == (
+        "call sites: the first 500 (call path, convolution) pairs are reported; the call graph "
+        "has more (--max-sites)",
+    )
+    assert r.to_dict()["partial"] == list(r.partial)
 
 
 def test_no_truncation_note_below_the_cap(tmp_path):
     r = audit(_write_graph(tmp_path / "g.pb", _doubling_chain(5, conv_at_bottom=True)), CPU)
-    assert len(r.findings) == 16 and not any("truncated" in n for n in r.notes)
+    assert len(r.findings) == 16 and r.partial == ()
 
 
 # ---- 6. malformed .keras config.json -------------------------------------------------------------
@@ -277,6 +334,13 @@ def _nested(depth) -> str:
         (_model(_conv_layer(filters=2**80)), "filters must be"),
         (_model(_conv_layer(groups="two")), "groups must be"),
         (_model(_conv_layer(groups=-3)), "groups must be"),
+        # groups 0 was read as 1; groups that do not divide the channels passed without a note
+        (_model(_conv_layer(groups=0)), "groups must be a positive integer (at most"),
+        (_model(_conv_layer(groups=3)), "groups must be a divisor of the input channels 4, got 3"),
+        (
+            _model(_conv_layer(groups=2, filters=7)),
+            "groups must be a divisor of filters 7, got 2",
+        ),
         (_model(_conv_layer(padding=[[1, 1], [1, 1]])), "padding must be"),
         (
             _model(dict(_conv_layer(depth_multiplier=None), class_name="DepthwiseConv2D")),

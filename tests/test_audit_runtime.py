@@ -305,6 +305,24 @@ def test_input_shapes_and_random_inputs():
         random_inputs([("x", spec)], {"y": (1,)})
 
 
+def test_random_inputs_in_the_signature_dtype_and_bounded():
+    # Drawn in float32 for half (not float64, which needed 8 bytes per element), integers in
+    # their own dtype; over MAX_INPUT_BYTES refused before anything is allocated.
+    spec = tf.TensorSpec([None, 8, 8, 3], tf.float16)
+    with pytest.raises(ValueError) as e:
+        random_inputs([("x", spec)], {"x": (1_000_000_000, 8, 8, 3)})
+    assert str(e.value) == (
+        "input 'x' of shape [1000000000, 8, 8, 3] and dtype float16 needs 768000000000 bytes "
+        f"(drawn in float32), over the limit of {2**30} bytes per --run input"
+    )
+    ((_, t),) = random_inputs([("i", tf.TensorSpec([4, 5], tf.int32))], {}, seed=1)
+    assert t.dtype == tf.int32 and 0 <= t.numpy().min() and t.numpy().max() < 10
+    ((_, b),) = random_inputs([("b", tf.TensorSpec([7], tf.bool))], {}, seed=1)
+    assert b.dtype == tf.bool
+    ((_, d),) = random_inputs([("d", tf.TensorSpec([3], tf.float64))], {}, seed=1)
+    assert d.dtype == tf.float64
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     return demo_example(str(tmp_path_factory.mktemp("demo") / "example"))

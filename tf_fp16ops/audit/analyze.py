@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from . import graph as graph_module
 from .context import RuntimeContext
-from .errors import MalformedModelError
+from .errors import MalformedModelError, as_text
 from .findings import AuditReport
 from .graph import AuditGraph, build_graph
 from .keras_config import scope_name
+from .limits import DEFAULT, Budget, Limits
 from .model import LoadedModel
 from .passes.sites import SiteMemo, finding
 from .passes.summary import summarize
@@ -20,24 +20,29 @@ def analyze(
     ctx: RuntimeContext,
     graph: AuditGraph | None = None,
     signature: str | None = None,
+    limits: Limits = DEFAULT,
 ) -> AuditReport:
     """Runs every pass over every conv call site.
 
     Args:
       signature: keep only call sites reached from this SavedModel signature's outputs.
+      limits: the budget of nodes, call sites and call edges; past it the report is partial
+        (`AuditReport.partial` says which budget ran out).
     Raises:
       AuditInputError: a malformed model (e.g. a node input "x:abc"), naming `model.source`, or an
         unknown `signature`.
     """
     try:
-        ag = graph if graph is not None else build_graph(model)
+        budget = Budget(limits)
+        ag = graph if graph is not None else build_graph(model, budget)
         layers = {layer.name: layer for layer in model.keras_layers}
         # static .keras graphs name nodes after the sanitized layer name
         for layer in model.keras_layers:
             layers.setdefault(scope_name(layer.name), layer)
         memo = SiteMemo()
         findings = tuple(
-            finding(ag, site, ctx, layers, model.keras_model_name, memo) for site in ag.call_sites()
+            finding(ag, site, ctx, layers, model.keras_model_name, memo)
+            for site in ag.call_sites(budget)
         )
     except MalformedModelError as e:
         raise e.at(model.source) from None
@@ -51,13 +56,7 @@ def analyze(
                 f"{', '.join(sorted(known)) or 'none'})"
             )
         findings = tuple(f for f in findings if signature in f.signatures)
-    notes = list(model.notes) + list(ag.notes)
-    if len(findings) >= graph_module.MAX_CALL_SITES and signature is None:
-        notes.append(
-            f"call sites truncated: only the first {graph_module.MAX_CALL_SITES} (call path, "
-            "convolution) "
-            f"pairs are reported; the call graph may have more paths"
-        )
+    notes = [as_text(n) for n in model.notes] + [as_text(n) for n in ag.notes]
     loops = sum(1 for f in findings if f.flops is not None and "in-loop" in f.codes)
     branches = sum(1 for f in findings if f.flops is not None and "in-branch" in f.codes)
     if loops or branches:
@@ -85,7 +84,7 @@ def analyze(
             "(use --build-keras to trace the real model in Keras safe mode)"
         )
     return AuditReport(
-        model.source,
+        as_text(model.source),
         model.format,
         ctx,
         findings,
@@ -93,6 +92,7 @@ def analyze(
         switch_statuses(ctx),
         unknown_ops(ag),
         tuple(notes),
+        partial=tuple(model.partial) + tuple(budget.partial),
     )
 
 

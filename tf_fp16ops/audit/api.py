@@ -9,6 +9,7 @@ from typing import Any
 from .analyze import analyze
 from .context import RuntimeContext
 from .findings import AuditReport
+from .limits import DEFAULT, Limits
 from .loader import build_keras, load_object, load_path
 
 
@@ -18,6 +19,7 @@ def audit(
     *,
     build_keras_model: bool = False,
     signature: str | None = None,
+    limits: Limits = DEFAULT,
 ) -> AuditReport:
     """Audits a model file/directory path or a Python object; never executes the model.
 
@@ -28,6 +30,9 @@ def audit(
       build_keras_model: for .keras paths, build the model in Keras safe mode and trace it
         instead of reading its config statically.
       signature: keep only call sites reached from this SavedModel signature.
+      limits: file sizes, directories a model may reference, and the budget of nodes, sites and
+        call edges (`limits.Limits`; past the budget the report is partial, see
+        `AuditReport.partial`).
     Raises:
       AuditInputError: unreadable or malformed input (message names the input).
     """
@@ -35,11 +40,13 @@ def audit(
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         model = (
-            build_keras(path) if build_keras_model and path.endswith(".keras") else load_path(path)
+            build_keras(path)
+            if build_keras_model and path.endswith(".keras")
+            else load_path(path, limits)
         )
     else:
         model = load_object(source)
-    return analyze(model, ctx, signature=signature)
+    return analyze(model, ctx, signature=signature, limits=limits)
 
 
 def verify(

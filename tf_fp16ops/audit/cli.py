@@ -9,6 +9,8 @@ import argparse
 import os
 import sys
 
+from .limits import DEFAULT as DEFAULT_LIMITS
+
 EPILOG = """\
 classes:
   fp16-accumulate  products summed in fp16 (this package's Tacc=half, or a TF switch)
@@ -52,6 +54,27 @@ def _non_negative_int(text: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
     return n
+
+
+def _positive_int(text: str) -> int:
+    """argparse type of the budget flags: an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return n
+
+
+def _size(text: str) -> int:
+    """argparse type of --max-file-size: bytes, or K/M/G (powers of 1024)."""
+    from .limits import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,6 +122,56 @@ def build_parser() -> argparse.ArgumentParser:
         "--build-keras",
         action="store_true",
         help=".keras: build the model in Keras safe mode and trace it (default: read config only)",
+    )
+    lim = p.add_argument_group(
+        "limits (untrusted models: only regular files inside the model are read; past a budget "
+        "the report is marked partial and one 'over budget' line is printed)"
+    )
+    lim.add_argument(
+        "--max-file-size",
+        type=_size,
+        default=DEFAULT_LIMITS.max_file_bytes,
+        metavar="SIZE",
+        help="largest file or archive member read, e.g. 512M or 2G (default: 256M)",
+    )
+    lim.add_argument(
+        "--max-nodes",
+        type=_positive_int,
+        default=DEFAULT_LIMITS.max_nodes,
+        metavar="N",
+        help=f"nodes indexed over all graphs and functions (default: {DEFAULT_LIMITS.max_nodes})",
+    )
+    lim.add_argument(
+        "--max-sites",
+        type=_positive_int,
+        default=DEFAULT_LIMITS.max_sites,
+        metavar="N",
+        help=f"(call path, convolution) pairs reported (default: {DEFAULT_LIMITS.max_sites})",
+    )
+    lim.add_argument(
+        "--max-expansions",
+        type=_positive_int,
+        default=DEFAULT_LIMITS.max_expansions,
+        metavar="N",
+        help="call edges followed while enumerating call paths "
+        f"(default: {DEFAULT_LIMITS.max_expansions})",
+    )
+    lim.add_argument(
+        "--max-path-frames",
+        type=_positive_int,
+        default=DEFAULT_LIMITS.max_path_frames,
+        metavar="N",
+        help="calls in the call paths of the reported sites, summed: bounds the report's size "
+        f"on deep call graphs (default: {DEFAULT_LIMITS.max_path_frames})",
+    )
+    lim.add_argument(
+        "--allow-external-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="let paths named inside a model (a TFSMLayer's SavedModel) be read when they lie "
+        "under DIR (repeatable; default: such paths are reported as external references, not "
+        "read)",
     )
     g = p.add_argument_group("runtime context (default: this process)")
     g.add_argument("--device", choices=("gpu", "cpu"), help="device convolutions run on")
@@ -262,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     from .analyze import analyze, select_kind
     from .context import RuntimeContext
-    from .errors import AuditInputError, MalformedModelError
+    from .errors import AuditInputError, MalformedModelError, as_text
     from .gates import check, check_codes
     from .loader import build_keras, load_path
     from .render.jsonfmt import render_json
@@ -281,6 +354,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"tf-fp16-audit: error: {e}", file=sys.stderr)
         return 2
+    from .limits import Limits
+
+    limits = Limits(
+        max_file_bytes=args.max_file_size,
+        max_nodes=args.max_nodes,
+        max_sites=args.max_sites,
+        max_expansions=args.max_expansions,
+        max_path_frames=args.max_path_frames,
+        external_dirs=tuple(args.allow_external_dir),
+    )
     outputs, status = [], 0
     reports = []
     run_opts = None
@@ -310,9 +393,9 @@ def main(argv: list[str] | None = None) -> int:
                 model = (
                     build_keras(path)
                     if args.build_keras and path.endswith(".keras")
-                    else load_path(path)
+                    else load_path(path, limits)
                 )
-                report = analyze(model, ctx, signature=args.signature)
+                report = analyze(model, ctx, signature=args.signature, limits=limits)
                 if args.ops != "all":
                     report = select_kind(report, args.ops)
             reports.append(report)
@@ -328,22 +411,24 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 _write_logdir(report, sub, model)
         except MalformedModelError as e:
-            print(f"tf-fp16-audit: error: {e.at(path)}", file=sys.stderr)
+            print(f"tf-fp16-audit: error: {as_text(str(e.at(path)))}", file=sys.stderr)
             return 2
         except AuditInputError as e:
-            print(f"tf-fp16-audit: error: {e}", file=sys.stderr)
+            print(f"tf-fp16-audit: error: {as_text(str(e))}", file=sys.stderr)
             return 2
         except Exception as e:  # noqa: BLE001 - last resort: a clean message instead of a traceback
             msg = " ".join(str(e).split())[:500]
             print(
-                f"tf-fp16-audit: error: internal error while auditing {path}: "
+                f"tf-fp16-audit: error: internal error while auditing {as_text(path)}: "
                 f"{type(e).__name__}: {msg}",
                 file=sys.stderr,
             )
             return 2
+        for reason in report.partial:
+            print(f"tf-fp16-audit: over budget: {as_text(path)}: {reason}", file=sys.stderr)
         for gate in (check(report, args.fail_under, args.require), check_codes(report, fail_on)):
             if gate is not None:
-                print(f"{path}: {gate.message}", file=sys.stderr)
+                print(f"{as_text(path)}: {gate.message}", file=sys.stderr)
                 if not gate.passed:
                     status = 1
     if args.format == "json":

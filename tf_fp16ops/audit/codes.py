@@ -16,7 +16,7 @@ fp16 accumulation can lose the sum), "info" (a fact worth knowing).
 | tf32 | info | |
 | amp-predicted-rewrite | info | |
 | fp16-acc-long-reduction | warning | terms, limit |
-| tensor-core-unfriendly | info | input_channels, output_channels, groups; matmuls: K, N |
+| tensor-core-unfriendly | info | input_channels, output_channels, groups, depthwise; K, N |
 | invalid-attrs | error | attrs (list of "key=value") |
 | size-overflow | error | |
 | in-loop | info | op, node |
@@ -32,7 +32,8 @@ Meanings (`side`: "input"/"filter" of a conv, "a"/"b" of a matmul):
   tf32: T=float inputs rounded to TF32 on tensor cores.
   amp-predicted-rewrite: grappler's auto mixed precision would rewrite the op to half.
   fp16-acc-long-reduction: fp16 accumulation over more than 2048 terms can stagnate or overflow.
-  tensor-core-unfriendly: sizes that are not multiples of 8, or groups > 1.
+  tensor-core-unfriendly: sizes that are not multiples of 8, or groups > 1 (depthwise: true for
+    a depthwise conv, one group per input channel; K, N for a matmul).
   invalid-attrs: attrs no TensorFlow kernel accepts; size-overflow: sizes beyond int64.
   in-loop / in-branch: the site is in a While body / an If or Case branch, so its FLOPs count
     one iteration / that branch.
@@ -71,7 +72,9 @@ def _tensor_core(f: dict) -> str:
     if sizes:
         words = " and ".join(f"{n} {v}" for n, v in sizes)
         parts.append(words + (" not multiples of 8" if len(sizes) > 1 else " not a multiple of 8"))
-    if "groups" in f:
+    if f.get("depthwise"):
+        parts.append(f"depthwise: groups={f['groups']}, one per input channel")
+    elif "groups" in f:
         parts.append(f"groups={f['groups']}")
     return "tensor-core-unfriendly(" + "; ".join(parts) + ")"
 

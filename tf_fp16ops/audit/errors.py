@@ -22,3 +22,25 @@ class MalformedModelError(AuditInputError):
 
     def at(self, source: str) -> AuditInputError:
         return AuditInputError(f"{source}: {self}")
+
+
+def as_text(s: str) -> str:
+    """`s` with the bytes of a path that is not valid UTF-8 written as backslash escapes.
+
+    Python decodes such paths with surrogate escapes (os.fsdecode: b"m\\xff.pb" -> "m\\udcff.pb"),
+    which no UTF-8 output (terminal, JSON file, TensorBoard event) can encode; here they become
+    the text "m\\\\xff.pb", so every report and message can be written and still names the file.
+    """
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        raw = s.encode("utf-8", "surrogateescape") if _only_escapes(s) else None
+        if raw is not None:
+            return raw.decode("utf-8", "backslashreplace")
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _only_escapes(s: str) -> bool:
+    """Whether every surrogate in `s` is one of os.fsdecode's escapes (U+DC80..U+DCFF)."""
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in s)

@@ -6,13 +6,15 @@ Bump the major number on incompatible changes; the minor number when fields are 
 (executed signature, probes, GPU kernels), both None for a static audit.
 1.2: `context.cpu_flags`, `context.cpu_onednn_fp16` (true/false/null: whether oneDNN takes T=half
 convs on the target CPU) and `context.cpu_onednn_fp16_reason`.
-2.0 (incompatible): each entry of `findings[].flags` is an object {"code", "severity", "fields",
-"message"} instead of a string (1.x's string is now "message"; codes and fields in
+1.3: `AuditReport.partial`: the budgets of `limits.Limits` that ran out, one line each (empty:
+the report is complete).
+2.0 (incompatible): each entry of `findings[].flags` is an object {"code", "severity",
+"fields", "message"} instead of a string (1.x's string is now "message"; codes and fields in
 `tf_fp16ops/audit/codes.py`), and call sites in While bodies or If/Case branches carry the flags
-`in-loop` / `in-branch`. It also holds 1.3's additions, which no release carried:
-1.3: the matmul family are call sites too: `ConvFinding.kind` ("conv" or "matmul"; a matmul's
-`data`/`filter` are its operands a and b, `direction` is "matmul"), `ConvFinding.xla` (how the
-site is XLA-compiled, or null), and the summary's `by_kind` (count and FLOP share per kind).
+`in-loop` / `in-branch`. The matmul family are call sites too: `ConvFinding.kind` ("conv" or
+"matmul"; a matmul's `data`/`filter` are its operands a and b, `direction` is "matmul"),
+`ConvFinding.xla` (how the site is XLA-compiled, or null), the summary's `by_kind` (count and
+FLOP share per kind) and `runtime.switches` (the probe switches set in the executing process).
 """
 
 from __future__ import annotations
@@ -80,12 +82,18 @@ class Provenance:
     crossed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["chain"] = list(self.chain)
-        d["dtypes"] = list(self.dtypes)
-        d["shape"] = list(self.shape) if self.shape is not None else None
-        d["crossed"] = list(self.crossed)
-        return d
+        # Field by field: asdict() deep-copies every string of the chains (a third of the JSON
+        # time of a report whose call paths are deep).
+        return {
+            "source_op": self.source_op,
+            "source_node": self.source_node,
+            "source_dtype": self.source_dtype,
+            "chain": list(self.chain),
+            "dtypes": list(self.dtypes),
+            "variable": self.variable,
+            "shape": list(self.shape) if self.shape is not None else None,
+            "crossed": list(self.crossed),
+        }
 
 
 @dataclass(frozen=True)
@@ -360,7 +368,11 @@ class RuntimeEvidence:
 
 @dataclass(frozen=True)
 class AuditReport:
-    """The full audit of one input."""
+    """The full audit of one input.
+
+    `partial`: when non-empty, the report is partial: each line names a budget of
+    `limits.Limits` that ran out (sites, call edges, nodes) and what was left out.
+    """
 
     source: str
     source_format: str
@@ -372,6 +384,7 @@ class AuditReport:
     notes: tuple[str, ...] = ()
     schema_version: str = field(default=SCHEMA_VERSION)
     runtime: RuntimeEvidence | None = None
+    partial: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -385,6 +398,7 @@ class AuditReport:
             "unknown_ops": [u.to_dict() for u in self.unknown_ops],
             "notes": list(self.notes),
             "runtime": self.runtime.to_dict() if self.runtime is not None else None,
+            "partial": list(self.partial),
         }
 
 

@@ -13,7 +13,8 @@ convolution (a reverse `edge_bfs`), and its edges are what `call_sites()` walks.
 
 Call sites are enumerated by `call_sites()`: one per (call path from a root, convolution), with
 function attr placeholders resolved per call path. Recursion is cut at the first repeated scope;
-callees that cannot reach a convolution are not walked, and at most MAX_CALL_SITES sites are listed.
+callees that cannot reach a convolution are not walked, and the walk stops at the budget of
+`limits.Limits` (sites, call edges followed; nodes indexed in `build_graph`).
 """
 
 from __future__ import annotations
@@ -21,16 +22,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, islice
 from typing import Any
 
 import networkx as nx
 
 from .errors import MalformedModelError
+from .limits import DEFAULT, Budget
 from .model import LoadedModel
 from .opsets import CALL_ATTRS, SITE_OPS
-
-MAX_CALL_SITES = 200_000  # ~4 s of analysis; a real model has far fewer (ResNet50: 53)
 
 
 class NodeIndex(Mapping):
@@ -152,6 +152,7 @@ class AuditGraph:
     notes: tuple[str, ...]
     calls: nx.MultiDiGraph
     conv_reach: frozenset
+    out_calls: dict = field(default_factory=dict)  # caller -> call_edges(caller), precomputed
 
     # ---- node access -------------------------------------------------------------------------
     def nodedef(self, scope: str, name: str):
@@ -171,6 +172,8 @@ class AuditGraph:
     def call_edges(self, scope: str) -> list[tuple[str, str, str, str, dict]]:
         """(call node, op, attr, callee scope key, raw bindings) of every call edge out of `scope`,
         in the scope's node order (then the order of the call op's function attrs)."""
+        if self.out_calls:
+            return list(self.out_calls.get(scope, ()))
         if scope not in self.calls:
             return []
         edges = self.calls.out_edges(scope, keys=True, data=True)
@@ -192,37 +195,79 @@ class AuditGraph:
         return [(callee, attr, raw) for _, callee, attr, raw in sorted(out, key=lambda e: e[0])]
 
     # ---- call sites --------------------------------------------------------------------------
-    def call_sites(self) -> Iterator[CallSite]:
-        """Every (call path, convolution) pair, roots first, depth first."""
-        count = 0
+    def call_sites(self, budget: Budget | None = None) -> Iterator[CallSite]:
+        """Every (call path, convolution) pair, roots first, depth first.
+
+        One depth-first walk over the call graph with the current path kept as a stack (a path
+        of depth d costs O(1) per step, not O(d)): time and memory are linear in the number of
+        call edges followed plus the size of the sites yielded. Recursion is cut at the first
+        repeated scope on a path. `budget` (default: `Limits()`): stops after `max_sites` sites,
+        `max_path_frames` calls in the call paths of the sites reported (what their findings
+        hold: a site d calls deep lists d calls and d functions) or `max_expansions` call edges
+        followed, recording why in `budget.partial`."""
+        if budget is None:
+            budget = Budget(DEFAULT)
+        max_sites = budget.limits.max_sites
+        max_expansions = budget.limits.max_expansions
+        max_path_frames = budget.limits.max_path_frames
+        count = expansions = path_frames = 0
         reach = self.conv_reach
         edges_of: dict[str, list] = {}  # per scope: its call edges into `reach`, in node order
         for root in self.roots:
             if root not in reach:
                 continue
-            stack: list[tuple[str, tuple[Frame, ...]]] = [(root, ())]
+            path: list[Frame] = []  # frames of the current call path, outermost first
+            on_path: set[str] = {root}  # root and the callee of every frame in `path`
+            # (depth of the frame, frame or None for the root)
+            stack: list[tuple[int, Frame | None]] = [(0, None)]
             while stack:
-                key, frames = stack.pop()
+                depth, frame = stack.pop()
+                while len(path) > depth - (frame is not None):
+                    on_path.discard(path.pop().callee)
+                if frame is not None:
+                    path.append(frame)
+                    on_path.add(frame.callee)
+                key = frame.callee if frame is not None else root
                 scope = self.scopes[key]
-                for conv in scope.convs:
-                    count += 1
-                    if count > MAX_CALL_SITES:
-                        return
-                    yield CallSite(root, frames, key, conv)
+                if scope.convs:
+                    frames = tuple(path)
+                    for conv in scope.convs:
+                        if count >= max_sites:
+                            budget.over(
+                                f"call sites: the first {max_sites} (call path, convolution) "
+                                "pairs are reported; the call graph has more (--max-sites)"
+                            )
+                            return
+                        path_frames += len(frames)
+                        if path_frames > max_path_frames:
+                            budget.over(
+                                f"call paths: the first {count} call sites are reported, whose "
+                                f"call paths hold at most {max_path_frames} calls in all; the "
+                                "call graph has more (--max-path-frames)"
+                            )
+                            return
+                        count += 1
+                        yield CallSite(root, frames, key, conv)
                 edges = edges_of.get(key)
                 if edges is None:
                     # Callees outside `reach` hold no convolution on any path: never walked.
                     edges = edges_of[key] = [e for e in self.call_edges(key) if e[3] in reach]
                 if not edges:
                     continue
-                outer = frames[-1].bindings if frames else {}
-                on_path = {root} | {f.callee for f in frames}
+                outer = path[-1].bindings if path else {}
                 pending = []
                 for call, op, attr, callee, raw in edges:
                     if callee in on_path:
                         continue  # recursion: reported in notes by build_graph
-                    frame = Frame(key, call, op, attr, callee, resolve_bindings(raw, outer))
-                    pending.append((callee, frames + (frame,)))
+                    expansions += 1
+                    if expansions > max_expansions:
+                        budget.over(
+                            f"call graph: walk stopped after {max_expansions} call edges "
+                            "(--max-expansions); later call paths are not reported"
+                        )
+                        return
+                    bindings = resolve_bindings(raw, outer) if raw else raw
+                    pending.append((len(path) + 1, Frame(key, call, op, attr, callee, bindings)))
                 stack.extend(reversed(pending))
 
 
@@ -294,11 +339,29 @@ def _where(scope: Scope) -> str:
 
 
 def _index_scope(
-    key, unit, function, nodes, fdef, fnames, signatures=None, arg_shapes=None, owner_layer=None
+    key,
+    unit,
+    function,
+    nodes,
+    fdef,
+    fnames,
+    signatures=None,
+    arg_shapes=None,
+    owner_layer=None,
+    budget: Budget | None = None,
 ) -> Scope:
     # One read of each node's op and name into plain lists; everything else is derived from them.
-    ops = [n.op for n in nodes]
-    names = [n.name for n in nodes]
+    n_nodes = len(nodes)
+    if budget is not None:
+        n_nodes = budget.take_nodes(n_nodes, f"function {function!r}" if function else repr(unit))
+    if n_nodes < len(nodes):
+        nodes_read = list(islice(nodes, n_nodes))
+        ops = [n.op for n in nodes_read]
+        names = [n.name for n in nodes_read]
+        del nodes_read
+    else:
+        ops = [n.op for n in nodes]
+        names = [n.name for n in nodes]
     pos = dict(zip(names, range(len(names)), strict=True))
     counts = Counter(ops)
     first = dict(
@@ -318,8 +381,9 @@ def _index_scope(
     if fdef is not None:
         for i, a in enumerate(fdef.signature.input_arg):
             args[a.name] = (i, a)
-        for i, aa in fdef.arg_attr.items():
-            arg_attrs[i] = aa.attr
+        if len(fdef.arg_attr):
+            for i, aa in fdef.arg_attr.items():
+                arg_attrs[i] = aa.attr
         rets = tuple(fdef.ret[o.name] for o in fdef.signature.output_arg if o.name in fdef.ret)
     return Scope(
         key,
@@ -341,15 +405,25 @@ def _index_scope(
     )
 
 
-def build_graph(model: LoadedModel) -> AuditGraph:
-    """Indexes every scope of `model`, resolves call edges and builds the call graph."""
+def build_graph(model: LoadedModel, budget: Budget | None = None) -> AuditGraph:
+    """Indexes every scope of `model`, resolves call edges and builds the call graph.
+
+    `budget` (default: `Limits()`): nodes past `max_nodes` are not indexed (their scopes are
+    empty), recorded in `budget.partial`."""
+    if budget is None:
+        budget = Budget(DEFAULT)
     scopes: dict[str, Scope] = {}
     roots: list[str] = []
     notes: list[str] = []
     calls = nx.MultiDiGraph()
+    out_calls: dict[str, list] = {}  # caller -> [(call, op, attr, callee, raw)] in edge order
+    unit_of: dict[str, int] = {}
+    unit_notes: list[list[str]] = []
     multi = len(model.units) > 1
     order = 0
     for ui, unit in enumerate(model.units):
+        notes = []
+        unit_notes.append(notes)
         prefix = f"{ui}:" if multi else ""
         gd = unit.graph_def
         functions = {f.signature.name: f for f in gd.library.function}
@@ -365,14 +439,23 @@ def build_graph(model: LoadedModel) -> AuditGraph:
             unit.signatures,
             unit.arg_shapes,
             unit.owner_layer,
+            budget,
         )
         for fname, fdef in functions.items():
             key = prefix + fname
             scopes[key] = _index_scope(
-                key, unit.label, fname, fdef.node_def, fdef, fnames, owner_layer=unit.owner_layer
+                key,
+                unit.label,
+                fname,
+                fdef.node_def,
+                fdef,
+                fnames,
+                owner_layer=unit.owner_layer,
+                budget=budget,
             )
         unit_keys = [top_key] + [prefix + f for f in functions]
         calls.add_nodes_from(unit_keys)
+        unit_of.update(dict.fromkeys(unit_keys, ui))
         called: set[str] = set()
         for key in unit_keys:
             s = scopes[key]
@@ -390,16 +473,20 @@ def build_graph(model: LoadedModel) -> AuditGraph:
                     calls.add_edge(
                         key, ckey, key=(call, attr, order), op=nd.op, bindings=raw, order=order
                     )
+                    out_calls.setdefault(key, []).append((call, nd.op, attr, ckey, raw))
                     order += 1
         roots.append(top_key)
         roots.extend(k for k in unit_keys[1:] if k not in called)
-        notes.extend(_recursion_notes(calls.subgraph(unit_keys)))
+    # Units share no call edges: one pass over the whole call graph finds each unit's cycles.
+    for ui, note in _recursion_notes(calls, unit_of):
+        unit_notes[ui].append(note)
+    notes = [n for per_unit in unit_notes for n in per_unit]
     # Scopes that are or call (transitively) a scope with a convolution: one reverse
     # breadth-first search from all of them (linear in the call graph; cycles visited once).
     reach = {k for k, s in scopes.items() if s.convs}
     if reach:
         reach.update(e[0] for e in nx.edge_bfs(calls, list(reach), orientation="reverse"))
-    return AuditGraph(scopes, tuple(roots), tuple(notes), calls, frozenset(reach))
+    return AuditGraph(scopes, tuple(roots), tuple(notes), calls, frozenset(reach), out_calls)
 
 
 def _callee_refs(nd, fnames: set) -> list[tuple[str, str, dict]]:
@@ -419,13 +506,17 @@ def _callee_refs(nd, fnames: set) -> list[tuple[str, str, dict]]:
     return out
 
 
-def _recursion_notes(cg) -> list[str]:
-    """One note per call cycle (strongly connected component with a cycle) of call graph `cg`."""
+def _recursion_notes(cg, unit_of: dict) -> list[tuple[int, str]]:
+    """(unit, note) per call cycle (strongly connected component with a cycle) of call graph
+    `cg`."""
     notes = []
     for comp in nx.strongly_connected_components(cg):
         if len(comp) > 1 or any(cg.has_edge(k, k) for k in comp):
             notes.append(
-                "recursive functions (call cycle cut at the first repeat on each path): "
-                + ", ".join(sorted(comp))
+                (
+                    unit_of[next(iter(comp))],
+                    "recursive functions (call cycle cut at the first repeat on each path): "
+                    + ", ".join(sorted(comp)),
+                )
             )
     return notes

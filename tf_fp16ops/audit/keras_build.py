@@ -81,6 +81,7 @@ def scope_name(name: str) -> str:
 @dataclass
 class StaticNotes:
     messages: list[str] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)  # budgets that ran out (see limits.Budget)
     saved_models: list[tuple[str, str]] = field(default_factory=list)  # (path, layer name)
 
 
@@ -200,7 +201,11 @@ def add_conv_layer(
     cin = None
     if in_shape:
         cin = in_shape[-1] if channels_last else in_shape[1]
-    groups = field.count("groups", cfg.get("groups", 1) or 1)
+    groups = field.count("groups", cfg.get("groups", 1))
+    if groups > 1 and cin is not None and cin >= 0 and cin % groups:
+        raise field.error("groups", groups, f"a divisor of the input channels {cin}")
+    if groups > 1 and isinstance(cfg.get("filters"), int) and cfg["filters"] % groups:
+        raise field.error("groups", groups, f"a divisor of filters {cfg['filters']}")
     scope = scope_name(name)
 
     def add(nname, nop, inputs=(), **attrs):

@@ -20,6 +20,7 @@ import zipfile
 from . import keras_build, protos
 from .errors import AuditInputError, MalformedModelError
 from .keras_build import policy_dtypes, policy_name, scope_name
+from .limits import open_regular, read_bounded
 from .model import KerasLayer
 
 __all__ = [
@@ -32,18 +33,34 @@ __all__ = [
 ]
 
 
-def read_keras_archive(path: str) -> dict:
-    """The parsed config.json of a .keras archive. Raises AuditInputError when unreadable."""
+def read_keras_archive(path: str, max_bytes: int = 256 * 2**20) -> dict:
+    """The parsed config.json of a .keras archive.
+
+    The archive must be a regular file of at most `max_bytes`, and config.json is read only when
+    its declared (uncompressed) size is at most `max_bytes`, in bounded chunks (a member whose
+    data runs past its declared size fails zipfile's own check).
+    Raises:
+      AuditInputError: one line naming `path` when unreadable, not a zip, without config.json,
+        over the size limit, or not a Keras model config.
+    """
     try:
-        with zipfile.ZipFile(path) as z:
-            if "config.json" not in z.namelist():
+        with open_regular(path, max_bytes) as f, zipfile.ZipFile(f) as z:
+            try:
+                info = z.getinfo("config.json")
+            except KeyError:
                 raise AuditInputError(
                     f"{path}: zip archive without config.json is not a .keras file"
+                ) from None
+            if info.file_size > max_bytes:
+                raise AuditInputError(
+                    f"{path}: config.json declares {info.file_size} bytes uncompressed, over the "
+                    f"limit of {max_bytes} bytes per input file (raise it with --max-file-size)"
                 )
-            raw = z.read("config.json")
-    except zipfile.BadZipFile as e:
+            with z.open(info) as member:
+                raw = read_bounded(member, max_bytes, f"{path}: config.json")
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError) as e:
         raise AuditInputError(f"{path}: not a valid .keras (zip) archive: {e}") from None
-    except OSError as e:
+    except (OSError, RuntimeError) as e:  # RuntimeError: an encrypted member
         raise AuditInputError(f"{path}: cannot read: {e}") from None
     try:
         config = json.loads(raw)
@@ -109,11 +126,35 @@ def layers_from_config(config: dict) -> list[KerasLayer]:
     return out
 
 
-def static_graph_from_config(config: dict, base_dir: str = "."):
-    """A GraphDef reconstructing each convolution layer of a Keras config (see module doc)."""
+# Layer config fields that hold file paths (TextVectorization/StringLookup vocabularies, ...):
+# reported as external references, never opened.
+_PATH_KEYS = ("filepath", "vocabulary", "vocabulary_file", "path", "file_path")
+
+
+def static_graph_from_config(
+    config: dict, base_dir: str = ".", max_nodes: int = 1_000_000, max_layers: int = 20_000
+):
+    """A GraphDef reconstructing each convolution layer of a Keras config (see module doc).
+
+    Stops once the graph holds `max_nodes` nodes or `max_layers` conv layers have been
+    reconstructed (each gives at least one call site: `Limits.max_sites`), recording that in
+    `notes.partial`."""
     gd = protos.GraphDef()
     notes = keras_build.StaticNotes()
+    built = 0
     for position, layer in enumerate(_iter_layers(config)):
+        if len(gd.node) >= max_nodes or built >= max_layers:
+            flag, limit, what = (
+                ("--max-nodes", max_nodes, "nodes")
+                if len(gd.node) >= max_nodes
+                else ("--max-sites", max_layers, "conv layers")
+            )
+            notes.partial.append(
+                f"layers: the Keras config is reconstructed only up to {limit} {what} "
+                f"({flag}); layers from #{position} on are left out"
+            )
+            break
+        n_before = len(gd.node)
         cls = layer.get("class_name")
         cfg = layer.get("config", {})
         conv_like = isinstance(cls, str) and (cls in keras_build.CONV_LAYERS or cls == "TFSMLayer")
@@ -139,9 +180,15 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
             notes.saved_models.append((fp, name))
             notes.messages.append(
                 f"layer {name!r} (TFSMLayer, policy {policy_name(cfg.get('dtype'))}) "
-                f"wraps the SavedModel {fp}: its convolutions are audited from that file"
+                f"wraps the SavedModel {fp}"
             )
             continue
+        for key in _PATH_KEYS:
+            if isinstance(cfg.get(key), str) and cfg[key]:
+                notes.messages.append(
+                    f"layer {name!r} ({cls}) names the path {cfg[key]!r} in {key!r}: an external "
+                    "reference, not read"
+                )
         ours = keras_build.our_layer_name(layer)
         if ours is not None:  # tf_fp16ops' other registered layers (keras_build.py)
             keras_build.add_our_layer(
@@ -174,4 +221,5 @@ def static_graph_from_config(config: dict, base_dir: str = "."):
             layer.get("build_config"),
             keras_build.our_accumulation(layer),
         )
+        built += len(gd.node) > n_before
     return gd, notes

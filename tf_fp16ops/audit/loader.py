@@ -6,12 +6,16 @@ Supported:
   * Keras .keras archive: config.json read statically (see keras_config.py).
   * Python: tf.function (with an input_signature or already traced), ConcreteFunction,
     tf.Graph, GraphDef, keras.Model (traced on its input specs; policies from its layers).
+Only regular files inside the model are read, each within `Limits.max_file_bytes` (see
+`limits.py`); paths named inside a model (a TFSMLayer's `filepath`) are reported, not read, unless
+they lie in `Limits.external_dirs`.
 Errors: `AuditInputError` naming the path and the problem.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import zipfile
 from typing import Any
@@ -20,34 +24,50 @@ from google.protobuf import message as pb_message
 from google.protobuf import text_format
 
 from . import protos
-from .errors import AuditInputError, MalformedModelError
+from .errors import AuditInputError, MalformedModelError, as_text
 from .keras_config import layers_from_config, read_keras_archive, static_graph_from_config
+from .limits import DEFAULT, Limits, open_regular, os_reason, read_bounded, read_regular
 from .model import GraphUnit, KerasLayer, LoadedModel
 
+_os_reason = os_reason
 
-def load_path(path: str) -> LoadedModel:
-    """Loads a SavedModel directory, a GraphDef .pb/.pbtxt or a .keras archive from `path`."""
+
+def load_path(path: str, limits: Limits = DEFAULT) -> LoadedModel:
+    """Loads a SavedModel directory, a GraphDef .pb/.pbtxt or a .keras archive from `path`.
+
+    Raises:
+      AuditInputError: one line naming the path: missing, not a regular file (a device, FIFO or
+        socket), a SavedModel file that is a symlink leaving the directory, a file over
+        `limits.max_file_bytes`, or an unreadable or malformed model.
+    """
     try:
-        os.stat(path)
+        st = os.stat(path)
     except OSError as e:  # missing, or a parent directory without search permission, ...
         raise AuditInputError(f"{path}: {_os_reason(e)}") from None
-    if os.path.isdir(path):
-        return _load_saved_model_dir(path)
-    if path.endswith(".keras") or zipfile.is_zipfile(path):
-        return _load_keras(path)
+    if stat.S_ISDIR(st.st_mode):
+        return _load_saved_model_dir(path, limits)
     name = os.path.basename(path)
     if name in ("saved_model.pb", "saved_model.pbtxt"):
-        return _load_saved_model_dir(os.path.dirname(path) or ".")
-    return _load_graph_def_file(path)
+        return _load_saved_model_dir(os.path.dirname(path) or ".", limits)
+    with open_regular(path, limits.max_file_bytes) as f:
+        is_zip = path.endswith(".keras") or zipfile.is_zipfile(f)
+        if not is_zip:
+            f.seek(0)
+            try:
+                data = read_bounded(f, limits.max_file_bytes, path)
+            except OSError as e:
+                raise AuditInputError(f"{path}: cannot read: {_os_reason(e)}") from None
+    if is_zip:
+        return _load_keras(path, limits)
+    if data.startswith(_HDF5_SIGNATURE):
+        raise AuditInputError(
+            f"{path}: an HDF5 file (a Keras 2 .h5 model or weights), not a SavedModel, GraphDef or "
+            ".keras archive; save the model as .keras or as a SavedModel to audit it"
+        )
+    return _load_graph_def_file(path, data)
 
 
-def _os_reason(e: OSError) -> str:
-    """ "no such file or directory", "permission denied", ...: the OS's reason, lower case."""
-    if isinstance(e, FileNotFoundError):
-        return "no such file or directory"
-    if isinstance(e, PermissionError):
-        return "permission denied"
-    return (e.strerror or type(e).__name__).lower()
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"  # the HDF5 format's superblock signature
 
 
 def _exists(path: str) -> bool:
@@ -62,14 +82,6 @@ def _exists(path: str) -> bool:
     except OSError as e:
         raise AuditInputError(f"{path}: {_os_reason(e)}") from None
     return True
-
-
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise AuditInputError(f"{path}: cannot read: {e.strerror}") from None
 
 
 def _parse_binary(msg, data: bytes, path: str, what: str):
@@ -95,14 +107,15 @@ def _parse_text(msg, data: bytes, path: str, what: str):
     return msg
 
 
-def _load_saved_model_dir(path: str) -> LoadedModel:
+def _load_saved_model_dir(path: str, limits: Limits = DEFAULT) -> LoadedModel:
     pb = os.path.join(path, "saved_model.pb")
     pbtxt = os.path.join(path, "saved_model.pbtxt")
     sm = protos.SavedModel()
+    limit = limits.max_file_bytes
     if _exists(pb):
-        _parse_binary(sm, _read(pb), pb, "SavedModel")
+        _parse_binary(sm, read_regular(pb, limit, inside=path), pb, "SavedModel")
     elif _exists(pbtxt):
-        _parse_text(sm, _read(pbtxt), pbtxt, "SavedModel")
+        _parse_text(sm, read_regular(pbtxt, limit, inside=path), pbtxt, "SavedModel")
     else:
         raise AuditInputError(
             f"{path}: a directory without saved_model.pb or saved_model.pbtxt is not a SavedModel"
@@ -131,11 +144,13 @@ def _load_saved_model_dir(path: str) -> LoadedModel:
         units.append(
             GraphUnit(label, mg.graph_def, {k: tuple(sorted(v)) for k, v in sigs.items()}, shapes)
         )
-    layers, notes = _keras_metadata(path)
+    layers, notes = _keras_metadata(path, limits)
     return LoadedModel(path, "saved_model", tuple(units), layers, None, notes)
 
 
-def _keras_metadata(path: str) -> tuple[tuple[KerasLayer, ...], tuple[str, ...]]:
+def _keras_metadata(
+    path: str, limits: Limits = DEFAULT
+) -> tuple[tuple[KerasLayer, ...], tuple[str, ...]]:
     """Layers and policies from a Keras-2 SavedModel's keras_metadata.pb, when present.
 
     Unreadable metadata does not stop the audit (the graph holds the convolutions): it is skipped
@@ -146,7 +161,8 @@ def _keras_metadata(path: str) -> tuple[tuple[KerasLayer, ...], tuple[str, ...]]
     import json
 
     try:
-        sm = _parse_binary(protos.SavedMetadata(), _read(meta), meta, "Keras metadata")
+        data = read_regular(meta, limits.max_file_bytes, inside=path)
+        sm = _parse_binary(protos.SavedMetadata(), data, meta, "Keras metadata")
     except AuditInputError as e:
         return (), (f"keras_metadata.pb not read ({e}); Keras layer policies unknown",)
     layers = []
@@ -162,8 +178,7 @@ def _keras_metadata(path: str) -> tuple[tuple[KerasLayer, ...], tuple[str, ...]]
     return tuple(layers), ("layer policies read from keras_metadata.pb",)
 
 
-def _load_graph_def_file(path: str) -> LoadedModel:
-    data = _read(path)
+def _load_graph_def_file(path: str, data: bytes) -> LoadedModel:
     gd = protos.GraphDef()
     if path.endswith(".pbtxt") or path.endswith(".txt"):
         _parse_text(gd, data, path, "GraphDef")
@@ -182,12 +197,15 @@ def _load_graph_def_file(path: str) -> LoadedModel:
     return LoadedModel(path, "graph_def", (GraphUnit("graph", gd),))
 
 
-def _load_keras(path: str) -> LoadedModel:
-    config = read_keras_archive(path)
+def _load_keras(path: str, limits: Limits = DEFAULT) -> LoadedModel:
+    config = read_keras_archive(path, limits.max_file_bytes)
     try:
         layers = tuple(layers_from_config(config))
         gd, notes = static_graph_from_config(
-            config, base_dir=os.path.dirname(os.path.abspath(path))
+            config,
+            base_dir=os.path.dirname(os.path.abspath(path)),
+            max_nodes=limits.max_nodes,
+            max_layers=limits.max_sites,
         )
     except MalformedModelError as e:
         raise e.at(path) from None
@@ -198,15 +216,22 @@ def _load_keras(path: str) -> LoadedModel:
         ) from None
     units = [GraphUnit("keras config (static reconstruction)", gd)]
     for sub_path, layer in notes.saved_models:
+        if not limits.allows_external(sub_path):
+            notes.messages.append(
+                f"layer {layer!r} (TFSMLayer) is an external reference to {sub_path}: not read "
+                "(the audit reads only the model file; --allow-external-dir DIR lets it read "
+                "SavedModels under DIR)"
+            )
+            continue
         try:
-            sub = _load_saved_model_dir(sub_path)
+            sub = _load_saved_model_dir(sub_path, limits)
         except AuditInputError as e:
             notes.messages.append(f"layer {layer!r} wraps {sub_path}, which could not be read: {e}")
             continue
         for u in sub.units:
             units.append(
                 GraphUnit(
-                    f"layer {layer} -> {sub_path} {u.label}",
+                    f"layer {layer} -> {as_text(sub_path)} {u.label}",
                     u.graph_def,
                     u.signatures,
                     u.arg_shapes,
@@ -221,6 +246,7 @@ def _load_keras(path: str) -> LoadedModel:
         layers,
         name if isinstance(name, str) else None,
         tuple(notes.messages),
+        tuple(notes.partial),
     )
 
 

@@ -57,6 +57,8 @@ class LoadedModel:
       units: top-level graphs, each with its library.
       keras_layers: layers and policies when the input carried a Keras configuration.
       notes: facts found while loading (e.g. a layer wrapping another SavedModel).
+      partial: budgets that ran out while loading (a `.keras` config reconstructed only up to
+        `Limits.max_nodes`), one line each; see `AuditReport.partial`.
     """
 
     source: str
@@ -65,3 +67,4 @@ class LoadedModel:
     keras_layers: tuple[KerasLayer, ...] = ()
     keras_model_name: str | None = None
     notes: tuple[str, ...] = ()
+    partial: tuple[str, ...] = ()

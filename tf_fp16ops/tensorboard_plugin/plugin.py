@@ -2,7 +2,10 @@
 
 Routes (under `/data/plugin/fp16_audit/`), all GET:
   index.js, view.html, style.css   the frontend (static files shipped in this package)
-  runs                             {"runs": [run summary...], "classes": [class...]}
+  runs                             {"runs": [run summary...], "classes": [class...],
+                                    "errors": [{"run", "error"}...] (runs that cannot be read:
+                                    metadata too new or malformed, not UTF-8, not JSON, too
+                                    large, nested too deeply)}
   findings?run=RUN                 {"run", "step", "wall_time", "report", "findings": [finding...]}
   compare?run_a=A&run_b=B          {"run_a", "run_b", "changed", "unchanged", "only_a", "only_b"}
   sensitivity_runs                 {"runs": [{"run", "step", "layers", "set_size", "tolerance"}...],
@@ -11,8 +14,10 @@ Routes (under `/data/plugin/fp16_audit/`), all GET:
 Sensitivity results are the text summary `fp16_sensitivity/result_json` (text plugin data) that
 `tf_fp16ops.sensitivity(..., logdir=)` writes; they are read the same way, latest step.
 Data are read through TensorBoard's data provider (tensors of plugin "fp16_audit", latest step).
-Errors: a missing query argument gives 400, an unknown run 404 (TensorBoard's PublicError
-responses), each naming the argument and value.
+Errors: a missing query argument or a run whose data cannot be read (the reasons above) gives
+400, an unknown run 404 (TensorBoard's PublicError responses, a JSON body {"error": ...} here),
+each naming the argument, the run and the reason; bad data never gives 500. One unreadable run
+never hides the others.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 
+import numpy as np
 from tensorboard import errors, plugin_util
 from tensorboard.backend import http_util
 from tensorboard.data import provider
@@ -46,6 +52,49 @@ _STATIC = {
     "/view.html": ("view.html", "text/html"),
     "/style.css": ("style.css", "text/css"),
 }
+
+
+# Largest JSON document read from one summary: an audit report of the default site budget is a few
+# MB (about 1 KB per call site); anything larger is named as too large instead of parsed.
+MAX_JSON_BYTES = 32 * 2**20
+
+
+class BadRunData(ValueError):
+    """A run's plugin data that cannot be read; the message names the run and the reason."""
+
+
+def _json_of(raw, run: str, what: str, limit: int = MAX_JSON_BYTES):
+    """The JSON value of bytes/str `raw` (a summary's text), or BadRunData naming `run`, `what`
+    and why: larger than `limit` bytes, not UTF-8, not JSON, nested too deeply."""
+    if isinstance(raw, str):
+        try:
+            raw = raw.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadRunData(f"run={run!r}: {what} is not UTF-8 text") from None
+    if len(raw) > limit:
+        raise BadRunData(
+            f"run={run!r}: {what} is {len(raw)} bytes, larger than the {limit} bytes "
+            "this dashboard reads"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadRunData(
+            f"run={run!r}: {what} is not UTF-8 ({e.reason} at byte {e.start})"
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BadRunData(f"run={run!r}: {what} is not JSON ({e}): {text[:80]!r}") from None
+    except RecursionError:
+        raise BadRunData(f"run={run!r}: {what} is JSON nested too deeply to read") from None
+
+
+def _json_object(raw, run: str, what: str, limit: int = MAX_JSON_BYTES) -> dict:
+    v = _json_of(raw, run, what, limit)
+    if not isinstance(v, dict):
+        raise BadRunData(f"run={run!r}: {what} is not a JSON object (got {type(v).__name__})")
+    return v
 
 
 def _static_bytes(filename: str) -> bytes:
@@ -84,12 +133,11 @@ class _SensitivityData:
             series = tags.get(SENSITIVITY_TAG)
             if not series:
                 continue
-            text = _scalar_str(series[-1].numpy)
             try:
-                result, error = json.loads(text), None
-            except json.JSONDecodeError as e:
-                result = None
-                error = f"run={run!r}: {SENSITIVITY_TAG} is not JSON ({e}): {text[:80]!r}"
+                text = _scalar(series[-1].numpy)
+                result, error = _json_of(text, run, SENSITIVITY_TAG, self.max_json_bytes), None
+            except BadRunData as e:
+                result, error = None, str(e)
             if error is None and (
                 not isinstance(result, dict) or not isinstance(result.get("layers"), list)
             ):
@@ -143,16 +191,16 @@ class _SensitivityData:
             raise errors.InvalidArgumentError(error)
         return {"run": run, "step": datum.step, "wall_time": datum.wall_time, "result": result}
 
-    @wrappers.Request.application
-    def _sensitivity_runs_route(self, request):
-        ctx, eid = plugin_util.context(request.environ), plugin_util.experiment_id(request.environ)
-        return http_util.Respond(request, self.sensitivity_runs_impl(ctx, eid), "application/json")
+    def _sensitivity_runs_route(self, environ, start_response):
+        return _json_route(lambda ctx, eid, request: self.sensitivity_runs_impl(ctx, eid))(
+            environ, start_response
+        )
 
-    @wrappers.Request.application
-    def _sensitivity_route(self, request):
-        ctx, eid = plugin_util.context(request.environ), plugin_util.experiment_id(request.environ)
-        run = _required_arg(request, "run")
-        return http_util.Respond(request, self.sensitivity_impl(ctx, eid, run), "application/json")
+    def _sensitivity_route(self, environ, start_response):
+        def body(ctx, eid, request):
+            return self.sensitivity_impl(ctx, eid, _required_arg(request, "run"))
+
+        return _json_route(body)(environ, start_response)
 
 
 class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
@@ -160,8 +208,11 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
 
     plugin_name = metadata.PLUGIN_NAME
 
-    def __init__(self, context: base_plugin.TBContext):
+    def __init__(self, context: base_plugin.TBContext, max_json_bytes: int = MAX_JSON_BYTES):
+        """`max_json_bytes`: largest report, findings tensor or sensitivity result read per run
+        (larger ones are named as too large in `runs` and answered with 400)."""
         self._data_provider = context.data_provider
+        self.max_json_bytes = max_json_bytes
 
     def is_active(self) -> bool:
         # TensorBoard core marks the plugin active when any run has data of `data_plugin_names()`
@@ -191,7 +242,9 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
     # -- data ---------------------------------------------------------------------------------
 
     def _read_tag(self, ctx, experiment: str, tag: str, runs: list[str] | None = None) -> dict:
-        """{run: (TensorDatum of the latest step, parsed plugin metadata)} for `tag`."""
+        """{run: (TensorDatum of the latest step, parsed plugin metadata or None, error or None)}
+        for `tag`; the error names the run and why its metadata cannot be read (a newer version,
+        malformed)."""
         flt = provider.RunTagFilter(runs=runs, tags=[tag])
         listing = self._data_provider.list_tensors(
             ctx, experiment_id=experiment, plugin_name=metadata.PLUGIN_NAME, run_tag_filter=flt
@@ -209,17 +262,25 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
         for run, tags in data.items():
             series = tags.get(tag)
             if series:
-                meta = metadata.parse_plugin_metadata(listing[run][tag].plugin_content)
-                out[run] = (series[-1], meta)
+                try:
+                    meta = metadata.parse_plugin_metadata(listing[run][tag].plugin_content)
+                except ValueError as e:
+                    out[run] = (series[-1], None, f"run={run!r}: {e}")
+                    continue
+                out[run] = (series[-1], meta, None)
         return out
 
     def _report(self, ctx, experiment: str, run: str) -> dict:
         got = self._read_tag(ctx, experiment, metadata.REPORT_TAG, [run])
         if run not in got:
             raise errors.NotFoundError(f"run={run!r} has no {metadata.REPORT_TAG} data")
-        datum, meta = got[run]
+        datum, meta, error = got[run]
+        if error:
+            raise BadRunData(error)
         return {
-            "report": json.loads(_scalar_str(datum.numpy)),
+            "report": _json_object(
+                _scalar(datum.numpy), run, metadata.REPORT_TAG, self.max_json_bytes
+            ),
             "step": datum.step,
             "wall_time": datum.wall_time,
             "audit_schema_version": meta.get("audit_schema_version"),
@@ -229,14 +290,33 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
         got = self._read_tag(ctx, experiment, metadata.FINDINGS_TAG, [run])
         if run not in got:
             raise errors.NotFoundError(f"run={run!r} has no {metadata.FINDINGS_TAG} data")
-        return [json.loads(_to_str(x)) for x in got[run][0].numpy.reshape(-1)]
+        datum, _, error = got[run]
+        if error:
+            raise BadRunData(error)
+        arr = np.asarray(datum.numpy).reshape(-1)
+        size = sum(len(x) if isinstance(x, (bytes, str)) else 0 for x in arr)
+        if size > self.max_json_bytes:
+            raise BadRunData(
+                f"run={run!r}: {metadata.FINDINGS_TAG} holds {size} bytes, larger than the "
+                f"{self.max_json_bytes} bytes this dashboard reads"
+            )
+        where = metadata.FINDINGS_TAG
+        return [_json_object(x, run, f"{where}[{i}]") for i, x in enumerate(arr)]
 
     def runs_impl(self, ctx, experiment: str) -> dict:
         reports = self._read_tag(ctx, experiment, metadata.REPORT_TAG)
-        runs = []
+        runs, errs = [], []
         for run in sorted(reports):
-            datum, meta = reports[run]
-            rep = json.loads(_scalar_str(datum.numpy))
+            datum, meta, error = reports[run]
+            try:
+                if error:
+                    raise BadRunData(error)
+                rep = _json_object(
+                    _scalar(datum.numpy), run, metadata.REPORT_TAG, self.max_json_bytes
+                )
+            except BadRunData as e:
+                errs.append({"run": run, "error": str(e)})
+                continue
             runs.append(
                 {
                     "run": run,
@@ -248,19 +328,31 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
                     "step": datum.step,
                 }
             )
-        return {"runs": runs, "classes": [{"name": n, "description": d} for n, d in CLASS_LEGEND]}
+        classes = [{"name": n, "description": d} for n, d in CLASS_LEGEND]
+        return {"runs": runs, "classes": classes, "errors": errs}
 
     def findings_impl(self, ctx, experiment: str, run: str) -> dict:
         rep = self._report(ctx, experiment, run)
         return {"run": run, **rep, "findings": self._findings(ctx, experiment, run)}
 
     def compare_impl(self, ctx, experiment: str, run_a: str, run_b: str) -> dict:
-        cmp = compare_findings(
-            self._findings(ctx, experiment, run_a), self._findings(ctx, experiment, run_b)
-        )
+        fa, fb = self._findings(ctx, experiment, run_a), self._findings(ctx, experiment, run_b)
+        try:
+            cmp = compare_findings(fa, fb)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise BadRunData(
+                f"run_a={run_a!r}, run_b={run_b!r}: findings cannot be compared: a finding "
+                f"lacks or mistypes a field ({type(e).__name__}: {e})"
+            ) from None
         return {"run_a": run_a, "run_b": run_b, **cmp.to_dict()}
 
     # -- routes -------------------------------------------------------------------------------
+
+    def _bad_data_is_400(self, fn, *args):
+        try:
+            return fn(*args)
+        except BadRunData as e:
+            raise errors.InvalidArgumentError(str(e)) from None
 
     def _static_route(self, filename: str, mime: str):
         @wrappers.Request.application
@@ -269,22 +361,42 @@ class Fp16AuditPlugin(_SensitivityData, base_plugin.TBPlugin):
 
         return route
 
-    @wrappers.Request.application
-    def _runs_route(self, request):
-        ctx, eid = plugin_util.context(request.environ), plugin_util.experiment_id(request.environ)
-        return http_util.Respond(request, self.runs_impl(ctx, eid), "application/json")
+    def _runs_route(self, environ, start_response):
+        return _json_route(lambda ctx, eid, request: self.runs_impl(ctx, eid))(
+            environ, start_response
+        )
+
+    def _findings_route(self, environ, start_response):
+        def body(ctx, eid, request):
+            return self._bad_data_is_400(
+                self.findings_impl, ctx, eid, _required_arg(request, "run")
+            )
+
+        return _json_route(body)(environ, start_response)
+
+    def _compare_route(self, environ, start_response):
+        def body(ctx, eid, request):
+            a, b = _required_arg(request, "run_a"), _required_arg(request, "run_b")
+            return self._bad_data_is_400(self.compare_impl, ctx, eid, a, b)
+
+        return _json_route(body)(environ, start_response)
+
+
+def _json_route(body):
+    """A WSGI app answering `body(ctx, experiment_id, request)` as JSON; a PublicError (400 bad
+    argument or data, 404 unknown run) as {"error": message} with its status code."""
 
     @wrappers.Request.application
-    def _findings_route(self, request):
+    def app(request):
         ctx, eid = plugin_util.context(request.environ), plugin_util.experiment_id(request.environ)
-        run = _required_arg(request, "run")
-        return http_util.Respond(request, self.findings_impl(ctx, eid, run), "application/json")
+        try:
+            return http_util.Respond(request, body(ctx, eid, request), "application/json")
+        except errors.PublicError as e:
+            return http_util.Respond(
+                request, {"error": str(e)}, "application/json", code=e.http_code
+            )
 
-    @wrappers.Request.application
-    def _compare_route(self, request):
-        ctx, eid = plugin_util.context(request.environ), plugin_util.experiment_id(request.environ)
-        a, b = _required_arg(request, "run_a"), _required_arg(request, "run_b")
-        return http_util.Respond(request, self.compare_impl(ctx, eid, a, b), "application/json")
+    return app
 
 
 def _required_arg(request, name: str) -> str:
@@ -294,9 +406,11 @@ def _required_arg(request, name: str) -> str:
     return value
 
 
-def _to_str(x) -> str:
-    return x.decode("utf-8") if isinstance(x, bytes) else str(x)
-
-
-def _scalar_str(arr) -> str:
-    return _to_str(arr.reshape(-1)[0] if getattr(arr, "ndim", 0) else arr.item())
+def _scalar(arr):
+    """The one element of a scalar (or 1-element) string tensor, as TensorBoard gives it (bytes);
+    BadRunData-free: an empty tensor gives b"" (not JSON, named by the caller)."""
+    flat = np.asarray(arr).reshape(-1)
+    if flat.size == 0:
+        return b""
+    x = flat[0]
+    return x if isinstance(x, (bytes, str)) else str(x)

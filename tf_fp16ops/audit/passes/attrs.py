@@ -53,6 +53,13 @@ class NodeAttrs:
         a = self.get(key)
         return a.s.decode("utf-8", "replace") if a is not None and a.s else None
 
+    def kind(self, key: str) -> str | None:
+        """How attr `key` is set: None when absent (or an unbound placeholder), "ints" for a
+        non-empty list of ints, "string" for a string, else a description of the value naming
+        its type ("a list of floats [1.0, 2.0]", "a string list", "an empty list", "an int 2")."""
+        a = self.get(key)
+        return None if a is None else attr_kind(a)
+
     def output_shape(self, op: str, out: int) -> tuple[int, ...] | None:
         """Static shape of output `out` from `_output_shapes`, a Const's value or a Placeholder /
         variable `shape` attr (placeholders play no part there); None when unknown."""
@@ -99,3 +106,36 @@ def shape_of(attr_value) -> tuple[int, ...] | None:
     if attr_value is None or attr_value.unknown_rank:
         return None
     return tuple([d.size for d in attr_value.dim])  # int64 fields read as Python ints
+
+
+_LIST_FIELDS = (
+    ("i", "ints"),
+    ("s", "strings"),
+    ("f", "floats"),
+    ("b", "bools"),
+    ("type", "types"),
+    ("shape", "shapes"),
+    ("tensor", "tensors"),
+    ("func", "functions"),
+)
+
+
+def attr_kind(a) -> str:
+    """See `NodeAttrs.kind`."""
+    which = a.WhichOneof("value")
+    if which == "list":
+        present = [(f, name) for f, name in _LIST_FIELDS if len(getattr(a.list, f))]
+        if not present:
+            return "an empty list"
+        if [f for f, _ in present] == ["i"]:
+            return "ints"
+        f, name = present[0]
+        values = list(getattr(a.list, f))[:8] if f in ("i", "s", "f", "b") else None
+        mixed = " and ".join(n for _, n in present)
+        return f"a list of {mixed}" + (f" {values}" if values is not None else "")
+    if which == "s":
+        return "string"
+    if which in ("i", "f", "b"):
+        value = getattr(a, which)
+        return {"i": f"an int {value}", "f": f"a float {value!r}", "b": f"a bool {value}"}[which]
+    return f"a {which or 'value-less attr'}"

@@ -18,28 +18,43 @@ def trace(
 ) -> Provenance | None:
     """Provenance of input `input_index` of the conv at `site`; None if the input does not exist.
 
-    `memo` (optional, one per audit graph) keeps the provenance of producers whose chain ends in
-    their own scope without reaching a function argument or a call and without a function-attr
-    placeholder: such a result does not depend on the call site, so every conv fed by the same
-    producer (e.g. one weight feeding many convs, or one function called from many sites) reuses it.
+    `memo` (optional, one per audit graph) keeps
+      * the provenance of producers whose chain ends in their own scope without reaching a
+        function argument or a call and without a function-attr placeholder: such a result does
+        not depend on the call site, so every conv fed by the same producer (e.g. one weight
+        feeding many convs, or one function called from many sites) reuses it;
+      * per call-path frame and argument position, the trace of the caller's input beyond that
+        argument: it depends only on the frames above, so the sites below one frame (the 2**d
+        paths of a diamond, the convs of one function) walk each caller once.
     """
     p = ag.producer((site.scope, site.node), input_index)
     if p is None:
         return None
     if memo is None:
-        return _trace(ag, site.frames, p)[0]
+        return _result(*_walk(ag, site.frames, p, None)[:7])
     key = (p[0][0], p[0][1], p[1])
     hit = memo.get(key)
     if hit is None:
-        hit, local = _trace(ag, site.frames, p)
-        if local:
+        raw = _walk(ag, site.frames, p, memo)
+        hit = _result(*raw[:7])
+        if raw[7]:
             memo[key] = hit
     return hit
 
 
 def _trace(ag: AuditGraph, site_frames: tuple[Frame, ...], p) -> tuple[Provenance, bool]:
-    """(provenance, whether it is independent of the call site)."""
-    frames = list(site_frames)
+    """(provenance, whether it is independent of the call site), without memo."""
+    raw = _walk(ag, site_frames, p, None)
+    return _result(*raw[:7]), raw[7]
+
+
+# raw walk result: (op, node, dtype, steps, variable, shape, crossed, local); steps and crossed
+# conv-side first.
+
+
+def _walk(ag: AuditGraph, site_frames: tuple[Frame, ...], p, memo: dict | None) -> tuple:
+    k = len(site_frames)  # frames of the call path still above the walk: site_frames[:k]
+    pushed: list[Frame] = []  # frames entered through call outputs, innermost last
     src, out = p
     steps: list[tuple[str, str, str | None]] = []  # conv-side first
     crossed: list[str] = []
@@ -47,8 +62,24 @@ def _trace(ag: AuditGraph, site_frames: tuple[Frame, ...], p) -> tuple[Provenanc
     variable = None
     local = True
     scopes = ag.scopes
+    # Crossings out of a call-path frame whose caller-side trace is not memoised yet:
+    # (memo key, frame, len(steps), len(crossed), shape index) -- filled in when the walk ends.
+    checkpoints: list = []
+    shapes_seen: list = []  # (len(steps) when found, shape) of every shape found, in walk order
+
+    def finish(op, node, dtype, too_long=False):
+        if memo is not None and checkpoints and not too_long:
+            for key, fr, ns, nc, nshape in checkpoints:
+                sh = next((s for at, s in shapes_seen[nshape:] if at >= ns), None)
+                memo[key] = (
+                    fr,
+                    (op, node, dtype, tuple(steps[ns:]), variable, sh, tuple(crossed[nc:]), False),
+                )
+        return (op, node, dtype, steps, variable, shape, crossed, local)
+
     for _ in range(_MAX_STEPS):
-        bindings = frames[-1].bindings if frames else {}
+        top = pushed[-1] if pushed else (site_frames[k - 1] if k else None)
+        bindings = top.bindings if top is not None else {}
         scope = scopes[src[0]]
         name = src[1]
         nd = scope.index.get(name)
@@ -58,31 +89,52 @@ def _trace(ag: AuditGraph, site_frames: tuple[Frame, ...], p) -> tuple[Provenanc
             dtype = dtype_name(argdef.type) or (
                 type_attr_value(bindings.get(argdef.type_attr)) if argdef.type_attr else None
             )
-            if shape is None:
-                aa = scope.arg_attrs.get(pos, {})
-                if "_output_shapes" in aa and len(aa["_output_shapes"].list.shape):
-                    shape = shape_of(aa["_output_shapes"].list.shape[0])
-            if frames and frames[-1].callee == scope.key:
-                fr = frames.pop()
-                offset = CALL_ATTRS.get(fr.call_op, ((), 0))[1]
+            aa = scope.arg_attrs.get(pos, {})
+            if "_output_shapes" in aa and len(aa["_output_shapes"].list.shape):
+                found = shape_of(aa["_output_shapes"].list.shape[0])
+                if found is not None:
+                    shapes_seen.append((len(steps), found))
+                    if shape is None:
+                        shape = found
+            if top is not None and top.callee == scope.key:
+                fr = top
+                from_site = not pushed  # a frame of the site's call path, not one entered here
+                if from_site:
+                    k -= 1
+                else:
+                    pushed.pop()
                 crossed.append(f"{scope.function}:{name}<-{fr.call_node}")
+                if memo is not None and from_site:
+                    mkey = ("arg", id(fr), pos)
+                    hit = memo.get(mkey)
+                    if hit is not None and hit[0] is fr:
+                        return _compose(
+                            steps, shape, crossed, hit[1], checkpoints, memo, shapes_seen
+                        )
+                    checkpoints.append((mkey, fr, len(steps), len(crossed), len(shapes_seen)))
+                offset = CALL_ATTRS.get(fr.call_op, ((), 0))[1]
                 nxt = ag.producer((fr.caller, fr.call_node), pos + offset)
                 if nxt is None:
-                    return _result("_Arg", name, dtype, steps, variable, shape, crossed), local
+                    return finish("_Arg", name, dtype)
                 src, out = nxt
                 continue
-            return _result("_Arg", name, dtype, steps, variable, shape, crossed), local
+            return finish("_Arg", name, dtype)
         op = scope.op_of(name)
         na = NodeAttrs(nd, bindings)
-        if shape is None:
-            shape = na.output_shape(op, out)
+        if shape is None or checkpoints:
+            found = na.output_shape(op, out)
+            if found is not None:
+                shapes_seen.append((len(steps), found))
+                if shape is None:
+                    shape = found
         if op in _WALK_THROUGH:
             dtype = na.output_dtype(op, out)
             steps.append((op, name, dtype))
             nxt = ag.producer(src, out if op == "IdentityN" else 0)
             local = local and not na.placeholder
             if nxt is None:
-                return _result(op, name, dtype, steps[:-1], variable, shape, crossed), local
+                steps.pop()
+                return finish(op, name, dtype)
             src, out = nxt
             continue
         if op in VARIABLE_OPS:
@@ -91,29 +143,61 @@ def _trace(ag: AuditGraph, site_frames: tuple[Frame, ...], p) -> tuple[Provenanc
                 a["shared_name"].s.decode() if "shared_name" in a and a["shared_name"].s else name
             )
             dtype = na.type("dtype")
-            return _result(
-                op, name, dtype, steps, variable, shape, crossed
-            ), local and not na.placeholder
+            local = local and not na.placeholder
+            return finish(op, name, dtype)
         if op in _SINGLE_CALLEE or (op not in CALL_ATTRS and ag.callees(scope.key, name)):
             local = False
             callees = ag.callees(scope.key, name)
-            if len(callees) == 1 and not any(f.callee == callees[0][0] for f in frames):
+            if len(callees) == 1 and not any(
+                f.callee == callees[0][0] for f in (*site_frames[:k], *pushed)
+            ):
                 ckey, attr, raw = callees[0]
                 callee = scopes[ckey]
                 if out < len(callee.rets):
                     ref = parse_ret(callee, callee.rets[out])
                     if ref is not None:
-                        frames.append(
+                        pushed.append(
                             Frame(scope.key, name, op, attr, ckey, resolve_bindings(raw, bindings))
                         )
                         crossed.append(f"{name}->{callee.function}")
                         src, out = (ckey, ref[0]), ref[1]
                         continue
         dtype = na.output_dtype(op, out)
-        return _result(
-            op, name, dtype, steps, variable, shape, crossed
-        ), local and not na.placeholder
-    return _result("?", "(chain too long)", None, steps, variable, shape, crossed), False
+        local = local and not na.placeholder
+        return finish(op, name, dtype)
+    return finish("?", "(chain too long)", None, too_long=True)[:7] + (False,)
+
+
+def _compose(steps, shape, crossed, outer, checkpoints, memo, shapes_seen) -> tuple:
+    """The walk so far (conv side) followed by a memoised caller-side walk `outer`."""
+    op, node, dtype, o_steps, variable, o_shape, o_crossed, _ = outer
+    full_steps = steps + list(o_steps)
+    full_crossed = crossed + list(o_crossed)
+    for key, fr, ns, nc, nshape in checkpoints:
+        sh = next((s for at, s in shapes_seen[nshape:] if at >= ns), None)
+        memo[key] = (
+            fr,
+            (
+                op,
+                node,
+                dtype,
+                tuple(full_steps[ns:]),
+                variable,
+                sh if sh is not None else o_shape,
+                tuple(full_crossed[nc:]),
+                False,
+            ),
+        )
+    return (
+        op,
+        node,
+        dtype,
+        full_steps,
+        variable,
+        shape if shape is not None else o_shape,
+        full_crossed,
+        False,
+    )
 
 
 def type_attr_value(a) -> str | None:

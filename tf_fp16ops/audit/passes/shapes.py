@@ -9,8 +9,9 @@ multiples of 8 and groups = 1 (NVIDIA, cuDNN developer guide, "Tensor Core opera
 Impossible attrs (TensorFlow's conv kernels, tensorflow/core/kernels/conv_ops.cc, reject them:
 strides/dilations not spatial_dims + 2 positive ints of int32 range, padding not SAME, VALID or
 EXPLICIT, explicit_paddings not 2 * (spatial_dims + 2) non-negative ints with zero batch and
-channel pads) give the flag "invalid-attrs(...)" and unknown FLOPs; element counts or FLOPs
-beyond int64 give "size-overflow" and unknown FLOPs.
+channel pads, and any of them, or data_format, set as a value of another type, such as strides
+as a string or dilations as floats) give the flag "invalid-attrs(...)" and unknown FLOPs;
+element counts or FLOPs beyond int64 give "size-overflow" and unknown FLOPs.
 """
 
 from __future__ import annotations
@@ -107,10 +108,28 @@ def _channel_problems(cin: int, cout: int) -> dict[str, int]:
 
 
 def invalid_attrs(attrs, info: ConvOpInfo) -> list[str]:
-    """The conv attrs no TensorFlow kernel accepts, each as "key=value" (e.g.
-    "strides=[1, -5, 2, 1]", "padding='WEIRD'"); [] when all present ones are well formed."""
+    """The conv attrs no TensorFlow kernel accepts, each as "key=value" or, for a value of the
+    wrong type, "key is KIND, not a list of ints/a string" (e.g. "strides=[1, -5, 2, 1]",
+    "padding='WEIRD'", "strides is string, not a list of ints"); [] when all present ones are
+    well formed."""
     rank = info.spatial_dims + 2
     bad = []
+    wrong_type = set()
+    for key, expected in (
+        ("strides", "ints"),
+        ("dilations", "ints"),
+        ("explicit_paddings", "ints"),
+        ("padding", "string"),
+        ("data_format", "string"),
+    ):
+        kind = attrs.kind(key)
+        # An empty explicit_paddings list is TensorFlow's default for SAME/VALID.
+        if kind is not None and kind != expected:
+            if key == "explicit_paddings" and kind == "an empty list":
+                continue
+            wrong_type.add(key)
+            what = "a list of ints" if expected == "ints" else "a string"
+            bad.append(f"{key} is {kind}, not {what}")
     for key in ("strides", "dilations"):
         v = attrs.ints(key)
         if v is not None and (len(v) != rank or any(not 1 <= x <= INT32_MAX for x in v)):
@@ -119,7 +138,9 @@ def invalid_attrs(attrs, info: ConvOpInfo) -> list[str]:
     if padding is not None and padding not in ("SAME", "VALID", "EXPLICIT"):
         bad.append(f"padding={padding!r}")
     pads = attrs.ints("explicit_paddings")
-    if padding == "EXPLICIT" or pads is not None:
+    if "explicit_paddings" in wrong_type:
+        pass
+    elif padding == "EXPLICIT" or pads is not None:
         p = list(pads or ())
         cl = _channels_last(attrs.str("data_format"))
         outer = (0, 1, 2 * rank - 2, 2 * rank - 1) if cl else (0, 1, 2, 3)
@@ -202,14 +223,18 @@ def analyse(
             cin = filt[sd]
             cout = filt[sd + 1]
             groups = None
-            if x and len(x) == sd + 2:
+            if info.family == "depthwise":
+                # filter [kh, kw, channels, multiplier]: one group per input channel, and
+                # channels * multiplier output channels
+                groups, cout = cin, cin * cout
+            elif x and len(x) == sd + 2:
                 c_total = x[-1] if _channels_last(attrs.str("data_format")) else x[1]
                 if c_total > 0 and cin > 0:
                     groups = c_total // cin
-            if info.family == "depthwise":
-                groups = max(groups or 2, 2)
             bad = _channel_problems(cin, cout)
-            if groups and groups > 1:
+            if info.family == "depthwise":
+                bad["groups"], bad["depthwise"] = groups, True
+            elif groups and groups > 1:
                 bad["groups"] = groups
             if bad:
                 flags.append(flag("tensor-core-unfriendly", **bad))

@@ -53,6 +53,11 @@ class _Reads:
         self.reads.append(("str", key, v))
         return v
 
+    def kind(self, key):
+        v = self.na.kind(key)
+        self.reads.append(("kind", key, v))
+        return v
+
 
 def _shape_facts(
     memo: SiteMemo, info, T, acc, data_shape, filt_shape, out_shape, grad_shape, na: NodeAttrs

@@ -14,11 +14,16 @@ def fmt_flops(f: int | None) -> str:
     return str(f)
 
 
-def path_of(f: ConvFinding, width: int = 0) -> str:
+def path_of(f: ConvFinding, width: int = 0, signatures: bool = False) -> str:
+    """The function path of `f` ("(graph)" at top level), cut from the left to `width` with
+    "…". `signatures`: prefixed with the signatures that reach it ("serve,serving_default: "),
+    kept whole, so that rows of two signatures whose paths end alike stay apart."""
     p = " > ".join(f.function_path) if f.function_path else "(graph)"
-    if width and len(p) > width:
-        p = "…" + p[-(width - 1) :]
-    return p
+    prefix = ",".join(f.signatures) + ": " if signatures and f.signatures else ""
+    room = max(width - len(prefix), 8) if width else 0
+    if room and len(p) > room:
+        p = "…" + p[-(room - 1) :]
+    return prefix + p
 
 
 def reason_legend(report: AuditReport) -> dict[str, int]:
@@ -54,3 +59,9 @@ def kind_lines(report: AuditReport) -> list[str]:
             f"fp16-accumulate {share(k.fp16_accumulate_share)}"
         )
     return out
+
+
+def cpu_convs_possible(report: AuditReport) -> bool:
+    """Whether any conv of the report may run on CPU: the context is not a GPU one, or a conv is
+    placed on CPU. The CPU oneDNN fact is shown only then."""
+    return report.context.device != "gpu" or any(f.target_device == "cpu" for f in report.findings)

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from ..findings import AuditReport
-from .common import fmt_flops, kind_counts, onednn_context, path_of, reason_legend, share
+from .common import (
+    cpu_convs_possible,
+    fmt_flops,
+    kind_counts,
+    onednn_context,
+    path_of,
+    reason_legend,
+    share,
+)
 from .runtime import has_runtime, observed_cell, probe_rows, runtime_lines
 
 
@@ -14,12 +22,17 @@ def _esc(s: str) -> str:
 def render_markdown_summary(report: AuditReport) -> str:
     s = report.summary
     convs, mms = kind_counts(report)
-    out = [
+    out = [f"**Partial report (over budget):** {_esc(p)}\n" for p in report.partial]
+    out += [
         f"**{s.call_sites} call sites** ({convs} conv, {mms} matmul; {s.conv_nodes} nodes) "
         f"in `{_esc(report.source)}` "
         f"({report.source_format}); context: device={report.context.device}, "
-        f"amp={report.context.amp}, "
-        f"oneDNN takes T=half CPU convs: {_esc(onednn_context(report))}.",
+        f"amp={report.context.amp}"
+        + (
+            f", oneDNN takes T=half CPU convs: {_esc(onednn_context(report))}."
+            if cpu_convs_possible(report)
+            else "."
+        ),
         "",
         "| class | call sites | FLOPs | share of FLOPs |",
         "|---|---:|---:|---:|",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..findings import AuditReport
 from .common import (
+    cpu_convs_possible,
     fmt_flops,
     kind_counts,
     kind_lines,
@@ -35,7 +36,7 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         rows.append(
             (
                 str(i),
-                path_of(f, 38),
+                path_of(f, 38, signatures=True),
                 _cut(f.node, 40),
                 f.op,
                 f.T or "?",
@@ -53,13 +54,17 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
     line = lambda cells: "  ".join(  # noqa: E731
         c.ljust(w) for c, w in zip(cells, widths, strict=True)
     ).rstrip()
-    out = [
+    out = [f"PARTIAL REPORT (over budget): {p}" for p in report.partial]
+    out += [
         f"tf-fp16-audit: {report.source} ({report.source_format})",
         f"context: device={report.context.device} amp={report.context.amp} "
         f"compute_capability={_v(report.context.compute_capability)} "
         f"cudnn={_v(report.context.cudnn_version)} "
         f"TF {report.context.tf_version} [{report.context.origin}]",
-        f"context: oneDNN takes T=half CPU convs: {onednn_context(report)}",
+    ]
+    if cpu_convs_possible(report):
+        out.append(f"context: oneDNN takes T=half CPU convs: {onednn_context(report)}")
+    out += [
         "",
     ]
     out.append(line(headers))

@@ -1,15 +1,20 @@
 """Inputs for an executed call, built from a function's input signature.
 
-Random data with a fixed seed (NumPy `default_rng(seed)`): floating inputs ~ N(0, 1) cast to the
-spec's dtype, integers uniform in [0, 10), bools uniform. Unknown dimensions come from
+Random data with a fixed seed (NumPy `default_rng(seed)`): floating inputs ~ N(0, 1) drawn in
+float32 (float64 and float32 specs: in their own dtype) and cast to the spec's dtype, integers
+uniform in [0, 10) drawn in the spec's dtype, bools uniform. Unknown dimensions come from
 `--input-shape NAME=D0,D1,...`; otherwise an unknown leading (batch) dimension is 1 and any other
-unknown dimension is an error naming the input.
+unknown dimension is an error naming the input. An input needing more than MAX_INPUT_BYTES (in
+its dtype, or in the float32 it is drawn in) is refused before anything is allocated.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
+
+MAX_INPUT_BYTES = 2**30  # per input; --run feeds one call, a real input is far smaller
 
 
 def parse_input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -65,13 +70,16 @@ def resolve_shape(name: str, spec_shape, given: Mapping[str, tuple[int, ...]]) -
 
 
 def random_inputs(
-    specs: list[tuple[str, Any]], given: Mapping[str, tuple[int, ...]], seed: int = 0
+    specs: list[tuple[str, Any]],
+    given: Mapping[str, tuple[int, ...]],
+    seed: int = 0,
+    max_bytes: int = MAX_INPUT_BYTES,
 ):
     """[(name, tf.Tensor)] for [(name, tf.TensorSpec)], in order.
 
     Raises:
-      ValueError: a shape cannot be resolved, or a dtype (string, resource, ...) cannot be
-        generated.
+      ValueError: a shape cannot be resolved, a dtype (string, resource, ...) cannot be
+        generated, or an input needs more than `max_bytes`.
     """
     import numpy as np
     import tensorflow as tf
@@ -87,13 +95,22 @@ def random_inputs(
     for name, spec in specs:
         shape = resolve_shape(name, spec.shape, given)
         dt = spec.dtype
-        if dt.is_floating:
-            v = rng.standard_normal(shape).astype(np.float32)
-        elif dt.is_integer:
-            v = rng.integers(0, 10, shape)
-        elif dt.is_bool:
-            v = rng.integers(0, 2, shape).astype(bool)
-        else:
+        if not (dt.is_floating or dt.is_integer or dt.is_bool):
             raise ValueError(f"input {name!r} has dtype {dt.name}, which --run cannot generate")
+        drawn = np.float64 if dt == tf.float64 else np.float32
+        item = max(dt.size, np.dtype(drawn).itemsize if dt.is_floating else dt.size)
+        need = math.prod(shape) * item
+        if need > max_bytes:
+            how = f" (drawn in {np.dtype(drawn).name})" if item != dt.size else ""
+            raise ValueError(
+                f"input {name!r} of shape {list(shape)} and dtype {dt.name} needs {need} bytes"
+                f"{how}, over the limit of {max_bytes} bytes per --run input"
+            )
+        if dt.is_floating:
+            v = rng.standard_normal(shape, dtype=drawn)
+        elif dt.is_integer:
+            v = rng.integers(0, 10, shape, dtype=dt.as_numpy_dtype)
+        else:
+            v = rng.integers(0, 2, shape, dtype=np.int8).astype(bool)
         out.append((name, tf.constant(v, dtype=dt)))
     return out

@@ -64,7 +64,16 @@ export async function render() {
 async function fetchJson(url) {
   const response = await fetch(url);
   const body = await response.text();
-  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}: ${body}`);
+  if (!response.ok) {
+    // The backend answers bad requests and unreadable data as {"error": message}.
+    let message = body;
+    try {
+      message = JSON.parse(body).error || body;
+    } catch (e) {
+      // not JSON: show the body as it is
+    }
+    throw new Error(`${url}: HTTP ${response.status}: ${message}`);
+  }
   return JSON.parse(body);
 }
 
@@ -126,9 +135,13 @@ class AuditView {
     } catch (e) {
       sens = {runs: [], errors: [{error: e.message}]};
     }
-    // Unreadable sensitivity results are named, and do not hide the audit runs.
+    // Unreadable runs (audit or sensitivity) are named, and do not hide the readable ones.
+    const auditErrors = (index.errors || []).map((x) => x.error).join('; ');
     const sensErrors = (sens.errors || []).map((x) => x.error).join('; ');
-    this.standingMessage = sensErrors ? `Sensitivity results not shown: ${sensErrors}` : '';
+    this.standingMessage = [
+      auditErrors ? `Audit runs not shown: ${auditErrors}` : '',
+      sensErrors ? `Sensitivity results not shown: ${sensErrors}` : '',
+    ].filter((m) => m).join(' ');
     this.classes = index.classes;
     for (const c of this.classes) {
       this.$('class-filter').append(el('option', {value: c.name}, c.name));
