@@ -106,3 +106,9 @@ def test_fail_on_gate(tmp_path, capsys):
 def test_unknown_code_is_a_key_error():
     with pytest.raises(KeyError):
         codes.flag("no-such-code")
+
+
+def test_help_names_every_code():
+    from tf_fp16ops.audit.cli import EPILOG
+
+    assert all(c in EPILOG for c in codes.CODES)

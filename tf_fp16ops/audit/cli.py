@@ -25,12 +25,20 @@ switches (exact strings; sources in docs/design.md):
                                   avx512_vnni/avx512_bf16/avx_vnni/amx) and the CPU has avx512bw +
                                   avx512_fp16/amx_fp16 or avx_ne_convert (TensorFlow's rule,
                                   tensorflow/core/util/util.cc); "0" brings back the Eigen kernels
+  TF_FP16_MATMUL_USE_FP32_COMPUTE GPU matmuls (a boolean): "0" or "false" select fp16 compute
+                                  for T=half; XLA's dots ignore it
   TF_ENABLE_AUTO_MIXED_PRECISION  ignored in TF2 (reported as ignored); use --amp
+inside XLA-compiled functions (jit_compile=True, auto-jit marks) XLA decides the accumulation:
+  CPU fp32 for T=half (measured), GPU as read from XLA's source (labelled so)
+flags are codes (severity, fields): fake-fp16, noop-round-trip, dtype-mismatch, variable-cast,
+  policy-mismatch, tf32, amp-predicted-rewrite, fp16-acc-long-reduction, tensor-core-unfriendly,
+  invalid-attrs, size-overflow, in-loop, in-branch, xla-may-drop-round-trip (--fail-on selects)
 examples:
   tf-fp16-audit saved_model_dir
   tf-fp16-audit model.pb --device gpu --compute-capability 8.0 --env TF_FP16_CONV_USE_FP32_COMPUTE=0
   tf-fp16-audit model.keras --format json --output audit.json
   tf-fp16-audit saved_model_dir --require fp16-accumulate --fail-under 0.9
+  tf-fp16-audit saved_model_dir --ops matmul --fail-on fake-fp16,fp16-acc-long-reduction
   tf-fp16-audit saved_model_dir --logdir /tmp/audit && tensorboard --logdir /tmp/audit
   tf-fp16-audit saved_model_dir --run --input-shape keras_tensor=1,32,32,3
   tf-fp16-audit saved_model_dir --run --probe-switch TF_CONV2D_USE_FP16_ACCUMULATE=1
