@@ -76,6 +76,11 @@ def test_xla_cpu_conv_is_not_fp16_accumulate(xla_saved_model):
     assert any("XLA-compiled" in n for n in r.notes)
     mm = _one(r, "matmul16_xla")
     assert (mm.kind, mm.accumulation, mm.xla is not None) == ("matmul", "fp32", True)
+    from tf_fp16ops.audit.render.markdown import render_markdown
+    from tf_fp16ops.audit.render.terminal import render_terminal
+
+    for text in (render_terminal(r), render_markdown(r)):
+        assert text.count("(XLA)") == 3  # the two jit-compiled convs and the matmul
 
 
 def test_xla_gpu_rules_are_labelled_as_read_from_source(xla_saved_model):

@@ -88,6 +88,8 @@ def render_markdown(report: AuditReport) -> str:
         acc = f"{f.accumulation} [{legend[f.accumulation_reason]}]" + (
             f" Tacc={f.Tacc}" if f.Tacc else ""
         )
+        if f.xla is not None:
+            acc += " (XLA)"
         if f.amp is not None and f.amp.rewrite:
             acc += " (amp→half, predicted)"
         obs = f" {_esc(observed_cell(f))} |" if run else ""

@@ -31,6 +31,8 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         acc = f"{f.accumulation} [{legend[f.accumulation_reason]}]"
         if f.Tacc:
             acc += f" Tacc={f.Tacc}"
+        if f.xla is not None:
+            acc += " (XLA)"
         if f.amp is not None and f.amp.rewrite:
             acc += " (amp→half, predicted)"
         rows.append(
