@@ -216,6 +216,39 @@ def test_bad_arguments(digits):
         sensitivity(plain, np.ones((2, 3), "float32"))
 
 
+def test_labels_tolerance_types_and_logdir_checked_up_front(digits, tmp_path):
+    # NaN or out-of-range labels were scored silently; np.float32 tolerances were rejected; an
+    # unwritable logdir failed after the whole sweep with TensorFlow's raw error.
+    model, x, y = digits
+    x, y = x[:16], np.asarray(y[:16])
+    one = [model.layers[-1].name]
+    nan = y.astype("float64")
+    nan[3] = np.nan
+    with pytest.raises(ValueError, match=r"y holds a non-finite label at row 3: nan"):
+        sensitivity(model, x, nan, layers=one, progress=False)
+    big = y.copy()
+    big[5] = 10
+    with pytest.raises(ValueError, match=r"y holds class id 10 at row 5; the model has 10 classes"):
+        sensitivity(model, x, big, layers=one, progress=False)
+    frac = y.astype("float64") + 0.5
+    with pytest.raises(ValueError, match=r"y holds class id .* at row 0"):
+        sensitivity(model, x, frac, layers=one, progress=False)
+    (tmp_path / "file").write_text("")
+    bad = tmp_path / "file" / "logs"
+    with pytest.raises(ValueError, match=f"logdir '{bad}' cannot be created"):
+        sensitivity(model, x, tolerance=1.0, layers=one, logdir=str(bad), progress=False)
+    r = sensitivity(
+        model,
+        x,
+        y,
+        tolerance=np.float32(1.0),
+        metric_tolerance=np.float64(1.0),
+        layers=one,
+        progress=False,
+    )
+    assert r.tolerance == 1.0 and type(r.tolerance) is float and r.fp16_set == tuple(one)
+
+
 def test_cli(digits, tmp_path, capsys):
     model, x, y = digits
     path = str(tmp_path / "digits.keras")

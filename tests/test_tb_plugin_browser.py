@@ -117,7 +117,32 @@ def audited(tmp_path_factory):
         )
         assert rc == 0
         findings[f"{name}/audit"] = json.loads(out.read_text())["findings"]
+    _write_newer_release_run(tmp / "logs" / BAD_RUN)
     return tmp / "logs", findings
+
+
+# A run as a newer release would write it (plugin-data version 99): the tab must name it and
+# still show the two good runs.
+BAD_RUN = "zz_newer/audit"
+BAD_REASON = "fp16_audit plugin_data version 99 is newer than this reader"
+
+
+def _write_newer_release_run(run_dir):
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from tf_fp16ops.tensorboard_plugin import metadata
+
+    s = summary_pb2.Summary()
+    for tag in (metadata.FINDINGS_TAG, metadata.REPORT_TAG):
+        md = summary_pb2.SummaryMetadata(data_class=summary_pb2.DATA_CLASS_TENSOR)
+        md.plugin_data.plugin_name = metadata.PLUGIN_NAME
+        md.plugin_data.content = json.dumps({"version": 99, "kind": tag.split("/")[1]}).encode()
+        t = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[b"{}"])
+        s.value.add(tag=tag, tensor=t, metadata=md)
+    w = EventFileWriter(str(run_dir))
+    w.add_event(event_pb2.Event(step=0, wall_time=1.0, summary=s))
+    w.close()
 
 
 def _free_port() -> int:
@@ -253,6 +278,16 @@ def test_dashboard_in_chromium(browser, tensorboard_url, audited, tmp_path):
     assert Counter((node, cls) for cls, _, node, _ in rows) == Counter(
         (f["node"], f["audit_class"]) for f in fp16
     )
+    # The run a newer release wrote is named with its reason beside the good runs, not listed.
+    options = [
+        o.get_attribute("value")
+        for o in Select(browser.find_element(By.ID, "run")).options
+        if o.get_attribute("value").endswith("/audit")
+    ]
+    assert options == ["fp16/audit", "fp32/audit"]
+    message = browser.find_element(By.ID, "message")
+    assert message.is_displayed()
+    assert message.text.startswith(f"Audit runs not shown: run='{BAD_RUN}': {BAD_REASON}")
     assert all(
         cls == text for cls, text, _, _ in rows
     )  # the class chip says what the row colour encodes

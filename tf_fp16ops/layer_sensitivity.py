@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 
@@ -187,6 +189,20 @@ class SensitivityResult:
         writer.close()
 
 
+def _check_logdir(logdir) -> None:
+    """ValueError naming `logdir` when summaries cannot be written there: checked before the run,
+    which it would otherwise end after all the work with TensorFlow's own error."""
+    if not isinstance(logdir, (str, os.PathLike)) or not str(logdir):
+        raise ValueError(f"logdir must be a directory path, got {logdir!r}")
+    path = os.fspath(logdir)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"logdir {path!r} cannot be created: {e.strerror or e}") from None
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"logdir {path!r} is not a writable directory")
+
+
 def top1_accuracy(y_true, y_pred) -> float:
     """Fraction of rows whose argmax of y_pred [N, K] is the label; y_true: class ids [N] or
     one-hot [N, K]."""
@@ -197,9 +213,25 @@ def top1_accuracy(y_true, y_pred) -> float:
             f"the default metric (top-1 accuracy) needs a model output [N, classes], got shape "
             f"{y_pred.shape}; pass metric="
         )
+    if not np.issubdtype(y_true.dtype, np.number) or np.issubdtype(
+        y_true.dtype, np.complexfloating
+    ):
+        raise ValueError(f"y must hold class ids or one-hot rows, got dtype {y_true.dtype}")
+    bad = ~np.isfinite(y_true).reshape(len(y_true), -1).all(axis=1) if y_true.size else []
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise ValueError(f"y holds a non-finite label at row {i}: {y_true[i].tolist()}")
     labels = y_true.argmax(-1) if y_true.ndim == 2 else y_true.reshape(-1)
     if labels.shape[0] != y_pred.shape[0]:
         raise ValueError(f"y has {labels.shape[0]} labels for {y_pred.shape[0]} model outputs")
+    classes = y_pred.shape[1]
+    wrong = (labels < 0) | (labels >= classes) | (labels != np.round(labels))
+    if np.any(wrong):
+        i = int(np.argmax(wrong))
+        raise ValueError(
+            f"y holds class id {labels[i].tolist()} at row {i}; the model has {classes} classes "
+            f"(ids 0..{classes - 1})"
+        )
     return float(np.mean(labels == y_pred.argmax(-1)))
 
 
@@ -313,18 +345,26 @@ def sensitivity(
       ValueError: bad `tolerance`, `metric_tolerance` (or one given without `y`), `others`,
         `search`, `batch_size`; `x` empty, not numeric, or not of the model's input rank and
         fixed dimensions; non-finite model outputs on `x` (no reference to compare with);
-        labels whose count differs from the samples; `layers=[]`; a model without convertible
-        layers, and what `convert` raises for `model` and `layers`.
+        labels whose count differs from the samples, and for the default metric labels that are
+        not finite or not class ids of the model's output; a `logdir` that cannot be written
+        (checked before the run); `layers=[]`; a model without convertible layers, and what
+        `convert` raises for `model` and `layers`.
       TypeError: `model` is not a keras.Model, `metric` not callable.
     """
-    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not tolerance > 0:
+    # numbers.Real: Python and NumPy scalars (np.float32(0.01) as well as 0.01)
+    if not isinstance(tolerance, numbers.Real) or isinstance(tolerance, bool) or not tolerance > 0:
         raise ValueError(f"tolerance must be a positive number, got {tolerance!r}")
+    tolerance = float(tolerance)
     if metric_tolerance is not None and (
-        not isinstance(metric_tolerance, (int, float))
+        not isinstance(metric_tolerance, numbers.Real)
         or isinstance(metric_tolerance, bool)
         or not metric_tolerance >= 0
     ):
         raise ValueError(f"metric_tolerance must be a number >= 0, got {metric_tolerance!r}")
+    if metric_tolerance is not None:
+        metric_tolerance = float(metric_tolerance)
+    if logdir is not None:
+        _check_logdir(logdir)
     if others not in _OTHERS:
         raise ValueError(f"others must be one of {_OTHERS}, got {others!r}")
     if search not in _SEARCHES:

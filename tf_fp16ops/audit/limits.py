@@ -34,11 +34,12 @@ class Limits:
         reconstructed into (default 1,000,000; `--max-nodes`; indexing a 200,000-node graph
         takes about 0.15 s).
       max_sites: (call path, convolution) pairs reported (default 20,000; `--max-sites`): each
-        costs about 0.2 ms and 20 KB from graph to JSON (2-core Xeon, 2026-12-01).
+        costs about 0.2-0.3 ms of CPU and 20-25 KB from graph to JSON (tools/callgraph_bench.py
+        and a 100,000-layer .keras, 2-core Intel Xeon, 2026-12-01).
       max_path_frames: calls in the call paths of the reported sites, summed (default 500,000;
         `--max-path-frames`): a report's size grows with it (each call of a site's path is one
         entry of its function_path, call_nodes and provenance chains); a depth-40 diamond stops
-        at 12,500 sites, about 3 s and 500 MB.
+        at 12,500 sites in 3.2 s of CPU and 441 MB (benchmarks/results/callgraph_2026-12-01.md).
       max_expansions: call edges followed while enumerating call paths (default 2,000,000;
         `--max-expansions`).
       external_dirs: directories that paths named inside a model (a TFSMLayer's `filepath`) may
