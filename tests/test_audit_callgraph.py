@@ -27,9 +27,18 @@ def test_call_sites_match_the_recorded_output_of_the_previous_walk(name):
     r = audit(GOLDEN_MODELS[name](), CTX)
     assert [f.site_id for f in r.findings] == want["site_ids"]
     assert list(r.notes) == want["notes"]
-    got = json.dumps([f.to_dict() for f in r.findings], sort_keys=True).encode()
+    got = json.dumps([_schema1(f.to_dict()) for f in r.findings], sort_keys=True).encode()
     assert hashlib.sha256(got).hexdigest() == want["findings_sha256"]
     assert r.partial == ()
+
+
+def _schema1(d: dict) -> dict:
+    """A finding dict in the schema 1.x layout the golden file was recorded in: flags as their
+    messages, without what schema 2.0 added (the fields kind and xla, the in-loop / in-branch
+    flags)."""
+    d = {k: v for k, v in d.items() if k not in ("kind", "xla")}
+    d["flags"] = [fl["message"] for fl in d["flags"] if fl["code"] not in ("in-loop", "in-branch")]
+    return d
 
 
 def _paths(gd):

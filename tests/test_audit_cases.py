@@ -36,7 +36,7 @@ def test_seed_conv16_and_conv16_32_are_told_apart():
         and fb.data.dtypes == ("half", "float")
         and fb.filter.dtypes == ("half", "float")
     )
-    assert any(fl.startswith("fake-fp16-input") for fl in fb.flags)
+    assert any(fl.startswith("fake-fp16-input") for fl in fb.flag_texts)
     # 30x30x16 outputs per image, 3*3*16 MACs each, batch 16.
     assert a.findings[0].flops == fb.flops == 2 * 16 * 30 * 30 * 16 * 3 * 3 * 16
 
@@ -55,7 +55,7 @@ def test_float_half_float_round_trip_is_fake_fp16():
     (fd,) = audit(f, CPU).findings
     assert fd.audit_class == "fake-fp16"
     assert fd.data.dtypes == ("float", "half", "float")
-    assert "fake-fp16-input(float->half->float round trip)" in fd.flags
+    assert "fake-fp16-input(float->half->float round trip)" in fd.flag_texts
 
 
 def test_half_float_half_round_trip_is_a_noop():
@@ -65,7 +65,7 @@ def test_half_float_half_round_trip_is_a_noop():
 
     (fd,) = audit(f, CPU).findings
     assert fd.audit_class == "fp16-storage"
-    assert "noop-round-trip-input(half->float->half)" in fd.flags
+    assert "noop-round-trip-input(half->float->half)" in fd.flag_texts
 
 
 @pytest.mark.parametrize(
@@ -155,7 +155,7 @@ def test_policy_mixed_but_wrapped_savedmodel_computes_fp32(tmp_path):
             # fp32 compute despite the policy; its fp16-rounded input makes it "fake fp16".
             assert (f.T, f.accumulation, f.audit_class) == ("float", "fp32", "fake-fp16")
             assert f.keras_policy == "mixed_float16"
-            assert any(fl.startswith("policy-mismatch") for fl in f.flags)
+            assert any(fl.startswith("policy-mismatch") for fl in f.flag_texts)
         assert [(f.T, f.audit_class) for f in outer] == [("half", "fp16-storage")]
     # By default the TFSMLayer is an external reference: reported, not read.
     r = audit(str(tmp_path / "c7.keras"), CPU)
@@ -244,7 +244,9 @@ def test_our_op_half_and_float_accumulation():
     r0 = audit(f, gpu({"TF_FP16_CONV_USE_FP32_COMPUTE": "0"}))
     assert {f.Tacc: f.accumulation for f in r0.findings} == {"half": "fp16", "float": "fp32"}
     # 144 = 3*3*16 terms: no long-reduction flag; 16->16 channels are tensor-core friendly.
-    assert not any(fl.startswith(("fp16-acc-long", "tensor-core")) for fl in fprop["half"].flags)
+    assert not any(
+        fl.startswith(("fp16-acc-long", "tensor-core")) for fl in fprop["half"].flag_texts
+    )
 
 
 @pytest.mark.parametrize("op", ["Fp16Conv2DBackpropInput", "Fp16Conv2DBackpropFilter"])
@@ -271,6 +273,6 @@ def test_long_fp16_reduction_is_flagged():
     w.dim[2].size = 256  # 3*3*256 = 2304 > 2048 terms
     gd.node[0].attr["shape"].shape.dim[3].size = 256
     (f,) = audit(gd, cpu({"TF_CONV2D_USE_FP16_ACCUMULATE": "1"})).findings
-    assert "fp16-acc-long-reduction(2304>2048)" in f.flags
+    assert "fp16-acc-long-reduction(2304>2048)" in f.flag_texts
     (g,) = audit(gd, CPU).findings
-    assert not any(fl.startswith("fp16-acc-long") for fl in g.flags)
+    assert not any(fl.startswith("fp16-acc-long") for fl in g.flag_texts)

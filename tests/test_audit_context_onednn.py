@@ -152,7 +152,7 @@ def test_override_on_the_command_line_and_every_report_format(tmp_path, capsys):
     pb.write_bytes(conv_graph(op="DepthwiseConv2dNative").SerializeToString())
     assert main([str(pb), "--device", "cpu", "--cpu-onednn-fp16", "yes", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["schema_version"] == SCHEMA_VERSION == "1.3"
+    assert d["schema_version"] == SCHEMA_VERSION == "2.0"
     assert d["context"]["cpu_onednn_fp16"] is True
     assert d["context"]["cpu_onednn_fp16_reason"] == "--cpu-onednn-fp16 yes"
     assert "cpu_onednn_fp16=yes" in d["context"]["origin"]

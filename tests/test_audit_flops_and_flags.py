@@ -106,7 +106,7 @@ def _flags(tmp_path, cin: int, cout: int) -> list[str]:
         x.attr["shape"].shape.dim.add().size = d
     _conv_nodes(gd.node, "x", shape=(1, 8, 8, cin), filt=(3, 3, cin, cout))
     (f,) = audit(_write(tmp_path, gd), CPU).findings
-    return [fl for fl in f.flags if fl.startswith("tensor-core")]
+    return [fl for fl in f.flag_texts if fl.startswith("tensor-core")]
 
 
 def test_tensor_core_flag_names_only_the_offending_side(tmp_path):
@@ -143,7 +143,7 @@ def test_depthwise_tensor_core_flag_counts_its_channels(tmp_path, channels, mult
     c = _conv_nodes(gd.node, "x", shape=(1, 8, 8, channels), filt=(3, 3, channels, multiplier))
     c.op = "DepthwiseConv2dNative"
     (f,) = audit(_write(tmp_path, gd), CPU).findings
-    assert [fl for fl in f.flags if fl.startswith("tensor-core")] == [flag]
+    assert [fl for fl in f.flag_texts if fl.startswith("tensor-core")] == [flag]
 
 
 def test_case_listing_one_function_twice_gives_two_call_sites_per_branch(tmp_path):
@@ -201,7 +201,7 @@ def test_impossible_attrs_get_a_flag_and_unknown_flops(tmp_path):
     report = audit(p, CPU)
     flag = f"invalid-attrs(strides=[1, -5, {2**62}, 1]; dilations=[0, 0]; padding='WEIRD')"
     f = _check_reports(report, flag)
-    assert flag in f.flags and f.output_shape is None
+    assert flag in f.flag_texts and f.output_shape is None
 
 
 @pytest.mark.parametrize(
@@ -224,14 +224,14 @@ def test_impossible_attrs_get_a_flag_and_unknown_flops(tmp_path):
 def test_malformed_attr_is_named(tmp_path, attrs, bad):
     (f,) = audit(_static_conv(tmp_path, **attrs), CPU).findings
     assert f.flops is None
-    assert any(fl.startswith("invalid-attrs(") and bad in fl for fl in f.flags), f.flags
+    assert any(fl.startswith("invalid-attrs(") and bad in fl for fl in f.flag_texts), f.flag_texts
 
 
 def test_well_formed_explicit_padding_has_no_flag(tmp_path):
     # pads 1 on each side: 10x10 padded, 3x3 VALID window -> 8x8; FLOPs 2 * 64*16 * 3*3*16
     p = _static_conv(tmp_path, padding=b"EXPLICIT", explicit_paddings=[0, 0, 1, 1, 1, 1, 0, 0])
     (f,) = audit(p, CPU).findings
-    assert not [fl for fl in f.flags if fl.startswith(("invalid", "size"))], f.flags
+    assert not [fl for fl in f.flag_texts if fl.startswith(("invalid", "size"))], f.flag_texts
     assert f.output_shape == (1, 8, 8, 16) and f.flops == 2 * 64 * 16 * 144
 
 
@@ -239,14 +239,14 @@ def test_sizes_beyond_int64_get_size_overflow(tmp_path):
     p = _static_conv(tmp_path, shape=(2**40,) * 4, filt=(3, 3, 2**40, 16))
     report = audit(p, CPU)
     f = _check_reports(report, "size-overflow")
-    assert "size-overflow" in f.flags
+    assert "size-overflow" in f.flag_texts
 
 
 def test_flops_beyond_int64_get_size_overflow(tmp_path):
     # every element count fits int64 (2^60), FLOPs 2 * 2^60 * 3*3*16 do not
     p = _static_conv(tmp_path, shape=(1, 2**29, 2**27 + 2, 16), filt=(3, 3, 16, 16))
     (f,) = audit(p, CPU).findings
-    assert "size-overflow" in f.flags and f.flops is None
+    assert "size-overflow" in f.flag_texts and f.flops is None
 
 
 def test_terminal_rows_of_two_signatures_name_their_signature(tmp_path):

@@ -167,7 +167,7 @@ def test_cli_formats_output_and_gates(tmp_path, capsys):
     )
     assert main([str(p), "--device", "cpu", "--format", "markdown"]) == 0
     md = capsys.readouterr().out
-    assert md.startswith("# fp16 convolution audit") and "| fp16-storage | 1 |" in md
+    assert md.startswith("# fp16 convolution and matmul audit") and "| fp16-storage | 1 |" in md
     # fp16 share is 1.0 (T=half) but nothing accumulates in fp16 on CPU by default.
     assert main([str(p), "--device", "cpu", "--fail-under", "1.0"]) == 0
     assert main([str(p), "--device", "cpu", "--require", "fp16-accumulate"]) == 1

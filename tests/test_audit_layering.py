@@ -110,3 +110,55 @@ def test_audit_graph_is_frozen_and_holds_no_op_graph():
     with pytest.raises(dataclasses.FrozenInstanceError):
         ag.calls = None
     assert not hasattr(ag, "g") and not hasattr(ag, "scope_dataflow")
+
+
+def test_keras_builders_import_no_tensorflow_and_form_no_import_circle():
+    """keras_build (the static layer builders) uses audit/protos.py: importing it pulls in no
+    TensorFlow, and its source imports nothing of keras_config (keras_config imports it)."""
+    import ast
+
+    code = (
+        "import sys\n"
+        "import tf_fp16ops.audit.keras_build\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))\n"
+        "assert not bad, bad\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+    def imported(module: str) -> set[str]:
+        tree = ast.parse((REPO / "tf_fp16ops" / "audit" / f"{module}.py").read_text())
+        out = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                out.add(node.module or "")
+                out.update(f"{node.module or ''}.{a.name}".lstrip(".") for a in node.names)
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names)
+        return out
+
+    assert not any("keras_config" in m or "tensorflow" in m for m in imported("keras_build"))
+    assert "keras_build" in imported("keras_config")
+    assert not (REPO / "tf_fp16ops" / "audit" / "keras_ours.py").exists()
+
+
+@pytest.mark.parametrize(
+    "size,k,stride,dil,padding,want",
+    [
+        (7, 3, 2, 1, "SAME", 4),
+        (7, 3, 2, 1, "VALID", 3),
+        (2, 3, 1, 1, "VALID", 0),
+        (-1, 3, 1, 1, "SAME", -1),
+        (2**53 + 1, 1, 2, 1, "SAME", 2**52 + 1),  # a float ceil gives 2**52
+        (2**31 - 1, 5, 3, 2, "VALID", (2**31 - 1 - 8 + 2) // 3),
+    ],
+)
+def test_one_output_size_rule(size, k, stride, dil, padding, want):
+    """The .keras builders and the conv pass share passes.shapes.output_size (exact integers)."""
+    from tf_fp16ops.audit import keras_build
+    from tf_fp16ops.audit.passes.shapes import output_size
+
+    assert output_size(size, k, stride, dil, padding) == want
+    got = keras_build.out_shape((1, size, 1, 4), (k, 1), (stride, 1), (dil, 1), padding, 8, True)
+    assert got == (1, want, 1, 8)

@@ -1,8 +1,9 @@
 """Audit of real Keras application models generated here (weights=None, small inputs).
 
 Expected counts come from the architectures: ResNet50 has 53 Conv2D layers; MobileNetV2 has
-35 Conv2D and 17 DepthwiseConv2D layers. Expected classes come from the switch and policy rules
-(docs/design.md "Cases and their public sources") and the CPU measurement documented in
+35 Conv2D and 17 DepthwiseConv2D layers; each ends in one Dense classifier on a rank-2 input, run
+by Keras' TF backend as one MatMul (a matmul call site). Expected classes come from the switch and
+policy rules (docs/design.md "Cases and their public sources") and the CPU measurement documented in
 tf_fp16ops/audit/opsets.py.
 """
 
@@ -16,7 +17,10 @@ import pytest
 from audit_helpers import CPU, class_counts, gpu, node_counts
 from tf_fp16ops.audit import audit
 
-ARCH = {"ResNet50": {"Conv2D": 53}, "MobileNetV2": {"Conv2D": 35, "DepthwiseConv2dNative": 17}}
+ARCH = {
+    "ResNet50": {"Conv2D": 53, "MatMul": 1},
+    "MobileNetV2": {"Conv2D": 35, "DepthwiseConv2dNative": 17, "MatMul": 1},
+}
 POLICIES = ("float32", "float16", "mixed_float16")
 
 
@@ -54,11 +58,11 @@ def test_saved_model_counts_and_classes_cpu(app_models, arch, policy):
     assert r.summary.call_sites == sum(ARCH[arch].values())
     n_conv, n_dw = ARCH[arch].get("Conv2D", 0), ARCH[arch].get("DepthwiseConv2dNative", 0)
     if policy == "float32":
-        assert dict(class_counts(r)) == {"fp32": n_conv + n_dw}
+        assert dict(class_counts(r)) == {"fp32": n_conv + n_dw + 1}
     else:
         # CPU: Conv2D T=half computes in fp32 unless TF_CONV2D_USE_FP16_ACCUMULATE="1"; CPU
-        # depthwise with T=half accumulates in fp16 (measured, see opsets.py).
-        expected = {"fp16-storage": n_conv}
+        # depthwise with T=half accumulates in fp16, MatMul in fp32 (measured, see opsets.py).
+        expected = {"fp16-storage": n_conv + 1}
         if n_dw:
             expected["fp16-accumulate"] = n_dw
         assert dict(class_counts(r)) == expected
@@ -70,7 +74,9 @@ def test_saved_model_counts_and_classes_cpu(app_models, arch, policy):
             policy
         ]
         assert f.filter.dtypes == want
-        assert any(fl.startswith("variable-cast") for fl in f.flags) == (policy == "mixed_float16")
+        assert any(fl.startswith("variable-cast") for fl in f.flag_texts) == (
+            policy == "mixed_float16"
+        )
         assert f.flops is not None and f.flops > 0
 
 
@@ -87,11 +93,11 @@ def test_resnet50_first_conv_flops_by_hand(app_models):
 @pytest.mark.parametrize("arch", sorted(ARCH))
 def test_gpu_switch_exact_string(app_models, arch):
     sm, _ = app_models(arch, "mixed_float16")
-    total = sum(ARCH[arch].values())
+    total = sum(ARCH[arch].values()) - 1  # the convs; the conv switch leaves the MatMul alone
     r0 = audit(sm, gpu({"TF_FP16_CONV_USE_FP32_COMPUTE": "0"}), signature="serve")
-    assert dict(class_counts(r0)) == {"fp16-accumulate": total}
+    assert dict(class_counts(r0)) == {"fp16-accumulate": total, "fp16-storage": 1}
     rfalse = audit(sm, gpu({"TF_FP16_CONV_USE_FP32_COMPUTE": "false"}), signature="serve")
-    assert dict(class_counts(rfalse)) == {"fp16-storage": total}
+    assert dict(class_counts(rfalse)) == {"fp16-storage": total + 1}
 
 
 @pytest.mark.parametrize("arch", sorted(ARCH))
@@ -112,11 +118,12 @@ def test_amp_prediction_gates(app_models):
     old = audit(
         sm, gpu(amp=True, compute_capability="8.0", cudnn_version="7.6.5"), signature="serve"
     )
-    assert old.summary.amp_predicted_rewrites == 35  # depthwise needs cuDNN >= 8
+    # depthwise needs cuDNN >= 8; the classifier's MatMul is on the allow list without a gate
+    assert old.summary.amp_predicted_rewrites == 35 + 1
     new = audit(
         sm, gpu(amp=True, compute_capability="8.0", cudnn_version="8.9.7"), signature="serve"
     )
-    assert new.summary.amp_predicted_rewrites == 52
+    assert new.summary.amp_predicted_rewrites == 52 + 1
     volta_less = audit(
         sm, gpu(amp=True, compute_capability="6.1", cudnn_version="8.9.7"), signature="serve"
     )
@@ -132,16 +139,17 @@ def test_amp_prediction_gates(app_models):
 def test_tf32_flag_on_ampere(app_models):
     sm, _ = app_models("ResNet50", "float32")
     r = audit(sm, gpu(compute_capability="8.0"), signature="serve")
-    assert all("tf32" in f.flags for f in r.findings)
+    assert all("tf32" in f.flag_texts for f in r.findings)
     r = audit(
         sm, gpu(compute_capability="8.0", env={"NVIDIA_TF32_OVERRIDE": "0"}), signature="serve"
     )
-    assert not any("tf32" in f.flags for f in r.findings)
+    assert not any("tf32" in f.flag_texts for f in r.findings)
 
 
 def test_two_signatures_give_two_call_paths(app_models):
     sm, _ = app_models("ResNet50", "float16")
     r = audit(sm, CPU)
-    assert r.summary.call_sites == 2 * 53  # "serve" and "serving_default" both call the model
-    assert r.summary.conv_nodes == 53
+    # "serve" and "serving_default" both call the model: 53 convs and the classifier's MatMul
+    assert r.summary.call_sites == 2 * 54
+    assert r.summary.conv_nodes == 54
     assert os.path.isdir(sm)

@@ -3,7 +3,7 @@
 
 import pytest
 
-from tf_fp16ops.audit.runtime.executed import canonical_op, is_conv_op
+from tf_fp16ops.audit.runtime.executed import canonical_op, is_conv_op, is_site_op
 
 
 @pytest.mark.parametrize(
@@ -17,7 +17,12 @@ from tf_fp16ops.audit.runtime.executed import canonical_op, is_conv_op
         ("_MklNativeConv2DBackpropInput", "Conv2DBackpropInput"),
         ("_MklNativeDepthwiseConv2dNative", "DepthwiseConv2dNative"),
         ("Conv2D", "Conv2D"),
-        ("_MklNativeMatMul", "_MklNativeMatMul"),  # not a convolution: unchanged
+        ("_MklNativeMatMul", "MatMul"),  # the matmul family are call sites too
+        ("_MklMatMul", "MatMul"),
+        ("_MklBatchMatMulV2", "BatchMatMulV2"),
+        ("_MklEinsum", "Einsum"),
+        ("_MklNativeFusedMatMul", "_FusedMatMul"),
+        ("_MklNativeSoftmax", "_MklNativeSoftmax"),  # neither: unchanged
     ],
 )
 def test_canonical_op(kernel, op):
@@ -26,3 +31,8 @@ def test_canonical_op(kernel, op):
 
 def test_matmul_is_not_a_conv():
     assert not is_conv_op("_MklNativeMatMul") and is_conv_op("_MklNativePadWithFusedConv2D")
+
+
+def test_matmul_family_is_a_site():
+    assert is_site_op("_MklNativeMatMul") and is_site_op("Einsum") and is_site_op("Conv2D")
+    assert not is_site_op("_MklNativeSoftmax") and not is_site_op("Relu")

@@ -32,8 +32,10 @@ def resnet_mixed(tmp_path_factory):
 def test_run_resnet50_mixed_float16(resnet_mixed, capsys):
     assert main([resnet_mixed, "--run", "--signature", "serve", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert len(d["findings"]) == 53
-    assert d["runtime"]["executed_convs"] == 53 and d["runtime"]["counts"] == {"confirmed": 53}
+    # 53 Conv2D and the classifier's MatMul (a matmul call site, T=half, fp32 on CPU: measured)
+    assert len(d["findings"]) == 54
+    assert [f["op"] for f in d["findings"]].count("MatMul") == 1
+    assert d["runtime"]["executed_convs"] == 54 and d["runtime"]["counts"] == {"confirmed": 54}
     nodes = set()
     for f in d["findings"]:
         o = f["observed"]
@@ -49,11 +51,13 @@ def test_run_resnet50_mixed_float16(resnet_mixed, capsys):
             assert o["executed_node"].endswith(f["node"])
         assert "CPU:0" in o["device"]
         nodes.add(o["executed_node"])
-    assert len(nodes) == 53  # one executed node per call site
+    assert len(nodes) == 54  # one executed node per call site
     # One probe per executed configuration: Conv2D, or _FusedConv2D where the CPU's kernel
-    # library fuses convs with their BiasAdd (oneDNN on CPUs that take half).
+    # library fuses convs with their BiasAdd (oneDNN on CPUs that take half); MatMul likewise.
     probes = {p["key"]: p for p in d["runtime"]["probes"]}
-    assert set(probes) <= {"Conv2D:half:-:cpu", "_FusedConv2D:half:-:cpu"}, probes.keys()
+    convs = {"Conv2D:half:-:cpu", "_FusedConv2D:half:-:cpu"}
+    assert set(probes) <= convs | {"MatMul:half:-:cpu", "_FusedMatMul:half:-:cpu"}, probes.keys()
+    assert set(probes) & convs and set(probes) - convs
     assert all(p["observed"] == "fp32" for p in probes.values())
     probe = probes.get("Conv2D:half:-:cpu") or probes["_FusedConv2D:half:-:cpu"]
     assert [o["value"] for o in probe["outcomes"]] == ["1.015625", "0.9794921875", "0.0"]
@@ -68,5 +72,5 @@ def test_run_resnet50_table(resnet_mixed, capsys):
     assert main([resnet_mixed, "--run", "--signature", "serving_default", "--max-rows", "3"]) == 0
     out = capsys.readouterr().out
     assert out.count("fp32 confirmed") == 3
-    assert "call sites: confirmed 53" in out
+    assert "call sites: confirmed 54" in out
     assert "Conv2D:half:-:cpu  in-process" in out

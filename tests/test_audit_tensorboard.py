@@ -60,12 +60,16 @@ def test_event_files_hold_text_scalars_and_annotated_graph(logdir):
         "audit/flop_share/fp32",
     } <= tags
     text = tf.make_ndarray(ea.Tensors("audit/report")[0].tensor_proto).item().decode()
-    assert "# fp16 convolution audit" in text and "fp16-storage" in text
+    assert "# fp16 convolution and matmul audit" in text and "fp16-storage" in text
     val = lambda tag: float(tf.make_ndarray(ea.Tensors(tag)[0].tensor_proto))  # noqa: E731
     # Two convs of equal FLOPs: one T=half (fp16-storage on CPU), one T=float.
     assert val("audit/fp16_share") == pytest.approx(0.5)
     assert val("audit/count/fp16-storage") == 1 and val("audit/count/fp32") == 1
     assert val("audit/flop_share/fp32") == pytest.approx(0.5)
+    # per kind: both sites are convs
+    assert val("audit/kind/conv/count") == 2 and val("audit/kind/matmul/count") == 0
+    assert val("audit/kind/conv/flop_share") == 1.0 and val("audit/kind/all/fp16_share") == 0.5
+    assert val("audit/kind/matmul/fp16_share") == 0.0
     g = ea.Graph()
     marks = {n.name: n.attr["_audit_class"].s.decode() for n in g.node if "_audit_class" in n.attr}
     assert marks == {"conv": "fp16-storage", "f32_conv": "fp32"}
@@ -124,7 +128,7 @@ def test_tensorboard_server_serves_text_and_scalars(logdir):
         text = _get_json(f"{base}/data/plugin/text/text?{q('audit/report')}")
         assert (
             text
-            and "fp16 convolution audit" in text[0]["text"]
+            and "fp16 convolution and matmul audit" in text[0]["text"]
             and "fp16-storage" in text[0]["text"]
         )
         counts = _get_json(f"{base}/data/plugin/scalars/scalars?{q('audit/count/fp32')}")
@@ -136,3 +140,27 @@ def test_tensorboard_server_serves_text_and_scalars(logdir):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_kind_scalars_of_a_conv_and_a_matmul(tmp_path):
+    """One Conv2D T=half (FLOPs 2*6*6*16*3*3*16 on CPU: fp16-storage) and one MatMul T=float
+    [4, 16] x [16, 8] (FLOPs 2*4*8*16: fp32): shares per kind by hand."""
+    from audit_helpers import add_node
+
+    gd = conv_graph(T="DT_HALF")
+    for name, shape in (("a", (4, 16)), ("b", (16, 8))):
+        n = add_node(gd.node, name, "Placeholder", dtype="DT_FLOAT")
+        for d in shape:
+            n.attr["shape"].shape.dim.add().size = d
+    add_node(gd.node, "mm", "MatMul", ["a", "b"], T="DT_FLOAT")
+    (tmp_path / "g.pb").write_bytes(gd.SerializeToString())
+    model = load_path(str(tmp_path / "g.pb"))
+    report = analyze(model, CPU)
+    (run,) = write_tensorboard(report, str(tmp_path / "logs"), [])
+    ea = _accumulator(run)
+    val = lambda tag: float(tf.make_ndarray(ea.Tensors(tag)[0].tensor_proto))  # noqa: E731
+    conv, mm = 2 * 6 * 6 * 16 * 3 * 3 * 16, 2 * 4 * 8 * 16
+    assert val("audit/kind/conv/count") == 1 and val("audit/kind/matmul/count") == 1
+    assert val("audit/kind/matmul/flop_share") == pytest.approx(mm / (conv + mm), rel=1e-6)
+    assert val("audit/kind/conv/fp16_share") == 1.0 and val("audit/kind/matmul/fp16_share") == 0
+    assert val("audit/kind/all/fp16_share") == pytest.approx(conv / (conv + mm), rel=1e-6)

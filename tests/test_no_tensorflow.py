@@ -236,6 +236,56 @@ def test_venv_without_tensorflow_audits_the_example_and_serves_its_logdir(
     )
 
 
+def test_venv_without_tensorflow_audits_a_keras_file_with_this_packages_layers(
+    notf_python, tmp_path
+):
+    """The static .keras path builds this package's layers from protos alone: a .keras holding
+    tf_fp16ops' Conv2D, DepthwiseConv2D, SeparableConv2D, Conv1D and Dense (written here with
+    TensorFlow) is audited in the virtualenv without TensorFlow, each layer with its Tacc."""
+    import keras
+
+    from tf_fp16ops import layers
+
+    inp = keras.Input((8, 8, 16))
+    x = layers.Conv2D(16, 3, padding="same", accumulation="float16", name="c2")(inp)
+    x = layers.DepthwiseConv2D(3, padding="same", accumulation="float32", name="dw")(x)
+    x = layers.SeparableConv2D(8, 3, accumulation="float16", name="sep")(x)  # 6x6x8
+    x = keras.layers.Reshape((36, 8))(x)
+    x = layers.Conv1D(8, 3, accumulation="float16", name="c1")(x)  # 34x8
+    x = keras.layers.Flatten()(x)
+    out = layers.Dense(4, accumulation="float32", name="fc")(x)
+    path = tmp_path / "ours.keras"
+    keras.Model(inp, out).save(str(path))
+    r = subprocess.run(
+        [str(notf_python), "-m", "tf_fp16ops.audit", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stderr == ""
+    rep = json.loads(r.stdout)
+    got = sorted((f["keras_layer"], f["op"], f["Tacc"]) for f in rep["findings"])
+    assert got == [
+        ("c1", "Fp16Conv2D", "half"),
+        ("c2", "Fp16Conv2D", "half"),
+        ("dw", "Fp16DepthwiseConv2D", "float"),
+        ("fc", "Fp16Conv2D", "float"),
+        ("sep", "Fp16Conv2D", "half"),
+        ("sep", "Fp16DepthwiseConv2D", "half"),
+    ]
+    flops = {(f["keras_layer"], f["op"]): f["flops"] for f in rep["findings"]}
+    # by hand, per example: SAME 3x3 16->16 on 8x8; VALID 3x3 depthwise 16 -> 6x6; pointwise
+    # 16->8 on 6x6; Conv1D k3 8->8 on 36 -> 34; Dense 34*8 -> 4
+    assert flops[("c2", "Fp16Conv2D")] == 2 * 8 * 8 * 16 * 3 * 3 * 16
+    assert flops[("sep", "Fp16DepthwiseConv2D")] == 2 * 6 * 6 * 16 * 3 * 3
+    assert flops[("sep", "Fp16Conv2D")] == 2 * 6 * 6 * 8 * 16
+    assert flops[("c1", "Fp16Conv2D")] == 2 * 34 * 8 * 3 * 8
+    assert flops[("fc", "Fp16Conv2D")] == 2 * 4 * 34 * 8
+    assert {f["accumulation"] for f in rep["findings"] if f["Tacc"] == "half"} == {"fp16"}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

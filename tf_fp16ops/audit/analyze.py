@@ -57,13 +57,21 @@ def analyze(
             )
         findings = tuple(f for f in findings if signature in f.signatures)
     notes = [as_text(n) for n in model.notes] + [as_text(n) for n in ag.notes]
-    loops = sum(1 for f in findings if f.flops is not None and "per iteration of" in f.flops_note)
-    branches = sum(1 for f in findings if f.flops is not None and "per branch:" in f.flops_note)
+    loops = sum(1 for f in findings if f.flops is not None and "in-loop" in f.codes)
+    branches = sum(1 for f in findings if f.flops is not None and "in-branch" in f.codes)
     if loops or branches:
         notes.append(
             f"FLOPs of {loops} call site(s) in loop bodies are per iteration and of "
             f"{branches} in If/Case branches per branch (one branch runs per call); the "
             "FLOP total and shares count each once (see each site's flops_note)"
+        )
+    in_xla = sum(1 for f in findings if f.xla is not None)
+    if in_xla:
+        notes.append(
+            f"{in_xla} call site(s) run inside XLA-compiled functions (jit_compile=True or "
+            "auto-jit marks): XLA decides their accumulation, not TensorFlow's kernels "
+            "(TF_CONV2D_USE_FP16_ACCUMULATE and oneDNN settings do not apply on CPU; "
+            "TF_FP16_MATMUL_USE_FP32_COMPUTE does not apply to XLA's dots)"
         )
     if ctx.amp:
         notes.append(
@@ -86,3 +94,20 @@ def analyze(
         tuple(notes),
         partial=tuple(model.partial) + tuple(budget.partial),
     )
+
+
+def select_kind(report: AuditReport, kind: str) -> AuditReport:
+    """The report restricted to call sites of `kind` ("conv" or "matmul"; "all" keeps every one),
+    with its summary recomputed.
+
+    Raises:
+      ValueError: an unknown `kind`.
+    """
+    from dataclasses import replace
+
+    if kind == "all":
+        return report
+    if kind not in ("conv", "matmul"):
+        raise ValueError(f"kind must be 'conv', 'matmul' or 'all', got {kind!r}")
+    findings = tuple(f for f in report.findings if f.kind == kind)
+    return replace(report, findings=findings, summary=summarize(findings))

@@ -25,12 +25,20 @@ switches (exact strings; sources in docs/design.md):
                                   avx512_vnni/avx512_bf16/avx_vnni/amx) and the CPU has avx512bw +
                                   avx512_fp16/amx_fp16 or avx_ne_convert (TensorFlow's rule,
                                   tensorflow/core/util/util.cc); "0" brings back the Eigen kernels
+  TF_FP16_MATMUL_USE_FP32_COMPUTE GPU matmuls (a boolean): "0" or "false" select fp16 compute
+                                  for T=half; XLA's dots ignore it
   TF_ENABLE_AUTO_MIXED_PRECISION  ignored in TF2 (reported as ignored); use --amp
+inside XLA-compiled functions (jit_compile=True, auto-jit marks) XLA decides the accumulation:
+  CPU fp32 for T=half (measured), GPU as read from XLA's source (labelled so)
+flags are codes (severity, fields): fake-fp16, noop-round-trip, dtype-mismatch, variable-cast,
+  policy-mismatch, tf32, amp-predicted-rewrite, fp16-acc-long-reduction, tensor-core-unfriendly,
+  invalid-attrs, size-overflow, in-loop, in-branch, xla-may-drop-round-trip (--fail-on selects)
 examples:
   tf-fp16-audit saved_model_dir
   tf-fp16-audit model.pb --device gpu --compute-capability 8.0 --env TF_FP16_CONV_USE_FP32_COMPUTE=0
   tf-fp16-audit model.keras --format json --output audit.json
   tf-fp16-audit saved_model_dir --require fp16-accumulate --fail-under 0.9
+  tf-fp16-audit saved_model_dir --ops matmul --fail-on fake-fp16,fp16-acc-long-reduction
   tf-fp16-audit saved_model_dir --logdir /tmp/audit && tensorboard --logdir /tmp/audit
   tf-fp16-audit saved_model_dir --run --input-shape keras_tensor=1,32,32,3
   tf-fp16-audit saved_model_dir --run --probe-switch TF_CONV2D_USE_FP16_ACCUMULATE=1
@@ -80,8 +88,8 @@ def _size(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tf-fp16-audit",
-        description="Static audit of TensorFlow models: for every convolution call site, "
-        "the storage dtype T, "
+        description="Static audit of TensorFlow models: for every convolution and matmul call "
+        "site, the storage dtype T, "
         "the effective accumulation and why, casts on its inputs, the Keras policy, FLOPs and risk "
         "flags. Models are parsed as protos and never executed; without --run and --build-keras "
         "TensorFlow is not imported (nor needed).",
@@ -110,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--signature", metavar="NAME", help="only call sites reached from this SavedModel signature"
+    )
+    p.add_argument(
+        "--ops",
+        choices=("conv", "matmul", "all"),
+        default="all",
+        help="call sites to report: convolutions, the matmul family (MatMul, BatchMatMul*, "
+        "Einsum, _FusedMatMul, Fp16MatMul) or both (default: all)",
     )
     p.add_argument(
         "--build-keras",
@@ -198,6 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         help="minimum share (of FLOPs, or of call sites when FLOPs are unknown) in the --require "
         "category (default category: fp16)",
+    )
+    c.add_argument(
+        "--fail-on",
+        metavar="CODE[,CODE]",
+        action="append",
+        default=[],
+        help="fail when any call site has a flag with one of these codes (repeatable; codes: "
+        "see the table in tf_fp16ops/audit/codes.py, e.g. fake-fp16,fp16-acc-long-reduction)",
     )
     c.add_argument(
         "--require",
@@ -297,6 +320,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.fail_under is not None and not 0.0 <= args.fail_under <= 1.0:
         parser.error(f"--fail-under must be a fraction in [0, 1], got {args.fail_under}")
+    from .codes import parse_codes
+
+    try:
+        fail_on = tuple(c for item in args.fail_on for c in parse_codes(item))
+    except ValueError as e:
+        parser.error(str(e))
     if args.logdir is not None and (
         not args.logdir or (os.path.exists(args.logdir) and not os.path.isdir(args.logdir))
     ):
@@ -312,10 +341,10 @@ def main(argv: list[str] | None = None) -> int:
             flag = "--run" if args.run else "--build-keras"
             print(f"tf-fp16-audit: error: {flag} needs TensorFlow: {e}", file=sys.stderr)
             return 2
-    from .analyze import analyze
+    from .analyze import analyze, select_kind
     from .context import RuntimeContext
     from .errors import AuditInputError, MalformedModelError, as_text
-    from .gates import check
+    from .gates import check, check_codes
     from .loader import build_keras, load_path
     from .render.jsonfmt import render_json
     from .render.markdown import render_markdown
@@ -366,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if run_opts is not None:
                 report, model = _run(path, ctx, args, *run_opts)
+                if args.ops != "all":
+                    report = select_kind(report, args.ops)
             else:
                 model = (
                     build_keras(path)
@@ -373,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
                     else load_path(path, limits)
                 )
                 report = analyze(model, ctx, signature=args.signature, limits=limits)
+                if args.ops != "all":
+                    report = select_kind(report, args.ops)
             reports.append(report)
             if args.format == "table":
                 outputs.append(render_terminal(report, args.max_rows))
@@ -401,11 +434,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         for reason in report.partial:
             print(f"tf-fp16-audit: over budget: {as_text(path)}: {reason}", file=sys.stderr)
-        gate = check(report, args.fail_under, args.require)
-        if gate is not None:
-            print(f"{as_text(path)}: {gate.message}", file=sys.stderr)
-            if not gate.passed:
-                status = 1
+        for gate in (check(report, args.fail_under, args.require), check_codes(report, fail_on)):
+            if gate is not None:
+                print(f"{as_text(path)}: {gate.message}", file=sys.stderr)
+                if not gate.passed:
+                    status = 1
     if args.format == "json":
         import json
 

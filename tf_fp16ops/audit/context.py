@@ -31,6 +31,7 @@ RELEVANT_ENV = (
     "TF_FP16_MATMUL_USE_FP32_COMPUTE",
     "NVIDIA_TF32_OVERRIDE",
     "TF_ENABLE_ONEDNN_OPTS",
+    "TF_XLA_FLAGS",
 )
 
 # CPU flags (as /proc/cpuinfo spells them) that TensorFlow's x86-64 Linux build tests:

@@ -8,15 +8,23 @@ Bump the major number on incompatible changes; the minor number when fields are 
 convs on the target CPU) and `context.cpu_onednn_fp16_reason`.
 1.3: `AuditReport.partial`: the budgets of `limits.Limits` that ran out, one line each (empty:
 the report is complete).
+2.0 (incompatible): each entry of `findings[].flags` is an object {"code", "severity",
+"fields", "message"} instead of a string (1.x's string is now "message"; codes and fields in
+`tf_fp16ops/audit/codes.py`), and call sites in While bodies or If/Case branches carry the flags
+`in-loop` / `in-branch`. The matmul family are call sites too: `ConvFinding.kind` ("conv" or
+"matmul"; a matmul's `data`/`filter` are its operands a and b, `direction` is "matmul"),
+`ConvFinding.xla` (how the site is XLA-compiled, or null), the summary's `by_kind` (count and
+FLOP share per kind) and `runtime.switches` (the probe switches set in the executing process).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from .codes import Flag
 from .context import RuntimeContext
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "2.0"
 
 # Audit classes, from most to least fp16.
 CLASSES = (
@@ -142,7 +150,7 @@ class Observation:
 
 @dataclass(frozen=True)
 class ConvFinding:
-    """One convolution call site.
+    """One call site: a convolution or an op of the matmul family (`kind`).
 
     Attributes:
       site_id: unique within a report: "unit | call path | node".
@@ -163,8 +171,14 @@ class ConvFinding:
         one iteration, inside an If/Case branch that branch ("per iteration of While 'w'",
         "per branch: then_branch of If 'c'" in flops_note).
       input_shape / filter_shape / output_shape: fprop-equivalent shapes when known.
-      flags: risk and consistency flags (see README).
+      flags: risk and consistency flags, `codes.Flag`s (code, severity, fields; the table of codes
+        is in codes.py); `flag_texts` gives their words, `codes` their codes.
       observed: runtime evidence (schema 1.1), None for a static audit.
+      kind: "conv" or "matmul" (MatMul, BatchMatMul*, Einsum, _FusedMatMul, Fp16MatMul); for a
+        matmul, data / filter are the operands a and b, input_shape / filter_shape their shapes,
+        direction is "matmul" and FLOPs are 2 * M * N * K per batch entry.
+      xla: how the site is compiled by XLA (a function with _XlaMustCompile=true, an auto-jit
+        cluster), None when TensorFlow's own kernels run it; XLA then decides the accumulation.
     """
 
     site_id: str
@@ -192,8 +206,20 @@ class ConvFinding:
     input_shape: tuple[int, ...] | None
     filter_shape: tuple[int, ...] | None
     output_shape: tuple[int, ...] | None
-    flags: tuple[str, ...]
+    flags: tuple[Flag, ...]
     observed: Observation | None = None
+    kind: str = "conv"
+    xla: str | None = None
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The codes of `flags`, in order."""
+        return tuple(f.code for f in self.flags)
+
+    @property
+    def flag_texts(self) -> tuple[str, ...]:
+        """The words of `flags`, in order (the strings of schema 1.x)."""
+        return tuple(f.message for f in self.flags)
 
     def to_dict(self) -> dict:
         d = {}
@@ -202,7 +228,7 @@ class ConvFinding:
             if hasattr(v, "to_dict"):
                 v = v.to_dict()
             elif isinstance(v, tuple):
-                v = list(v)
+                v = [x.to_dict() if hasattr(x, "to_dict") else x for x in v]
             d[k] = v
         return d
 
@@ -249,6 +275,23 @@ class ClassShare:
 
 
 @dataclass(frozen=True)
+class KindShare:
+    """Call sites and FLOPs of one kind ("conv", "matmul" or "all"), with the fp16 shares among
+    them (same basis rule as Summary: FLOPs when all are known, else call sites)."""
+
+    kind: str
+    count: int
+    flops: int
+    flop_share: float | None  # of all known FLOPs
+    share_basis: str
+    fp16_share: float
+    fp16_accumulate_share: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Summary:
     """Counts and FLOP shares per class (all call sites), plus the fp16 share used by CI gates.
 
@@ -266,10 +309,12 @@ class Summary:
     fp16_share: float
     fp16_accumulate_share: float
     amp_predicted_rewrites: int
+    by_kind: tuple[KindShare, ...] = ()
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["classes"] = [c.to_dict() for c in self.classes]
+        d["by_kind"] = [k.to_dict() for k in self.by_kind]
         return d
 
 
@@ -289,6 +334,8 @@ class RuntimeEvidence:
       gpu_kernels: `kernels.KernelEvidence` per conv node when a GPU profile was taken.
       counts: call sites per Observation.status.
       notes: facts about the run (placement, skipped steps).
+      switches: the probe switches (runtime.probes.PROBE_ENV) set in the executing process, as
+        (name, value) pairs (schema 1.3).
     """
 
     executed: str
@@ -301,9 +348,11 @@ class RuntimeEvidence:
     gpu_kernels: tuple = ()
     counts: tuple[tuple[str, int], ...] = ()
     notes: tuple[str, ...] = ()
+    switches: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict:
         return {
+            "switches": dict(self.switches),
             "executed": self.executed,
             "inputs": [{"name": n, "dtype": t, "shape": list(s)} for n, t, s in self.inputs],
             "seed": self.seed,

@@ -4,6 +4,7 @@
 `--require fp16` alone: every call site must store in fp16 (fp16-accumulate or fp16-storage).
 `--fail-under F`: the share (FLOP share when every site's FLOPs are known, else count share) of
 the required category (default "fp16") must be at least F.
+`--fail-on CODE[,CODE]`: no call site may carry a flag with one of these codes (codes.CODES).
 """
 
 from __future__ import annotations
@@ -35,3 +36,20 @@ def check(report: AuditReport, fail_under: float | None, require: str | None) ->
         f"gate {word}: {category} share by {s.share_basis} = {value:.4f}, "
         f"required >= {threshold:.4f}",
     )
+
+
+def check_codes(report: AuditReport, codes: tuple[str, ...]) -> GateResult | None:
+    """The `--fail-on` gate: fails when any call site carries a flag whose code is in `codes`;
+    the message counts the sites per code. None when `codes` is empty."""
+    if not codes:
+        return None
+    hits = {c: 0 for c in codes}
+    for f in report.findings:
+        for c in set(f.codes):
+            if c in hits:
+                hits[c] += 1
+    found = {c: n for c, n in hits.items() if n}
+    if found:
+        listed = ", ".join(f"{c} ({n} call site{'s' if n > 1 else ''})" for c, n in found.items())
+        return GateResult(False, f"gate failed: --fail-on codes found: {listed}")
+    return GateResult(True, f"gate passed: no call site has {', '.join(codes)}")

@@ -30,7 +30,7 @@ import networkx as nx
 from .errors import MalformedModelError
 from .limits import DEFAULT, Budget
 from .model import LoadedModel
-from .opsets import CALL_ATTRS, CONV_OPS
+from .opsets import CALL_ATTRS, SITE_OPS
 
 
 class NodeIndex(Mapping):
@@ -370,10 +370,11 @@ def _index_scope(
     op_counts = {op: (c, names[first[op]]) for op, c in counts.items()}
     convs = []
     calls = []
-    wanted = {op for op in counts if op in CONV_OPS or op in CALL_ATTRS or op in fnames}
+    wanted = {op for op in counts if op in SITE_OPS or op in CALL_ATTRS or op in fnames}
     if wanted:
+        # `convs` holds every call-site op: convolutions and the matmul family (opsets.SITE_OPS)
         for i in compress(range(len(ops)), map(wanted.__contains__, ops)):
-            (convs if ops[i] in CONV_OPS else calls).append(names[i])
+            (convs if ops[i] in SITE_OPS else calls).append(names[i])
     args = {}
     arg_attrs = {}
     rets: tuple[str, ...] = ()

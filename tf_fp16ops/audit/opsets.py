@@ -6,6 +6,7 @@ Every table here is data, not logic: the passes read them. Sources are given per
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class ConvOpInfo:
     grad_input: int | None
     spatial_dims: int = 2
     backend: str = "cudnn"
+    kind: ClassVar[str] = "conv"
 
 
 def _table() -> dict[str, ConvOpInfo]:
@@ -62,6 +64,94 @@ def _table() -> dict[str, ConvOpInfo]:
 
 
 CONV_OPS: dict[str, ConvOpInfo] = _table()
+
+
+@dataclass(frozen=True)
+class MatMulOpInfo:
+    """How to read one op of the matmul family (a product of two operands, or an einsum).
+
+    Attributes:
+      name: op type.
+      family: "matmul" (MatMul, _FusedMatMul: 2-D operands), "batch_matmul" (BatchMatMul*,
+        Fp16MatMul: batch dimensions broadcast as BatchMatMulV2) or "einsum".
+      a_input / b_input: indices of the two operands (Einsum: its N inputs, 1 or 2).
+      transpose_a / transpose_b: the attrs that transpose (adjoint) each operand's last two
+        dimensions ("transpose_a"/"transpose_b" for MatMul, "adj_x"/"adj_y" for BatchMatMul*);
+        None for Einsum (its equation says it).
+      dtype_attr: the attr holding the storage dtype T ("T"; BatchMatMulV3: "Ta", with "Tb" and
+        "Tout").
+      backend: "cublas" for ops TensorFlow runs through cuBLAS/cuBLASLt on GPU
+        (tensorflow/core/kernels/matmul_op_impl.h), "ours" for this package's Fp16MatMul.
+    """
+
+    name: str
+    family: str
+    a_input: int = 0
+    b_input: int = 1
+    transpose_a: str | None = None
+    transpose_b: str | None = None
+    dtype_attr: str = "T"
+    backend: str = "cublas"
+    kind: ClassVar[str] = "matmul"
+    direction: ClassVar[str] = "matmul"
+
+
+def _matmul_table() -> dict[str, MatMulOpInfo]:
+    mm = ("transpose_a", "transpose_b")
+    bmm = ("adj_x", "adj_y")
+    rows = [
+        MatMulOpInfo("MatMul", "matmul", 0, 1, *mm),
+        MatMulOpInfo("_FusedMatMul", "matmul", 0, 1, *mm),
+        MatMulOpInfo("BatchMatMul", "batch_matmul", 0, 1, *bmm),
+        MatMulOpInfo("BatchMatMulV2", "batch_matmul", 0, 1, *bmm),
+        MatMulOpInfo("BatchMatMulV3", "batch_matmul", 0, 1, *bmm, dtype_attr="Ta"),
+        MatMulOpInfo("Einsum", "einsum", 0, 1),
+        # This package's matmul: attrs T, Tacc, adj_x, adj_y; batch dims broadcast as V2.
+        MatMulOpInfo("Fp16MatMul", "batch_matmul", 0, 1, *bmm, backend="ours"),
+    ]
+    return {r.name: r for r in rows}
+
+
+MATMUL_OPS: dict[str, MatMulOpInfo] = _matmul_table()
+
+# Every op type the audit reports as a call site: convolutions and the matmul family.
+SITE_OPS: dict[str, ConvOpInfo | MatMulOpInfo] = {**CONV_OPS, **MATMUL_OPS}
+
+# Auto mixed precision allow list entries of the matmul family, from TensorFlow's grappler
+# `auto_mixed_precision_lists.h` (AutoMixedPrecisionListsFp16::AllowList: MatMul and Einsum;
+# BatchMatMul and BatchMatMulV2 with CUDA >= 9.1, which every TensorFlow 2 GPU build has).
+AMP_MATMUL_ALLOW = frozenset({"MatMul", "Einsum", "BatchMatMul", "BatchMatMulV2"})
+
+# CPU accumulation of the matmul family with T=half, measured with the probes of
+# runtime/probes.py (`python -m tf_fp16ops.audit.runtime.probes MatMul:half:-:cpu ...`, operands
+# passed as function arguments so that no constant folding runs the op) on TensorFlow 2.21.0,
+# Intel Xeon (family 6 model 167, avx512_fp16), 2026-12-01:
+#  * oneDNN taking T=half (TF_ENABLE_ONEDNN_OPTS unset): MatMul, _FusedMatMul, BatchMatMul,
+#    BatchMatMulV2 and Einsum ran as _MklMatMul, _MklNativeFusedMatMul, _MklBatchMatMul,
+#    _MklBatchMatMulV2 and _MklEinsum and gave the fp32 values;
+#  * TensorFlow's Eigen kernels (TF_ENABLE_ONEDNN_OPTS=0): MatMul, BatchMatMul and BatchMatMulV2
+#    gave the fp32 values (a 64x512 by 512x64 product on U[0,1) equals the fp32 product rounded to
+#    half bit for bit), Einsum the fp16 values (rounding 1.0, taps49 0.98046875, overflow NaN):
+#    it sums its products in fp16 (78.9% of that product's outputs differ from fp32, max 0.75);
+#    grappler did not fuse MatMul + BiasAdd + Relu for T=half there, so _FusedMatMul stays
+#    unmeasured;
+#  * BatchMatMulV3 with Ta=Tb=Tout=half has no CPU kernel ("No OpKernel was registered");
+#  * TF_FP16_MATMUL_USE_FP32_COMPUTE=0 changed nothing on CPU.
+CPU_EIGEN_HALF_MATMUL = {
+    "MatMul": "fp32",
+    "BatchMatMul": "fp32",
+    "BatchMatMulV2": "fp32",
+    "Einsum": "fp16",
+}
+ONEDNN_HALF_MATMUL_OPS = frozenset(
+    {"MatMul", "_FusedMatMul", "BatchMatMul", "BatchMatMulV2", "Einsum"}
+)
+
+# XLA on CPU (`tf.function(jit_compile=True)`), T=half, measured with the same probes (key suffix
+# ":xla") on the same machine and TensorFlow: Conv2D, MatMul, BatchMatMulV2 and Einsum gave the
+# fp32 values with oneDNN on or off and with TF_CONV2D_USE_FP16_ACCUMULATE=1 (XLA's CPU conv
+# ignores that switch) or TF_FP16_MATMUL_USE_FP32_COMPUTE=0.
+XLA_CPU_HALF_MEASURED = frozenset({"Conv2D", "MatMul", "BatchMatMulV2", "Einsum"})
 
 # Ops whose output is their input (value-wise) for provenance purposes. Cast is handled apart.
 IDENTITY_LIKE = frozenset(

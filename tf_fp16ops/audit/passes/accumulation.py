@@ -22,6 +22,19 @@ docs/design.md "Cases and their public sources"):
     is "unknown" with both outcomes in the reason.
   * T=float: fp32 (TF32 inputs on compute capability >= 8.0 when enabled); T=bfloat16: fp32;
     T=double: fp64.
+  * The matmul family (`effective_matmul`) with T=half: on GPU, cuBLAS/cuBLASLt compute in fp32
+    unless TF_FP16_MATMUL_USE_FP32_COMPUTE parses as false ("0" or "false", any case; TensorFlow's
+    ReadBoolFromEnvVar in tensorflow/core/util/matmul_autotune.cc, used by
+    GetBlasComputationType in tensorflow/core/kernels/matmul_util.cc; read from source, not
+    measured on a GPU); bfloat16 always fp32. On CPU: measured per op
+    (opsets.CPU_EIGEN_HALF_MATMUL, opsets.ONEDNN_HALF_MATMUL_OPS).
+  * Inside XLA-compiled functions (`xla=True`) XLA decides: on CPU T=half is accumulated in fp32
+    (measured under jit_compile=True for opsets.XLA_CPU_HALF_MEASURED; TF's CPU switches
+    ignored); on GPU convs follow TF_FP16_CONV_USE_FP32_COMPUTE (XLA calls the same stream
+    executor GetConvAccumulatorType, xla/stream_executor/cuda/cuda_dnn.cc) and dots accumulate
+    F16 in F32 unless the dot's algorithm is ALG_DOT_F16_F16_F16
+    (xla/stream_executor/gpu/gpu_blas_lt.cc, xla/service/algorithm_util.cc), ignoring
+    TF_FP16_MATMUL_USE_FP32_COMPUTE; both read from source, not measured on a GPU.
 """
 
 from __future__ import annotations
@@ -29,7 +42,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..context import RuntimeContext
-from ..opsets import CPU_HALF_FP16_ACCUMULATE_MEASURED, ONEDNN_HALF_CONV_OPS, ConvOpInfo
+from ..opsets import (
+    CPU_EIGEN_HALF_MATMUL,
+    CPU_HALF_FP16_ACCUMULATE_MEASURED,
+    ONEDNN_HALF_CONV_OPS,
+    ONEDNN_HALF_MATMUL_OPS,
+    XLA_CPU_HALF_MEASURED,
+    ConvOpInfo,
+    MatMulOpInfo,
+)
+
+GPU_SOURCE = "read from source, not measured on a GPU"
 
 
 @dataclass(frozen=True)
@@ -50,8 +73,128 @@ def target_device(device_field: str, ctx: RuntimeContext) -> str:
 
 
 def effective(
-    info: ConvOpInfo, T: str | None, Tacc: str | None, device: str, ctx: RuntimeContext
+    info: ConvOpInfo,
+    T: str | None,
+    Tacc: str | None,
+    device: str,
+    ctx: RuntimeContext,
+    xla: bool = False,
 ) -> Accumulation:
+    """The accumulation of a convolution; `xla`: it runs inside an XLA-compiled function."""
+    common = _common(info, T, Tacc, device, ctx)
+    if common is not None:
+        return common
+    if xla:
+        return _xla(info, device, ctx)
+    return _conv_half(info, device, ctx)
+
+
+def effective_matmul(
+    info: MatMulOpInfo,
+    T: str | None,
+    Tacc: str | None,
+    device: str,
+    ctx: RuntimeContext,
+    xla: bool = False,
+) -> Accumulation:
+    """The accumulation of an op of the matmul family (rules in the module docstring)."""
+    common = _common(info, T, Tacc, device, ctx)
+    if common is not None:
+        return common
+    if xla:
+        return _xla(info, device, ctx)
+    if device == "gpu":
+        v = ctx.getenv("TF_FP16_MATMUL_USE_FP32_COMPUTE")
+        shown = "unset" if v is None else repr(v)
+        if v is not None and v.lower() in ("0", "false"):
+            return Accumulation(
+                "fp16",
+                f"GPU (cuBLAS) {info.name} T=half: TF_FP16_MATMUL_USE_FP32_COMPUTE={shown} "
+                f"selects fp16 compute ({GPU_SOURCE})",
+            )
+        return Accumulation(
+            "fp32",
+            f"GPU (cuBLAS) {info.name} T=half: fp32 compute; TF_FP16_MATMUL_USE_FP32_COMPUTE="
+            f'{shown} (a boolean: only "0" or "false" select fp16; {GPU_SOURCE})',
+        )
+    if info.name not in ONEDNN_HALF_MATMUL_OPS and info.name not in CPU_EIGEN_HALF_MATMUL:
+        return Accumulation(
+            "unknown",
+            f"CPU {info.name} T=half: accumulator not determined"
+            + (
+                " (TensorFlow 2.21 has no CPU kernel for it with T=half: measured)"
+                if info.name == "BatchMatMulV3"
+                else ""
+            ),
+        )
+    onednn, why = ctx.onednn_half() if info.name in ONEDNN_HALF_MATMUL_OPS else (False, "")
+    onednn_acc = Accumulation(
+        "fp32",
+        f"CPU oneDNN (_Mkl{info.name.lstrip('_')}) T=half: fp32 accumulation (measured); "
+        f"oneDNN takes T=half on the target CPU ({why}); "
+        "TF_ENABLE_ONEDNN_OPTS=0 runs the Eigen kernels",
+    )
+    if onednn:
+        return onednn_acc
+    eigen = CPU_EIGEN_HALF_MATMUL.get(info.name)
+    where = "CPU (Eigen)" if onednn is False else "CPU"
+    if eigen == "fp32":
+        eig = Accumulation(
+            "fp32", f"{where} {info.name} T=half: computed in fp32, rounded to half (measured)"
+        )
+    elif eigen == "fp16":
+        eig = Accumulation(
+            "fp16",
+            f"{where} {info.name} T=half: products summed in fp16 (measured: the probes give "
+            "the fp16 values)",
+        )
+    else:
+        eig = Accumulation("unknown", f"{where} {info.name} T=half: accumulator not measured")
+    if onednn is None and eig.accumulation != "fp32":
+        return Accumulation(
+            "unknown",
+            f"CPU {info.name} T=half: fp32 if oneDNN takes T=half on the target CPU, else "
+            f"(Eigen) {eig.accumulation}: {eig.reason}; not determined: {why}",
+        )
+    return eig
+
+
+def _xla(info, device: str, ctx: RuntimeContext) -> Accumulation:
+    """T=half inside an XLA-compiled function: XLA decides (module docstring)."""
+    if device == "gpu":
+        if info.kind == "conv":
+            v = ctx.getenv("TF_FP16_CONV_USE_FP32_COMPUTE")
+            shown = "unset" if v is None else repr(v)
+            if v == "0":
+                return Accumulation(
+                    "fp16",
+                    f"XLA GPU conv: TF_FP16_CONV_USE_FP32_COMPUTE={shown} selects fp16 compute "
+                    f"(stream executor GetConvAccumulatorType; {GPU_SOURCE})",
+                )
+            return Accumulation(
+                "fp32",
+                f"XLA GPU conv T=half: fp32 compute; TF_FP16_CONV_USE_FP32_COMPUTE={shown} "
+                f'(only "0" selects fp16; stream executor GetConvAccumulatorType; {GPU_SOURCE})',
+            )
+        return Accumulation(
+            "fp32",
+            "XLA GPU dot T=half: F16 accumulated in F32 unless the dot's algorithm is "
+            f"ALG_DOT_F16_F16_F16; TF_FP16_MATMUL_USE_FP32_COMPUTE ignored ({GPU_SOURCE})",
+        )
+    if info.name in XLA_CPU_HALF_MEASURED:
+        return Accumulation(
+            "fp32",
+            f"XLA CPU {info.name} T=half: fp32 accumulation (measured under jit_compile=True); "
+            "TF_CONV2D_USE_FP16_ACCUMULATE and oneDNN settings ignored",
+        )
+    return Accumulation(
+        "unknown", f"XLA CPU {info.name} T=half: accumulator not measured under jit_compile=True"
+    )
+
+
+def _common(info, T, Tacc, device: str, ctx: RuntimeContext) -> Accumulation | None:
+    """The rules shared by convs and matmuls: this package's Tacc and every T but half;
+    None for T=half of a TensorFlow op."""
     if info.backend == "ours":
         if Tacc == "half":
             return Accumulation(
@@ -88,6 +231,11 @@ def effective(
         return Accumulation("fp64", "T=double")
     if T != "half":
         return Accumulation("unknown", f"T={T} is not a floating type this audit knows")
+    return None
+
+
+def _conv_half(info: ConvOpInfo, device: str, ctx: RuntimeContext) -> Accumulation:
+    """TensorFlow's convs with T=half outside XLA."""
     if device == "gpu":
         if info.backend == "cpu-only":
             return Accumulation("unknown", f"{info.name} has CPU kernels only; see the CPU rules")

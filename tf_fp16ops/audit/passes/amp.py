@@ -3,7 +3,8 @@
 Rules [tensorflow/core/grappler/optimizers/auto_mixed_precision_lists.h; docs/design.md]: only
 when the rewrite is requested (`--amp` / tf.config.optimizer option), on a GPU of compute
 capability >= 7.0, for T=float ops on the allow list (Conv2D and backprops; Conv3D* with
-cuDNN >= 7.6.2; DepthwiseConv2dNative* with cuDNN >= 8), edited by
+cuDNN >= 7.6.2; DepthwiseConv2dNative* with cuDNN >= 8; MatMul, Einsum, BatchMatMul and
+BatchMatMulV2, opsets.AMP_MATMUL_ALLOW), edited by
 TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_ADD / _REMOVE (comma-separated op names).
 Grappler skips the rewrite when no suitable GPU is present.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from ..context import RuntimeContext
 from ..findings import AmpPrediction
-from ..opsets import AMP_CONV_ALLOW, AMP_MIN_COMPUTE_CAPABILITY
+from ..opsets import AMP_CONV_ALLOW, AMP_MATMUL_ALLOW, AMP_MIN_COMPUTE_CAPABILITY
 
 
 def _env_list(ctx: RuntimeContext, name: str) -> set[str]:
@@ -54,9 +55,9 @@ def predict(op: str, T: str | None, device: str, ctx: RuntimeContext) -> AmpPred
             "half",
             f"{op} added to the allow list by TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_ALLOWLIST_ADD",
         )
-    if op not in AMP_CONV_ALLOW:
+    if op not in AMP_CONV_ALLOW and op not in AMP_MATMUL_ALLOW:
         return AmpPrediction(False, keep, f"{op} is on no auto-mixed-precision list")
-    gate = AMP_CONV_ALLOW[op]
+    gate = AMP_CONV_ALLOW.get(op)
     if gate is not None:
         if ctx.cudnn_version is None:
             return AmpPrediction(

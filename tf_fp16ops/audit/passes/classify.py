@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..codes import Flag, flag
 from ..findings import Provenance
 
 
@@ -24,23 +25,26 @@ def audit_class(
 
 
 def provenance_flags(
-    T: str | None, data: Provenance | None, filt: Provenance | None
-) -> tuple[str, ...]:
+    T: str | None,
+    data: Provenance | None,
+    filt: Provenance | None,
+    labels: tuple[str, str] = ("input", "filter"),
+) -> tuple[Flag, ...]:
+    """Flags from the provenance of the two operands, named by `labels` (convs: input and
+    filter; matmuls: a and b)."""
     flags = []
-    for label, p in (("input", data), ("filter", filt)):
+    for label, p in zip(labels, (data, filt), strict=True):
         if p is None:
             continue
         d = p.dtypes
         if T == "float" and "half" in d:
-            if d[0] != "half" and len(d) >= 3:
-                flags.append(f"fake-fp16-{label}(float->half->float round trip)")
-            else:
-                flags.append(f"fake-fp16-{label}(fp16 values computed in fp32)")
+            how = "round-trip" if d[0] != "half" and len(d) >= 3 else "computed-in-fp32"
+            flags.append(flag("fake-fp16", side=label, how=how))
         for i in range(len(d) - 2):
             if d[i] == "half" and d[i + 1] in ("float", "double") and d[i + 2] == "half":
-                flags.append(f"noop-round-trip-{label}(half->{d[i + 1]}->half)")
+                flags.append(flag("noop-round-trip", side=label, via=d[i + 1]))
         if T and p.dtypes and p.dtypes[-1] != T:
-            flags.append(f"dtype-mismatch-{label}({p.dtypes[-1]} into T={T})")
-        if label == "filter" and p.variable and len(d) >= 2 and d[0] != d[-1]:
-            flags.append(f"variable-cast({d[0]} variable cast to {d[-1]})")
+            flags.append(flag("dtype-mismatch", side=label, dtype=p.dtypes[-1], T=T))
+        if label in ("filter", "b", "a") and p.variable and len(d) >= 2 and d[0] != d[-1]:
+            flags.append(flag("variable-cast", **{"from": d[0], "to": d[-1]}))
     return tuple(flags)

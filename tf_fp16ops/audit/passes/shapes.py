@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..codes import Flag, flag
 from ..opsets import ConvOpInfo
 
 FP16_ACC_SAFE_TERMS = 2048
@@ -33,11 +34,29 @@ class ShapeFacts:
     output_shape: tuple[int, ...] | None
     flops: int | None
     note: str
-    flags: tuple[str, ...]
+    flags: tuple[Flag, ...]
 
 
 def _channels_last(fmt: str | None) -> bool:
     return not fmt or fmt.endswith("C") or fmt == "NHWC"
+
+
+def output_size(size: int, k: int, stride: int, dilation: int, padding: str) -> int:
+    """One spatial output size of a forward conv, TensorFlow's rule (GetWindowedOutputSize,
+    tensorflow/core/framework/kernel_shape_util.cc) in exact integer arithmetic: SAME gives
+    ceil(size / stride), VALID (and EXPLICIT, on the padded size) ceil((size - (k - 1) * dilation)
+    / stride), at least 0; -1 (unknown) stays -1. `stride` and `dilation` must be positive.
+
+    Raises:
+      ValueError: a padding other than SAME, VALID or EXPLICIT.
+    """
+    if size < 0:
+        return -1
+    if padding == "SAME":
+        return -(-size // stride)
+    if padding in ("VALID", "EXPLICIT"):
+        return max(0, -(-(size - (k - 1) * dilation) // stride))
+    raise ValueError(f"padding must be SAME, VALID or EXPLICIT, got {padding!r}")
 
 
 def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
@@ -71,28 +90,21 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
         pairs = list(zip(pads[::2], pads[1::2], strict=True))
         pairs = pairs[1:-1] if cl else pairs[2:]
         sp = [-1 if n < 0 else n + a + b for n, (a, b) in zip(sp, pairs, strict=True)]
-    out = []
-    for size, k, s, d in zip(sp, filt[:sd], st, dl, strict=True):
-        if size < 0:
-            out.append(-1)
-        elif padding == "SAME":
-            out.append(-(-size // s))  # integer ceil: exact for any size
-        elif padding in ("VALID", "EXPLICIT"):
-            out.append(max(0, -(-(size - (k - 1) * d) // s)))
-        else:
-            return None
+    if padding not in ("SAME", "VALID", "EXPLICIT"):
+        return None
+    out = [
+        output_size(size, k, s, d, padding)
+        for size, k, s, d in zip(sp, filt[:sd], st, dl, strict=True)
+    ]
     cout = filt[sd] * filt[sd + 1] if info.family == "depthwise" else filt[sd + 1]
     return (in_shape[0],) + tuple(out) + (cout,) if cl else (in_shape[0], cout) + tuple(out)
 
 
-def _channel_problems(cin: int, cout: int) -> list[str]:
+def _channel_problems(cin: int, cout: int) -> dict[str, int]:
     """The sides of a conv whose channel count is not a multiple of 8 (tensor-core tile width
-    for fp16 in cuDNN's Tensor Core guidance), each named with its count: "input channels 3 not
-    a multiple of 8" (the output side is not mentioned when it is a multiple)."""
-    bad = [f"{side} channels {n}" for side, n in (("input", cin), ("output", cout)) if n % 8]
-    if not bad:
-        return []
-    return [" and ".join(bad) + (" not multiples of 8" if len(bad) > 1 else " not a multiple of 8")]
+    for fp16 in cuDNN's Tensor Core guidance), as fields {"input_channels": 3} (a side whose
+    count is a multiple is left out)."""
+    return {f"{side}_channels": n for side, n in (("input", cin), ("output", cout)) if n % 8}
 
 
 def invalid_attrs(attrs, info: ConvOpInfo) -> list[str]:
@@ -168,10 +180,10 @@ def analyse(
     if filt and len(filt) == 4 and attrs.str("filter_format") == "OIHW":
         filt = (filt[2], filt[3], filt[1], filt[0])
     flops, note = None, "shapes unknown"
-    flags: list[str] = []
+    flags: list[Flag] = []
     invalid = invalid_attrs(attrs, info)
     if invalid:
-        flags.append("invalid-attrs(" + "; ".join(invalid) + ")")
+        flags.append(flag("invalid-attrs", attrs=tuple(invalid)))
     if info.direction == "fprop":
         y = node_out_shape or (None if invalid else fprop_output(data_shape, filt, attrs, info))
         x = data_shape
@@ -194,7 +206,7 @@ def analyse(
         flops = 2 * batch * math.prod(y[1:]) * r
     overflow = any(_too_big(t) for t in (x, filt, y)) or (flops is not None and flops > INT64_MAX)
     if overflow:
-        flags.append("size-overflow")
+        flags.append(flag("size-overflow"))
         flops, note = None, "element counts or FLOPs beyond int64"
     if invalid:
         flops, note = None, "output shape undefined: " + "; ".join(invalid)
@@ -206,7 +218,7 @@ def analyse(
         else:
             terms = math.prod(y[:-1]) if y and all(d >= 0 for d in y) else None
         if accumulation == "fp16" and terms is not None and terms > FP16_ACC_SAFE_TERMS:
-            flags.append(f"fp16-acc-long-reduction({terms}>{FP16_ACC_SAFE_TERMS})")
+            flags.append(flag("fp16-acc-long-reduction", terms=terms, limit=FP16_ACC_SAFE_TERMS))
         if T == "half":
             cin = filt[sd]
             cout = filt[sd + 1]
@@ -219,12 +231,165 @@ def analyse(
                 c_total = x[-1] if _channels_last(attrs.str("data_format")) else x[1]
                 if c_total > 0 and cin > 0:
                     groups = c_total // cin
-            bad = []
-            bad.extend(_channel_problems(cin, cout))
+            bad = _channel_problems(cin, cout)
             if info.family == "depthwise":
-                bad.append(f"depthwise: groups={groups}, one per input channel")
+                bad["groups"], bad["depthwise"] = groups, True
             elif groups and groups > 1:
-                bad.append(f"groups={groups}")
+                bad["groups"] = groups
             if bad:
-                flags.append("tensor-core-unfriendly(" + "; ".join(bad) + ")")
+                flags.append(flag("tensor-core-unfriendly", **bad))
     return ShapeFacts(x, filt, y, flops, note, tuple(flags))
+
+
+# ---- the matmul family ----------------------------------------------------------------------
+# FLOPs = 2 * M * N * K per batch entry (one multiply and one add per term), as for convs: for
+# MatMul/BatchMatMul* 2 * |Y| * K with K the contracted size; for a two-operand Einsum
+# 2 * (product of the sizes of every label), the ellipsis counting as its broadcast dims; for a
+# one-operand Einsum (a sum or transpose) the product of the label sizes (one add per element).
+# Tensor cores (cuBLAS, T=half): M, N and K multiples of 8 (NVIDIA, "Matrix Multiplication
+# Background User's Guide", Tensor Core requirements).
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """NumPy broadcast of two batch shapes (-1 unknown), or None when they cannot broadcast."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        elif x < 0 or y < 0:
+            out.append(max(x, y))
+        else:
+            return None
+    return tuple(out)
+
+
+def parse_einsum(equation: str, ranks: list[int]) -> tuple[list[str], str] | None:
+    """The labels of each operand and of the output of an einsum `equation` (spaces dropped,
+    "..." written as "."; implicit output: the labels seen once, sorted, after the ellipsis), for
+    operands of `ranks` (-1 unknown); None when the equation is malformed or does not fit."""
+    eq = equation.replace(" ", "")
+    if "->" in eq:
+        lhs, out = eq.split("->", 1)
+    else:
+        lhs, out = eq, None
+    ins = lhs.split(",")
+    if len(ins) != len(ranks) or any(s.count("...") > 1 for s in ins + [out or ""]):
+        return None
+    ins = [s.replace("...", ".") for s in ins]
+    if any(not (c.isalpha() or c == ".") for s in ins for c in s):
+        return None
+    if out is None:
+        counts: dict[str, int] = {}
+        for s in ins:
+            for c in s:
+                counts[c] = counts.get(c, 0) + 1
+        out = ("." if any("." in s for s in ins) else "") + "".join(
+            sorted(c for c, n in counts.items() if n == 1 and c != ".")
+        )
+    else:
+        out = out.replace("...", ".")
+        if any(not (c.isalpha() or c == ".") for c in out) or len(set(out)) != len(out):
+            return None
+    for s, r in zip(ins, ranks, strict=True):
+        if r >= 0 and ("." not in s and len(s) != r or "." in s and len(s) - 1 > r):
+            return None
+    return ins, out
+
+
+def _einsum_sizes(equation: str, shapes: list[tuple[int, ...]]):
+    """(product of every label size, product of the contracted label sizes, output shape, note) of
+    an einsum with known operand ranks; None when malformed, inconsistent or when a size it needs
+    is unknown. Unknown sizes (-1) of output labels count as 1 (note "per example"); an unknown
+    contracted size makes it None."""
+    parsed = parse_einsum(equation, [len(s) for s in shapes])
+    if parsed is None:
+        return None
+    ins, out = parsed
+    sizes: dict[str, int] = {}
+    ell: tuple[int, ...] = ()
+    for labels, shape in zip(ins, shapes, strict=True):
+        if "." in labels:
+            i = labels.index(".")
+            n_ell = len(shape) - (len(labels) - 1)
+            e, shape = shape[i : i + n_ell], shape[:i] + shape[i + n_ell :]
+            ell = _broadcast(ell, tuple(e))
+            if ell is None:
+                return None
+            labels = labels.replace(".", "")
+        for c, d in zip(labels, shape, strict=True):
+            old = sizes.get(c, -1)
+            if d >= 0 and old >= 0 and d != old and 1 not in (d, old):
+                return None
+            sizes[c] = max(old, d)
+    if any(c != "." and c not in sizes for c in out):
+        return None
+    contracted = [d for c, d in sizes.items() if c not in out]
+    if any(d < 0 for d in contracted):
+        return None
+    unknown = any(d < 0 for d in sizes.values()) or any(d < 0 for d in ell)
+    out_shape = tuple(d for c in out for d in (ell if c == "." else (sizes[c],)))
+    total = math.prod(max(d, 1) for d in ell) * math.prod(max(d, 1) for d in sizes.values())
+    note = "per example (batch size unknown)" if unknown else "for the graph's batch size"
+    return total, math.prod(contracted), out_shape, note
+
+
+def analyse_matmul(info, T: str | None, accumulation: str, a_shape, b_shape, out_shape, attrs):
+    """Shapes, FLOPs and shape flags of one op of the matmul family (see the section comment).
+
+    `attrs` reads the op's attrs (`.ints`, `.str`, `.get`); returns ShapeFacts with
+    input_shape = a's shape, filter_shape = b's shape, output_shape = the product's."""
+    flags: list[Flag] = []
+    flops, note, k, n = None, "shapes unknown", None, None
+    y = out_shape
+    if info.family == "einsum":
+        eq = attrs.str("equation")
+        shapes = [s for s in (a_shape, b_shape) if s is not None]
+        n_in = attrs.get("N")
+        n_in = n_in.i if n_in is not None and n_in.i else len(shapes)
+        if eq is not None and len(shapes) == n_in and n_in in (1, 2):
+            got = _einsum_sizes(eq, shapes)
+            if got is not None:
+                total, k, computed, note = got
+                y = y or computed
+                flops = (2 if n_in == 2 else 1) * total
+                n = y[-1] if y else None
+    elif a_shape and b_shape and len(a_shape) >= 2 and len(b_shape) >= 2:
+        ta = _flag(attrs, info.transpose_a)
+        tb = _flag(attrs, info.transpose_b)
+        m, ka = (a_shape[-1], a_shape[-2]) if ta else (a_shape[-2], a_shape[-1])
+        kb, n = (b_shape[-1], b_shape[-2]) if tb else (b_shape[-2], b_shape[-1])
+        k = ka if ka >= 0 else kb
+        batch = _broadcast(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+        if info.family == "matmul":
+            batch = ()
+        if y is None and batch is not None:
+            y = batch + (m, n)
+        if y is not None and k is not None and k >= 0 and y[-1] >= 0:
+            # Unknown batch dims or rows (M, e.g. a Tensordot's flattened batch) count as 1.
+            note = "for the graph's batch size"
+            if any(d < 0 for d in y[:-2]):
+                note = "per example (batch size unknown)"
+            elif y[-2] < 0:
+                note = "per row (M unknown: the row count is a run-time value)"
+            flops = 2 * math.prod(max(d, 1) for d in y) * k
+    if any(_too_big(t) for t in (a_shape, b_shape, y)) or (flops is not None and flops > INT64_MAX):
+        flags.append(flag("size-overflow"))
+        flops, note = None, "element counts or FLOPs beyond int64"
+    if accumulation == "fp16" and k is not None and k > FP16_ACC_SAFE_TERMS:
+        flags.append(flag("fp16-acc-long-reduction", terms=k, limit=FP16_ACC_SAFE_TERMS))
+    if T == "half" and k is not None and k >= 0:
+        bad = {name: v for name, v in (("K", k), ("N", n)) if v is not None and v > 0 and v % 8}
+        if bad:
+            flags.append(flag("tensor-core-unfriendly", **bad))
+    return ShapeFacts(a_shape, b_shape, y, flops, note, tuple(flags))
+
+
+def _flag(attrs, key: str | None) -> bool:
+    if key is None:
+        return False
+    a = attrs.get(key)
+    return bool(a is not None and a.b)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from ..codes import flag
 from ..context import RuntimeContext
 from ..findings import ConvFinding, make
 from ..graph import AuditGraph, CallSite
 from ..model import KerasLayer
-from ..opsets import CONV_OPS
+from ..opsets import MATMUL_OPS, SITE_OPS
 from . import accumulation, amp, classify, policy, provenance, shapes
 from .attrs import NodeAttrs
 
@@ -89,9 +90,54 @@ def control_flow_note(frames) -> str:
     return "; ".join(parts)
 
 
+def control_flow_flags(frames) -> tuple:
+    """An `in-loop` flag per While and an `in-branch` flag per If/Case on the call path."""
+    out = []
+    for f in frames:
+        if f.call_op in _LOOPS:
+            out.append(flag("in-loop", op=f.call_op, node=f.call_node))
+        elif f.call_op in _BRANCHES:
+            out.append(flag("in-branch", op=f.call_op, node=f.call_node, branch=f.attr))
+    return tuple(out)
+
+
+def _true(attrs, key: str) -> bool:
+    return key in attrs and attrs[key].b
+
+
+def xla_of_path(ag: AuditGraph, site: CallSite) -> str | None:
+    """How the call path of `site` enters an XLA-compiled function, or None: a function whose
+    FunctionDef attr `_XlaMustCompile` is true (`tf.function(jit_compile=True)`, Keras
+    `jit_compile`), or a call node with that attr set."""
+    for f in site.frames:
+        callee = ag.scopes[f.callee]
+        if callee.fdef is not None and _true(callee.fdef.attr, "_XlaMustCompile"):
+            return f"function {callee.function!r} has _XlaMustCompile=true (jit_compile=True)"
+        nd = ag.scopes[f.caller].index.get(f.call_node)
+        if nd is not None and _true(nd.attr, "_XlaMustCompile"):
+            return f"call node {f.call_node!r} has _XlaMustCompile=true (jit_compile=True)"
+    root = ag.scopes[site.root]
+    if root.fdef is not None and _true(root.fdef.attr, "_XlaMustCompile"):
+        return f"function {root.function!r} has _XlaMustCompile=true (jit_compile=True)"
+    return None
+
+
+def xla_of_node(nd) -> str | None:
+    """Auto-clustering marks of a node (TF_XLA_FLAGS=--tf_xla_auto_jit): `_XlaCompile=true` or an
+    `_XlaScope` / `_XlaCluster` attr; None when it has none."""
+    a = nd.attr
+    if _true(a, "_XlaCompile"):
+        return "node has _XlaCompile=true (auto-jit cluster)"
+    for key in ("_XlaCluster", "_XlaScope"):
+        if key in a and a[key].s:
+            return f"node has {key}={a[key].s.decode('utf-8', 'replace')!r} (auto-jit cluster)"
+    return None
+
+
 def _path_facts(ag: AuditGraph, site: CallSite, layers: dict, model_name: str | None):
     """Facts of a call path: call nodes, function path, signatures of the outermost call, site-id
-    prefix, the layer named by a call node (or None), and the control-flow note of the path."""
+    prefix, the layer named by a call node (or None), the control-flow note of the path and how
+    it enters XLA (or None)."""
     call_nodes = tuple(f.call_node for f in site.frames)
     function_path = tuple(ag.scopes[f.callee].function or "" for f in site.frames)
     root = ag.scopes[site.root]
@@ -101,7 +147,17 @@ def _path_facts(ag: AuditGraph, site: CallSite, layers: dict, model_name: str | 
     full_path = ((root.function,) if root.function else ()) + function_path
     layer = policy.owning_layer(list(call_nodes), layers, model_name)
     cf_note = control_flow_note(site.frames)
-    return call_nodes, full_path, sigs, f"{prefix}{path} | ", layer, root, cf_note
+    xla = xla_of_path(ag, site)
+    cf = control_flow_flags(site.frames)
+    return call_nodes, full_path, sigs, f"{prefix}{path} | ", layer, root, cf_note, xla, cf
+
+
+def _path(ag, site, layers, model_name, memo):
+    frames, root_key, pf = memo.path
+    if frames is not site.frames or root_key != site.root:
+        pf = _path_facts(ag, site, layers, model_name)
+        memo.path = (site.frames, site.root, pf)
+    return pf
 
 
 def finding(
@@ -118,7 +174,9 @@ def finding(
     scope = ag.scopes[site.scope]
     nd = scope.index[site.node]
     op = scope.op_of(site.node)
-    info = CONV_OPS[op]
+    info = SITE_OPS[op]
+    if op in MATMUL_OPS:
+        return _matmul_finding(ag, site, ctx, layers, model_name, memo, scope, nd, op, info)
     b = site.bindings
     na = NodeAttrs(nd, b)
     ckey = (site.scope, site.node)
@@ -137,10 +195,14 @@ def finding(
     )
     grad = provenance.trace(ag, site, info.grad_input, pm) if info.grad_input is not None else None
     device = accumulation.target_device(device_field, ctx)
-    akey = (op, T, Tacc, device)
+    pf = _path(ag, site, layers, model_name, memo)
+    xla = pf[7] or xla_of_node(nd)
+    akey = (op, T, Tacc, device, xla is not None)
     acc = memo.accumulation.get(akey)
     if acc is None:
-        acc = memo.accumulation[akey] = accumulation.effective(info, T, Tacc, device, ctx)
+        acc = memo.accumulation[akey] = accumulation.effective(
+            info, T, Tacc, device, ctx, xla is not None
+        )
     main_input = data if data is not None else grad
     cls = classify.audit_class(T, acc.accumulation, main_input, filt)
     sh = _shape_facts(
@@ -156,24 +218,22 @@ def finding(
     )
     flags = list(classify.provenance_flags(T, main_input, filt)) + list(sh.flags)
     if acc.tf32:
-        flags.append("tf32")
+        flags.append(flag("tf32"))
     if akey in memo.amp:
         prediction = memo.amp[akey]
     else:
         prediction = memo.amp[akey] = amp.predict(op, T, device, ctx)
     if prediction is not None and prediction.rewrite:
-        flags.append("amp-predicted-rewrite")
-    frames, root_key, pf = memo.path
-    if frames is not site.frames or root_key != site.root:
-        pf = _path_facts(ag, site, layers, model_name)
-        memo.path = (site.frames, site.root, pf)
-    call_nodes, function_path, sigs, path_id, layer, root, cf_note = pf
+        flags.append(flag("amp-predicted-rewrite"))
+    call_nodes, function_path, sigs, path_id, layer, root, cf_note, _, cf = pf
+    if xla is not None and cls == "fake-fp16":
+        flags.append(flag("xla-may-drop-round-trip"))
     if layer is None:
         layer = policy.owning_layer([site.node], layers, model_name)
     if scope.owner_layer is not None and scope.owner_layer in layers:
         layer = layers[scope.owner_layer]
     if layer is not None and layer.compute_dtype in ("float16", "bfloat16") and T == "float":
-        flags.append(f"policy-mismatch(policy {layer.policy}, graph computes T=float)")
+        flags.append(flag("policy-mismatch", policy=layer.policy, T=T))
     if sigs is None:
         sigs = tuple(root.signatures.get(site.node, ()))
     return make(
@@ -203,6 +263,91 @@ def finding(
         input_shape=sh.input_shape,
         filter_shape=sh.filter_shape,
         output_shape=sh.output_shape,
-        flags=tuple(flags),
+        flags=tuple(flags) + cf,
         observed=None,
+        kind="conv",
+        xla=xla,
+    )
+
+
+def _matmul_finding(ag, site, ctx, layers, model_name, memo, scope, nd, op, info) -> ConvFinding:
+    """The finding of one matmul-family call site: operand a as `data`, b as `filter`."""
+    na = NodeAttrs(nd, site.bindings)
+    T = na.type(info.dtype_attr)
+    Tacc = na.type("Tacc") if info.backend == "ours" else None
+    pm = memo.provenance
+    n_inputs = len(scope.input_refs(site.node) or ())
+    a = provenance.trace(ag, site, info.a_input, pm)
+    b = provenance.trace(ag, site, info.b_input, pm) if n_inputs > 1 else None
+    device = accumulation.target_device(nd.device, ctx)
+    pf = _path(ag, site, layers, model_name, memo)
+    xla = pf[7] or xla_of_node(nd)
+    akey = (op, T, Tacc, device, xla is not None)
+    acc = memo.accumulation.get(akey)
+    if acc is None:
+        acc = memo.accumulation[akey] = accumulation.effective_matmul(
+            info, T, Tacc, device, ctx, xla is not None
+        )
+    cls = classify.audit_class(T, acc.accumulation, a, b)
+    sh = shapes.analyse_matmul(
+        info,
+        T,
+        acc.accumulation,
+        a.shape if a else None,
+        b.shape if b else None,
+        na.output_shape(op, 0),
+        na,
+    )
+    flags = list(classify.provenance_flags(T, a, b, ("a", "b"))) + list(sh.flags)
+    if acc.tf32:
+        flags.append(flag("tf32"))
+    pkey = ("matmul",) + akey
+    if pkey in memo.amp:
+        prediction = memo.amp[pkey]
+    else:
+        prediction = memo.amp[pkey] = amp.predict(op, T, device, ctx)
+    if prediction is not None and prediction.rewrite:
+        flags.append(flag("amp-predicted-rewrite"))
+    if xla is not None and cls == "fake-fp16":
+        flags.append(flag("xla-may-drop-round-trip"))
+    call_nodes, function_path, sigs, path_id, layer, root, cf_note, _, cf = pf
+    if layer is None:
+        layer = policy.owning_layer([site.node], layers, model_name)
+    if scope.owner_layer is not None and scope.owner_layer in layers:
+        layer = layers[scope.owner_layer]
+    if layer is not None and layer.compute_dtype in ("float16", "bfloat16") and T == "float":
+        flags.append(flag("policy-mismatch", policy=layer.policy, T=T))
+    if sigs is None:
+        sigs = tuple(root.signatures.get(site.node, ()))
+    return make(
+        ConvFinding,
+        site_id=f"{scope.unit} | {path_id}{site.node}",
+        unit=scope.unit,
+        function_path=function_path,
+        call_nodes=call_nodes,
+        signatures=sigs,
+        node=site.node,
+        op=op,
+        direction=info.direction,
+        device=nd.device,
+        target_device=device,
+        T=T,
+        Tacc=Tacc,
+        data=a,
+        filter=b,
+        keras_layer=layer.name if layer else None,
+        keras_policy=layer.policy if layer else None,
+        accumulation=acc.accumulation,
+        accumulation_reason=acc.reason,
+        audit_class=cls,
+        amp=prediction,
+        flops=sh.flops,
+        flops_note=f"{sh.note}; {cf_note}" if cf_note and sh.flops is not None else sh.note,
+        input_shape=sh.input_shape,
+        filter_shape=sh.filter_shape,
+        output_shape=sh.output_shape,
+        flags=tuple(flags) + cf,
+        observed=None,
+        kind="matmul",
+        xla=xla,
     )

@@ -71,7 +71,9 @@ def switch_statuses(ctx: RuntimeContext) -> tuple[SwitchStatus, ...]:
             SwitchStatus(
                 "TF_FP16_MATMUL_USE_FP32_COMPUTE",
                 v,
-                "matmul switch (parsed as a boolean): no effect on convolutions",
+                'GPU matmul switch (parsed as a boolean: only "0" or "false" select '
+                "fp16 compute for T=half matmuls); no effect on convolutions, on CPU kernels or on "
+                "XLA's dots",
             )
         )
     for name in (
@@ -88,6 +90,18 @@ def switch_statuses(ctx: RuntimeContext) -> tuple[SwitchStatus, ...]:
                     + ("" if ctx.amp else " (no effect: the rewrite is not requested)"),
                 )
             )
+    v = ctx.getenv("TF_XLA_FLAGS")
+    if v is not None and "--tf_xla_auto_jit" in v:
+        out.append(
+            SwitchStatus(
+                "TF_XLA_FLAGS",
+                v,
+                "auto-jit requested: TensorFlow may cluster convs and matmuls into XLA at run "
+                "time (CPU clusters also need --tf_xla_cpu_global_jit), where XLA decides the "
+                "accumulation; the graph shows which nodes only when it carries _XlaCompile / "
+                "_XlaScope marks (tf-fp16-audit --run shows what ran)",
+            )
+        )
     v = ctx.getenv("NVIDIA_TF32_OVERRIDE")
     if v is not None:
         out.append(

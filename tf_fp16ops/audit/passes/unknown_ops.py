@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..findings import UnknownOp
 from ..graph import AuditGraph
-from ..opsets import CONV_OPS
+from ..opsets import SITE_OPS
 from ..optable import is_known
 from .attrs import dtype_name
 
@@ -34,7 +34,7 @@ def unknown_ops(ag: AuditGraph) -> tuple[UnknownOp, ...]:
     found: dict[str, list] = {}
     for s in ag.scopes.values():
         for op, (count, example) in s.op_counts.items():
-            if op in CONV_OPS or op in fnames:
+            if op in SITE_OPS or op in fnames:
                 continue
             if is_known(op):
                 continue

@@ -43,6 +43,24 @@ def onednn_context(report: AuditReport) -> str:
     return f"{ {True: 'yes', False: 'no', None: 'unknown'}[takes] } ({why})"
 
 
+def kind_counts(report: AuditReport) -> tuple[int, int]:
+    """(conv call sites, matmul call sites) of a report."""
+    by = {k.kind: k.count for k in report.summary.by_kind}
+    return by.get("conv", 0), by.get("matmul", 0)
+
+
+def kind_lines(report: AuditReport) -> list[str]:
+    """One line per kind (conv, matmul, all): call sites, share of the FLOPs, fp16 shares."""
+    out = []
+    for k in report.summary.by_kind:
+        out.append(
+            f"{k.kind:6s} {k.count:6d} sites  {share(k.flop_share):>7s} of FLOPs  "
+            f"fp16 share ({k.share_basis}) {share(k.fp16_share)}, "
+            f"fp16-accumulate {share(k.fp16_accumulate_share)}"
+        )
+    return out
+
+
 def cpu_convs_possible(report: AuditReport) -> bool:
     """Whether any conv of the report may run on CPU: the context is not a GPU one, or a conv is
     placed on CPU. The CPU oneDNN fact is shown only then."""

@@ -6,6 +6,7 @@ from ..findings import AuditReport
 from .common import (
     cpu_convs_possible,
     fmt_flops,
+    kind_counts,
     onednn_context,
     path_of,
     reason_legend,
@@ -20,9 +21,10 @@ def _esc(s: str) -> str:
 
 def render_markdown_summary(report: AuditReport) -> str:
     s = report.summary
+    convs, mms = kind_counts(report)
     out = [f"**Partial report (over budget):** {_esc(p)}\n" for p in report.partial]
     out += [
-        f"**{s.call_sites} conv call sites** ({s.conv_nodes} conv nodes) "
+        f"**{s.call_sites} call sites** ({convs} conv, {mms} matmul; {s.conv_nodes} nodes) "
         f"in `{_esc(report.source)}` "
         f"({report.source_format}); context: device={report.context.device}, "
         f"amp={report.context.amp}"
@@ -44,6 +46,16 @@ def render_markdown_summary(report: AuditReport) -> str:
         f"fp16 share ({s.share_basis}): **{share(s.fp16_share)}**; "
         f"fp16-accumulate share: **{share(s.fp16_accumulate_share)}**."
     )
+    out += [
+        "",
+        "| kind | call sites | FLOPs | share of FLOPs | fp16 share | fp16-accumulate share |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for k in s.by_kind:
+        out.append(
+            f"| {k.kind} | {k.count} | {fmt_flops(k.flops)} | {share(k.flop_share)} | "
+            f"{share(k.fp16_share)} ({k.share_basis}) | {share(k.fp16_accumulate_share)} |"
+        )
     if report.context.amp:
         out.append(
             f"Auto mixed precision (prediction): {s.amp_predicted_rewrites} call sites would be "
@@ -54,7 +66,7 @@ def render_markdown_summary(report: AuditReport) -> str:
 
 def render_markdown(report: AuditReport) -> str:
     legend = reason_legend(report)
-    out = ["# fp16 convolution audit", "", render_markdown_summary(report)]
+    out = ["# fp16 convolution and matmul audit", "", render_markdown_summary(report)]
     if report.switches:
         out += ["## Switches", "", "| variable | value | effect |", "|---|---|---|"]
         for sw in report.switches:
@@ -76,12 +88,15 @@ def render_markdown(report: AuditReport) -> str:
         acc = f"{f.accumulation} [{legend[f.accumulation_reason]}]" + (
             f" Tacc={f.Tacc}" if f.Tacc else ""
         )
+        if f.xla is not None:
+            acc += " (XLA)"
         if f.amp is not None and f.amp.rewrite:
             acc += " (amp→half, predicted)"
         obs = f" {_esc(observed_cell(f))} |" if run else ""
         out.append(
             f"| {i} | {_esc(path_of(f))} | `{_esc(f.node)}` | {f.op} | {f.T} | {acc} | "
-            f"{f.audit_class} | {fmt_flops(f.flops)} |{obs} {_esc(', '.join(f.flags)) or '-'} |"
+            f"{f.audit_class} | {fmt_flops(f.flops)} |{obs} "
+            f"{_esc(', '.join(f.flag_texts)) or '-'} |"
         )
     out += ["", "Accumulation reasons:", ""]
     out += [f"{n}. {_esc(r)}" for r, n in legend.items()]

@@ -51,16 +51,17 @@ def runtime_lines(report: AuditReport) -> list[str]:
         f"executed: {rt.executed} on inputs {ins}"
         + (f" (random, seed {rt.seed})" if rt.seed is not None else ""),
         f"executed graphs: {rt.function_graphs} function graph(s), "
-        f"{rt.executed_convs} conv node(s); "
+        f"{rt.executed_convs} conv or matmul node(s); "
         f"call sites: {counts}",
     ]
-    switches = {k: v for p in rt.probes for k, v in p.switches}
+    from ..runtime.probes import PROBE_ENV
+
+    switches = dict(rt.switches) or {k: v for p in rt.probes for k, v in p.switches}
     out.append(
         "probe switches (this process): "
         + (
             ", ".join(f"{k}={v!r}" for k, v in sorted(switches.items()))
-            or "none of TF_CONV2D_USE_FP16_ACCUMULATE, "
-            "TF_FP16_CONV_USE_FP32_COMPUTE, TF_ENABLE_ONEDNN_OPTS set"
+            or f"none of {', '.join(PROBE_ENV)} set"
         )
     )
     for i, f in enumerate(report.findings, 1):

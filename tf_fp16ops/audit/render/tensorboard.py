@@ -6,7 +6,9 @@ findings as structured data of this package's "fp16_audit" dashboard (tags "fp16
 Layout under `logdir`: one run "audit" holding text, scalars and the graph of the first graph
 unit; further graph units (other MetaGraphs) go to runs "audit_unit1", "audit_unit2", ...
 Tags: "audit/report" (text), "audit/fp16_share", "audit/fp16_accumulate_share",
-"audit/flop_share/<class>", "audit/count/<class>" (scalars, step 0).
+"audit/flop_share/<class>", "audit/count/<class>", and per kind (conv, matmul, all)
+"audit/kind/<kind>/count", "audit/kind/<kind>/flop_share", "audit/kind/<kind>/fp16_share",
+"audit/kind/<kind>/fp16_accumulate_share" (scalars, step 0).
 Conv nodes get string attrs "_audit_class", "_audit_accumulation", "_audit_reason"
 (classes of all call sites of the node, joined with ", " when they differ).
 
@@ -117,6 +119,12 @@ def write_tensorboard(
             w.summary(
                 scalar_pb(f"audit/flop_share/{cls}", float((c.flop_share or 0.0) if c else 0.0))
             )
+        for k in s.by_kind:
+            base = f"audit/kind/{k.kind}"
+            w.summary(scalar_pb(f"{base}/count", float(k.count)))
+            w.summary(scalar_pb(f"{base}/flop_share", float(k.flop_share or 0.0)))
+            w.summary(scalar_pb(f"{base}/fp16_share", k.fp16_share))
+            w.summary(scalar_pb(f"{base}/fp16_accumulate_share", k.fp16_accumulate_share))
         if graph_units:
             w.write(graph_def=annotated_graph_def(report, *graph_units[0]).SerializeToString())
         # Structured findings for the "fp16 audit" dashboard (tf_fp16ops.tensorboard_plugin).

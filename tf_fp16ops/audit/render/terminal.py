@@ -1,4 +1,5 @@
-"""Terminal renderer: a fixed-width table, one row per conv call site, and a summary."""
+"""Terminal renderer: a fixed-width table, one row per call site (convolutions and the matmul
+family), and a summary."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from ..findings import AuditReport
 from .common import (
     cpu_convs_possible,
     fmt_flops,
+    kind_counts,
+    kind_lines,
     onednn_context,
     path_of,
     reason_legend,
@@ -28,6 +31,8 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         acc = f"{f.accumulation} [{legend[f.accumulation_reason]}]"
         if f.Tacc:
             acc += f" Tacc={f.Tacc}"
+        if f.xla is not None:
+            acc += " (XLA)"
         if f.amp is not None and f.amp.rewrite:
             acc += " (amp→half, predicted)"
         rows.append(
@@ -42,7 +47,7 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
                 fmt_flops(f.flops),
             )
             + ((observed_cell(f),) if run else ())
-            + (", ".join(f.flags) or "-",)
+            + (", ".join(f.flag_texts) or "-",)
         )
     widths = [
         max(len(h), *(len(r[c]) for r in rows)) if rows else len(h) for c, h in enumerate(headers)
@@ -72,15 +77,16 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
             f"... {len(report.findings) - max_rows} more call sites (use --format json for all)"
         )
     if not report.findings:
-        out.append("(no convolutions found)")
+        out.append("(no convolution or matmul call sites found)")
     out.append("")
     out.append("accumulation reasons:")
     out.extend(f"  [{n}] {r}" for r, n in legend.items())
     s = report.summary
     out.append("")
+    convs, mms = kind_counts(report)
     out.append(
-        f"summary: {s.call_sites} conv call sites ({s.conv_nodes} conv nodes), "
-        f"FLOPs known for {s.flops_known}, total {fmt_flops(s.total_flops)}"
+        f"summary: {s.call_sites} call sites ({convs} conv call sites, {mms} matmul call sites; "
+        f"{s.conv_nodes} nodes), FLOPs known for {s.flops_known}, total {fmt_flops(s.total_flops)}"
     )
     for c in s.classes:
         out.append(f"  {c.audit_class:16s} {c.count:6d} sites  {share(c.flop_share):>7s} of FLOPs")
@@ -88,6 +94,8 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         f"  fp16 share ({s.share_basis}): {share(s.fp16_share)}; fp16-accumulate share: "
         f"{share(s.fp16_accumulate_share)}"
     )
+    out.append("  by kind:")
+    out.extend(f"    {line}" for line in kind_lines(report))
     if report.context.amp:
         out.append(
             f"  auto mixed precision (prediction): {s.amp_predicted_rewrites} sites "

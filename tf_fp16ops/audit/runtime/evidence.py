@@ -19,8 +19,8 @@ from ..findings import AuditReport, RuntimeEvidence
 from ..graph import build_graph
 from ..model import LoadedModel
 from .executed import collect
-from .match import fusion_names, match, observe, probe_config
-from .probes import ProbeConfig, run_probes, run_probes_subprocess
+from .match import fusion_names, match, match_xla, observe, probe_config
+from .probes import ProbeConfig, process_switches, run_probes, run_probes_subprocess
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,14 @@ def evidence_report(
     run = collect(call.fn, call.inputs)
     executed = run.executed_conv_nodes()
     matched = match([(f, names[f.site_id]) for f in report.findings], executed, call.levels_above)
+    in_xla = match_xla(
+        [f for f in report.findings if f.site_id not in matched],
+        run.executed_xla_calls(),
+        call.levels_above,
+    )
+    matched.update(in_xla)
     configs: dict[str, ProbeConfig] = {}
-    for node in executed:
+    for node in executed + list(in_xla.values()):
         c = probe_config(node)
         configs.setdefault(c.key(), c)
     cache = probe_cache if probe_cache is not None else {}
@@ -89,11 +95,18 @@ def evidence_report(
         findings.append(replace(f, observed=observe(f, node, probe)))
     counts = collections.Counter(f.observed.status for f in findings)
     notes = []
-    unmatched = len(executed) - len({(n.graph_index, n.name) for n in matched.values()})
+    unmatched = len(executed) - len(
+        {(n.graph_index, n.name) for k, n in matched.items() if k not in in_xla}
+    )
     if unmatched:
         notes.append(
-            f"{unmatched} executed conv node(s) matched no static call site "
+            f"{unmatched} executed conv or matmul node(s) matched no static call site "
             "(created at run time, or reached from another signature)"
+        )
+    if in_xla:
+        notes.append(
+            f"{len(in_xla)} call site(s) ran inside XLA-compiled functions (one cluster each; "
+            "probed under jit_compile=True)"
         )
     devices = sorted({n.device for n in executed})
     if devices:
@@ -119,6 +132,7 @@ def evidence_report(
         gpu_kernels,
         tuple(sorted(counts.items())),
         tuple(notes),
+        process_switches(),
     )
     return replace(report, findings=tuple(findings), runtime=evidence)
 
@@ -213,6 +227,7 @@ def merge_reports(base: AuditReport, parts: list[AuditReport]) -> AuditReport:
         tuple(k for r in rts for k in r.gpu_kernels),
         tuple(sorted(counts.items())),
         tuple(notes),
+        rts[0].switches if rts else (),
     )
     return replace(base, findings=findings, summary=summarize(findings), runtime=rt)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..opsets import CONV_OPS
+from ..opsets import CONV_OPS, SITE_OPS
 
 _DTYPES = {1: "float", 2: "double", 14: "bfloat16", 19: "half"}
 
@@ -31,8 +31,17 @@ def canonical_op(op: str) -> str:
     for prefix in ("_MklNative", "_Mkl"):
         if op.startswith(prefix):
             rest = op[len(prefix) :].removeprefix("PadWith")
-            return rest if rest in CONV_OPS else "_" + rest if "_" + rest in CONV_OPS else op
+            return rest if rest in SITE_OPS else "_" + rest if "_" + rest in SITE_OPS else op
     return op
+
+
+def is_site_op(op: str) -> bool:
+    """Whether an executed op type is a call site of the audit: a convolution or an op of the
+    matmul family, under its own name or a oneDNN kernel name ("_MklMatMul", "_MklEinsum")."""
+    c = canonical_op(op)
+    return c in SITE_OPS or (
+        op.startswith("_") and any(w in op for w in ("Conv", "MatMul", "Einsum"))
+    )
 
 
 def is_conv_op(op: str) -> bool:
@@ -42,7 +51,7 @@ def is_conv_op(op: str) -> bool:
 
 @dataclass(frozen=True)
 class ExecutedNode:
-    """One convolution node as the runtime ran it.
+    """One convolution or matmul-family node as the runtime ran it.
 
     Attributes:
       name: node name in the executed function graph (inlined call prefixes included).
@@ -79,18 +88,32 @@ class ExecutedRun:
     function_graphs: tuple[Any, ...]
 
     def executed_conv_nodes(self) -> list[ExecutedNode]:
+        """Convolution and matmul-family nodes of the executed graphs (see `is_site_op`)."""
         out = []
         for gi, fg in enumerate(self.function_graphs):
             placed = {n.name: n for p in fg.partition_graphs for n in p.node}
             post = {n.name: n for n in fg.post_optimization_graph.node}
             for n in fg.post_optimization_graph.node:
                 p = placed.get(n.name)
-                if not is_conv_op(n.op) and not (p is not None and is_conv_op(p.op)):
+                if not is_site_op(n.op) and not (p is not None and is_site_op(p.op)):
                     continue
                 out.append(_executed(n, p, gi, post))
             for name, p in placed.items():  # nodes created after grappler (e.g. by the layout pass)
-                if name not in post and is_conv_op(p.op):
+                if name not in post and is_site_op(p.op):
                     out.append(_executed(p, p, gi, placed))
+        return out
+
+    def executed_xla_calls(self) -> list[ExecutedNode]:
+        """Call nodes of the executed graphs that XLA compiles: a (Stateful)PartitionedCall with
+        `_XlaMustCompile=true` (a jit_compile=True function, compiled and run as one cluster; its
+        body's ops never appear as nodes) or an XlaLaunch / _XlaRun node."""
+        out = []
+        for gi, fg in enumerate(self.function_graphs):
+            post = {n.name: n for n in fg.post_optimization_graph.node}
+            for n in fg.post_optimization_graph.node:
+                must = "_XlaMustCompile" in n.attr and n.attr["_XlaMustCompile"].b
+                if must or n.op in ("XlaLaunch", "_XlaRun"):
+                    out.append(_executed(n, None, gi, post))
         return out
 
     def casts(self) -> list[tuple[str, str, str]]:

@@ -126,13 +126,50 @@ def device_kind(device: str) -> str:
 
 def probe_config(node: ExecutedNode) -> ProbeConfig:
     """The probe configuration of an executed node: the op that really ran (oneDNN names mapped
-    back), its T and Tacc, and its device kind."""
+    back), its T and Tacc, and its device kind; under jit_compile=True when XLA ran it."""
+    xla = node.kernel_op.startswith(XLA_KERNEL)
     return ProbeConfig(
-        canonical_op(node.kernel_op) if node.kernel_op else node.op,
+        node.op if xla else canonical_op(node.kernel_op) if node.kernel_op else node.op,
         node.T or "?",
         node.Tacc,
         device_kind(node.device),
+        xla,
     )
+
+
+XLA_KERNEL = "XLA cluster"
+
+
+def match_xla(
+    findings: Iterable[ConvFinding], calls: list[ExecutedNode], levels_above: int
+) -> dict[str, ExecutedNode]:
+    """Maps finding.site_id -> a stand-in ExecutedNode for call sites inside an XLA-compiled
+    function (`finding.xla` set) whose compiled call node ran: XLA runs the function as one
+    cluster, so the site is known to have run when the call node on its path did. The stand-in
+    has the finding's op, T and Tacc, the call node's device, and kernel_op "XLA cluster (NODE)".
+    Auto-jit clusters (_XlaCompile / _XlaRun of a cluster function) are not mapped back."""
+    out = {}
+    for f in findings:
+        if f.xla is None or not calls:
+            continue
+        for j in range(len(f.call_nodes), levels_above, -1):
+            key = "/".join(f.call_nodes[levels_above:j])
+            cands = [c for c in calls if c.name == key or c.name.endswith("/" + key)]
+            if len(cands) == 1:
+                c = cands[0]
+                out[f.site_id] = ExecutedNode(
+                    name=f"{c.name}/{f.node}",
+                    op=f.op,
+                    kernel_op=f"{XLA_KERNEL} ({c.name})",
+                    T=f.T,
+                    Tacc=f.Tacc,
+                    device=c.device,
+                    fused_ops=(),
+                    inputs=(),
+                    graph_index=c.graph_index,
+                )
+                break
+    return out
 
 
 def observe(f: ConvFinding, node: ExecutedNode | None, probe: ProbeResult | None) -> Observation:

@@ -7,7 +7,12 @@ sum_i a_i * b_i, term 0 first in the op's natural order:
   * dgrad (...BackpropInput): along the output channels, out_backprop [1, 1, 1, N], filter
     [1, 1, 1, N] (depthwise: channel multiplier N), input_sizes [1, 1, 1, 1];
   * wgrad (...BackpropFilter): along the width positions, input and out_backprop [1, 1, N, 1],
-    filter_sizes [1, 1, 1, 1].
+    filter_sizes [1, 1, 1, 1];
+  * the matmul family: a [1, N] times b [N, 1] (MatMul; _FusedMatMul as MatMul + BiasAdd(0) +
+    Relu for grappler's remapper), [1, 1, N] times [1, N, 1] (BatchMatMul, V2, V3), and
+    einsum "ij,jk->ik" on [1, N] and [N, 1] (Einsum).
+Operands are arguments of the probe's function (never constants), so grappler's constant folding
+cannot evaluate the op with another kernel than the model's.
 
 Probes (expected values by hand, IEEE binary16; checked against a NumPy reference in the tests):
   * "rounding": 1 followed by 63 terms of 2^-12 (times 1). fp32 accumulation: 1 + 63 * 2^-12 =
@@ -40,6 +45,7 @@ PROBE_ENV = (
     "TF_CONV2D_USE_FP16_ACCUMULATE",
     "TF_FP16_CONV_USE_FP32_COMPUTE",
     "TF_ENABLE_ONEDNN_OPTS",
+    "TF_FP16_MATMUL_USE_FP32_COMPUTE",
 )
 
 # name -> (a terms, b terms, fp32-accumulation value rounded to T=half, fp16-accumulation value)
@@ -64,32 +70,36 @@ WGRAD = {
     "DepthwiseConv2dNativeBackpropFilter",
     "Fp16Conv2DBackpropFilter",
 }
-PROBED_OPS = FPROP | DGRAD | WGRAD
+MATMUL = {"MatMul", "_FusedMatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"}
+PROBED_OPS = FPROP | DGRAD | WGRAD | MATMUL
 PROBED_T = ("half", "float")
 
 
 @dataclass(frozen=True)
 class ProbeConfig:
-    """One configuration to probe: op type, storage dtype T, Tacc (this package's ops) and device
-    ("cpu" or "gpu")."""
+    """One configuration to probe: op type, storage dtype T, Tacc (this package's ops), device
+    ("cpu" or "gpu") and whether the op runs inside an XLA-compiled function
+    (`tf.function(jit_compile=True)`; key suffix ":xla")."""
 
     op: str
     T: str
     Tacc: str | None
     device: str
+    xla: bool = False
 
     def key(self) -> str:
-        return f"{self.op}:{self.T}:{self.Tacc or '-'}:{self.device}"
+        return f"{self.op}:{self.T}:{self.Tacc or '-'}:{self.device}" + (":xla" if self.xla else "")
 
     @staticmethod
     def parse(text: str) -> ProbeConfig:
         parts = text.split(":")
-        if len(parts) != 4:
+        if len(parts) not in (4, 5) or (len(parts) == 5 and parts[4] != "xla"):
             raise ValueError(
-                f"probe config must be OP:T:TACC:DEVICE (TACC '-' when none), got {text!r}"
+                "probe config must be OP:T:TACC:DEVICE or OP:T:TACC:DEVICE:xla (TACC '-' when "
+                f"none), got {text!r}"
             )
-        op, t, tacc, dev = parts
-        return ProbeConfig(op, t, None if tacc == "-" else tacc, dev)
+        op, t, tacc, dev = parts[:4]
+        return ProbeConfig(op, t, None if tacc == "-" else tacc, dev, len(parts) == 5)
 
 
 @dataclass(frozen=True)
@@ -173,8 +183,12 @@ def combine(verdicts: list[str]) -> str:
     return "inconclusive"
 
 
-def _switches() -> tuple[tuple[str, str], ...]:
+def process_switches() -> tuple[tuple[str, str], ...]:
+    """The PROBE_ENV switches set in this process's environment, as (name, value) pairs."""
     return tuple((k, os.environ[k]) for k in PROBE_ENV if k in os.environ)
+
+
+_switches = process_switches
 
 
 def _fmt(x: float) -> str:
@@ -270,6 +284,8 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
         else:
             fn = lambda x, w: tf.raw_ops.Conv2D(input=x, filter=w, strides=s4, padding=pad)  # noqa: E731
         args = (x, w) if op != "_FusedConv2D" else (x, w, np.zeros([1]))
+    elif op in MATMUL:
+        fn, args = _matmul_probe(op, av, bv, n)
     elif op in DGRAD:
         dy, w = av.reshape(1, 1, 1, n), bv.reshape(1, 1, 1, n)
         sizes = tf.constant([1, 1, 1, 1], tf.int32)
@@ -325,10 +341,37 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
     device = "/GPU:0" if config.device == "gpu" else "/CPU:0"
     with tf.device(device):
         tensors = [tf.constant(v, dtype) for v in args]
-        run = collect(tf.function(fn), tensors)
+        run = collect(tf.function(fn, jit_compile=config.xla), tensors)
     out = np.asarray(run.outputs[0], np.float64).reshape(-1)
+    if config.xla:
+        return float(out[0]), "XLA (jit_compile=True)"
     kernel = ", ".join(sorted({_kernel_name(n) for n in run.executed_conv_nodes()}))
     return float(out[0]), kernel
+
+
+def _matmul_probe(op: str, av, bv, n: int):
+    """(function, operands) of the matmul-family probe of `op` (see the module docstring)."""
+    import numpy as np
+    import tensorflow as tf
+
+    if op in ("MatMul", "_FusedMatMul", "Einsum"):
+        x, y = av.reshape(1, n), bv.reshape(n, 1)
+    else:
+        x, y = av.reshape(1, 1, n), bv.reshape(1, n, 1)
+    if op == "MatMul":
+        return (lambda x, y: tf.raw_ops.MatMul(a=x, b=y)), (x, y)
+    if op == "_FusedMatMul":
+
+        def fused(x, y, bias):
+            return tf.nn.relu(tf.nn.bias_add(tf.raw_ops.MatMul(a=x, b=y), bias))
+
+        return fused, (x, y, np.zeros([1]))
+    if op == "Einsum":
+        return (lambda x, y: tf.einsum("ij,jk->ik", x, y)), (x, y)
+    if op == "BatchMatMulV3":
+        return (lambda x, y: tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=x.dtype)), (x, y)
+    raw = getattr(tf.raw_ops, op)
+    return (lambda x, y: raw(x=x, y=y)), (x, y)
 
 
 def _kernel_name(node) -> str:

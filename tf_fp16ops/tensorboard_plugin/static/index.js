@@ -10,12 +10,15 @@ const COLUMNS = [
   {key: 'path', text: (f) => (f.function_path.length ? f.function_path.join(' > ') : '(graph)'),
    search: (f) => f.signatures.join(' ')},
   {key: 'node', text: (f) => f.node},
-  {key: 'op', text: (f) => (f.direction && f.direction !== 'fprop' ? `${f.op} (${f.direction})` : f.op)},
+  // convs show their pass when not fprop; matmul-family sites (kind 'matmul') their op alone
+  {key: 'op', text: (f) => (f.direction && !['fprop', 'matmul'].includes(f.direction)
+    ? `${f.op} (${f.direction})` : f.op) + (f.xla ? ' [XLA]' : '')},
   {key: 'T', text: (f) => f.T ?? '?'},
   {key: 'accumulation', text: (f) => (f.Tacc ? `${f.accumulation} (Tacc=${f.Tacc})` : f.accumulation)},
   {key: 'reason', text: (f) => f.accumulation_reason},
   {key: 'flops', text: (f) => formatFlops(f.flops), sort: (f) => f.flops},
-  {key: 'flags', text: (f) => f.flags.join(' ')},
+  // schema 2.0: flags are {code, severity, fields, message}; 1.x wrote the message alone
+  {key: 'flags', text: (f) => f.flags.map((x) => (typeof x === 'string' ? x : x.message)).join(', ')},
   // The layer's row of the selected sensitivity run (AuditView.matchSensitivity), if any.
   {key: 'sensitivity', text: (f) => sensText(f.sensitivity),
    sort: (f) => (f.sensitivity ? f.sensitivity.max_rel ?? Infinity : null)},
