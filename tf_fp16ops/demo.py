@@ -11,6 +11,9 @@ op attribute, so both can run side by side. Then the audit tool reports, for a b
 model, which convolutions really accumulate in fp16.
 
 Usage: python -m tf_fp16ops.demo [--seed N] [--no-audit] [--workdir DIR]
+
+Without an op library for the installed TensorFlow the demo prints one line saying so on stderr
+and exits 2.
 """
 
 from __future__ import annotations
@@ -247,6 +250,13 @@ def main(argv: list[str] | None = None) -> int:
         help="where the example model and TensorBoard logs go (default: build/demo)",
     )
     args = parser.parse_args(argv)
+    try:
+        from tf_fp16ops import _library
+
+        _library.load()
+    except tf_fp16ops.OpLibraryError as e:
+        print(f"python -m tf_fp16ops.demo: error: {e}", file=sys.stderr)
+        return 2
     print("== The seed question: does TensorFlow's float16 conv2d accumulate in float16? ==\n")
     print(format_table(seed_comparison(args.seed)))
     if args.no_audit:
