@@ -120,9 +120,17 @@ def outside(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def demo(venv, outside) -> tuple[str, Path]:
-    """`python -m tf_fp16ops.demo` in the virtualenv: its stdout and its workdir."""
-    workdir = outside / "demo"
-    r = _run([venv / "bin" / "python", "-m", "tf_fp16ops.demo", "--workdir", workdir], cwd=outside)
+    """`python -m tf_fp16ops.demo` in the virtualenv, with no --workdir: its stdout and the
+    directory it names (outside a source tree, a new temporary one; nothing in the working
+    directory)."""
+    cwd = outside / "demo_cwd"
+    cwd.mkdir()
+    r = _run([venv / "bin" / "python", "-m", "tf_fp16ops.demo"], cwd=cwd)
+    assert r.stderr == "" and list(cwd.iterdir()) == []
+    named = next(line for line in r.stdout.splitlines() if line.startswith("Demo files: "))
+    workdir = Path(named.split("the example model in ", 1)[1].split(", ", 1)[0])
+    assert workdir.name.startswith("tf_fp16ops_demo_") and ROOT not in workdir.parents
+    assert f"TensorBoard: tensorboard --logdir {workdir / 'audit_logs'}" in r.stdout
     return r.stdout, workdir
 
 
