@@ -47,5 +47,10 @@ def built_for_tensorflow() -> str:
 
 
 setup(
-    distclass=BinaryDistribution, extras_require={"tf": [f"tensorflow=={built_for_tensorflow()}"]}
+    distclass=BinaryDistribution,
+    extras_require={
+        "tf": [f"tensorflow=={built_for_tensorflow()}"],
+        # examples/: the digits data set ships inside scikit-learn.
+        "examples": ["scikit-learn"],
+    },
 )
