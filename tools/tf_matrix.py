@@ -14,9 +14,10 @@ The releases and their Keras pins are in tools/tf_matrix.txt. For each minor:
   libtensorflow_framework.so.2, through third_party/tf/tf_configure.bzl and PYTHON_BIN_PATH) into
   build/matrix/lib-<minor>/_fp16ops.so with build_info.json; then the source tree's own build
   is configured back to the development virtualenv (`make build` reuses its cached objects);
-* `test`: the wheel installed into that virtualenv (no dependencies: the virtualenv has them),
-  and the version-sensitive test files (TESTS) run with the virtualenv's Python from a copy in a
-  temporary directory outside the source tree, so `tf_fp16ops` comes from the wheel alone.
+* `test`: the wheel installed into that virtualenv, with those of its requirements the
+  virtualenv lacks (TensorFlow and Keras held at their pins), and the version-sensitive test
+  files (TESTS) run with the virtualenv's Python from a copy in a temporary directory outside
+  the source tree, so `tf_fp16ops` comes from the wheel alone.
 
 Prints one line per step and a summary table (minor, release, Keras, result, seconds); exits 1
 when any minor fails, 2 on bad arguments.
@@ -177,11 +178,11 @@ def test(e: Entry, wheel: Path, log: Path, tests: tuple[str, ...] = TESTS) -> No
     """Installs `wheel` into e's virtualenv and runs `tests` from a copy outside the source tree."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", TF_CPP_MIN_LOG_LEVEL="2")
-    _run(
-        [e.python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", wheel],
-        log,
-        env=env,
-    )
+    pip = [e.python, "-m", "pip", "install", "-q", "--only-binary", ":all:"]
+    _run([*pip, "--no-deps", "--force-reinstall", wheel], log, env=env)
+    # Then the wheel's own requirements that this TensorFlow does not bring (TensorFlow 2.21
+    # no longer requires tensorboard), resolved with TensorFlow and Keras held at their pins.
+    _run([*pip, wheel, f"tensorflow=={e.tensorflow}", f"keras=={e.keras}"], log, env=env)
     with tempfile.TemporaryDirectory(prefix=f"tf_fp16ops_matrix_{e.minor}_") as tmp:
         copy = Path(tmp) / "tests"
         copy.mkdir()
