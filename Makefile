@@ -18,8 +18,7 @@ CLANG_FORMAT ?= clang-format
 RUFF := $(VENV)/bin/ruff
 
 .PHONY: demo test test-eigen fuzz build install venv system-deps configure benchmark build-cuda build-cuda-ci \
-	gpu-check-lib gpu-check \
-	gpu-bundle gpu-host-lib clean wheel lint format
+	gpu-check-lib gpu-check gpu-bundle gpu-host-lib clean wheel lint format matrix matrix-libs release
 
 demo: install
 	$(PY) -m tf_fp16ops.demo
@@ -67,18 +66,57 @@ build: configure
 install: build
 	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e .
 
-# dist/tf_fp16ops-<version>-<python tag>-<abi>-<platform>.whl: the package, the op library and
-# its _build_info.json (tools/build_wheel.py). CPU build; CUDA=1 packs bazel-bin/_fp16ops.so of
-# `make build-cuda`, recorded with "cuda": true.
+# The TensorFlow matrix (tools/tf_matrix.txt; tools/tf_matrix.py): an op library per TensorFlow
+# minor 2.16-2.21, each built by Bazel against that release's wheel (headers and
+# libtensorflow_framework.so.2) in its own cached virtualenv, build/matrix/venv-<minor>. MINORS
+# picks minors (default: all). The pinned minor of requirements.txt (DEV_MINOR) is `make build`'s
+# own library; the others are build/matrix/lib-<minor>/.
+#   make wheel                    the pinned minor only (what `make test` installs)
+#   make matrix MINORS=2.16       the oldest beside the pinned one (which `make test` runs): CI's
+#                                 planned line, once TensorFlow 2.16's oneDNN depthwise probe passes
+#                                 (README "TensorFlow versions")
+#   make release                  the release wheel: all six, each tested (dist/)
+MINORS ?= all
+DEV_MINOR := $(shell sed -n 's/^tensorflow==\([0-9]*\.[0-9]*\).*/\1/p' requirements.txt)
+ALL_MINORS = $(shell $(PY) tools/tf_matrix.py list)
+MATRIX_TEST_MINORS = $(if $(filter all,$(MINORS)),$(ALL_MINORS),$(MINORS))
+MATRIX_LIB_MINORS = $(filter-out $(DEV_MINOR),$(MATRIX_TEST_MINORS))
+# Libraries of other minors that `make wheel` adds to the pinned one (set by `make matrix`).
+WHEEL_MINORS ?=
+DIST ?= dist
+WHEEL_LIBS = --library tf_fp16ops/_fp16ops.so --build-info tf_fp16ops/_build_info.json \
+  $(foreach m,$(WHEEL_MINORS),--library build/matrix/lib-$(m)/_fp16ops.so \
+  --build-info build/matrix/lib-$(m)/build_info.json)
+
+# $(DIST)/tf_fp16ops-<version>-<python tag>-<abi>-<platform>.whl: the package and its op
+# libraries, each in tf_fp16ops/_libs/tf<minor>/ with its build_info.json (tools/build_wheel.py).
+# CPU build; CUDA=1 packs bazel-bin/_fp16ops.so of `make build-cuda` (the pinned minor only),
+# recorded with "cuda": true.
 ifeq ($(CUDA),1)
 wheel: build-cuda
 	mkdir -p build
 	$(PY) -c "import json; from tf_fp16ops._quiet import import_tensorflow; tf = import_tensorflow(); print(json.dumps({'tensorflow_version': tf.__version__}))" > build/cuda_build_info.json
-	$(PY) tools/build_wheel.py --cuda --library bazel-bin/_fp16ops.so --build-info build/cuda_build_info.json
+	$(PY) tools/build_wheel.py --cuda --library bazel-bin/_fp16ops.so --build-info build/cuda_build_info.json --dist $(DIST)
 else
 wheel: build
-	$(PY) tools/build_wheel.py --library tf_fp16ops/_fp16ops.so --build-info tf_fp16ops/_build_info.json
+	$(PY) tools/build_wheel.py $(WHEEL_LIBS) --dist $(DIST)
 endif
+
+# The op libraries of MINORS other than the pinned one, one Bazel build at a time (nice: the
+# machine is shared); the virtualenvs download TensorFlow once, then come from pip's cache.
+matrix-libs: configure
+	$(if $(MATRIX_LIB_MINORS),nice $(PY) tools/tf_matrix.py build --minors $(MATRIX_LIB_MINORS),@true)
+
+# The wheel with the libraries of MINORS, installed into each minor's virtualenv, and the
+# version-sensitive tests run there from outside the source tree (tools/tf_matrix.py TESTS).
+matrix: build matrix-libs
+	$(MAKE) --no-print-directory wheel WHEEL_MINORS="$(MATRIX_LIB_MINORS)" DIST=build/matrix/dist
+	nice $(PY) tools/tf_matrix.py test --minors $(MATRIX_TEST_MINORS) \
+	  --wheel "$$(ls build/matrix/dist/tf_fp16ops-*.whl)"
+
+release:
+	$(MAKE) --no-print-directory matrix MINORS=all
+	mkdir -p dist && rm -f dist/tf_fp16ops-*.whl && cp build/matrix/dist/tf_fp16ops-*.whl dist/
 
 # Style: ruff (lint and format, pyproject.toml), clang-format (.clang-format) and buildifier, all
 # at 100 columns. `lint` only checks and fails on any finding; `format` rewrites the files.

@@ -29,6 +29,7 @@ def main(argv=None) -> None:
     parser.add_argument("--metric-tolerance", type=float, default=0.0)
     parser.add_argument("--out", default=None, help="directory for the model and the data")
     args = parser.parse_args(argv)
+    train_digits.require_scikit_learn("sensitivity_digits.py")
     x, y, x_test, y_test = train_digits.load_digits_data()
     model = train_digits.build_model("float32")
     model.compile(

@@ -1,9 +1,11 @@
 """Trains a small CNN built from tf_fp16ops.layers.Conv2D on scikit-learn's 8x8 digits.
 
 The digits data set (1797 greyscale 8x8 images, 10 classes) ships inside scikit-learn, so
-nothing is downloaded. The same model is trained with float16 accumulation (the convolutions
-run in binary16 with an fp16 accumulator, forward and backward) and with float32 accumulation,
-from the same initial weights, and the per-epoch training loss of both is printed.
+nothing is downloaded; scikit-learn is the examples' one extra dependency
+(`pip install 'tf_fp16ops[examples]'`; without it the scripts say so in one line and exit 2).
+The same model is trained with float16 accumulation (the convolutions run in binary16 with an
+fp16 accumulator, forward and backward) and with float32 accumulation, from the same initial
+weights, and the per-epoch training loss of both is printed.
 
     python examples/train_digits.py --epochs 3
 
@@ -14,6 +16,8 @@ MirroredStrategy with two logical CPUs and MultiWorkerMirroredStrategy with two 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import sys
 from dataclasses import dataclass
 
 import keras
@@ -31,6 +35,20 @@ class TrainingResult:
         float, ...
     ]  # mean training loss of each epoch (sparse categorical cross-entropy, nats)
     test_accuracy: float  # on the held-out images, after the last epoch
+
+
+EXTRA_HINT = "pip install 'tf_fp16ops[examples]' (or scikit-learn)"
+
+
+def require_scikit_learn(prog: str) -> None:
+    """Exits with status 2 and one line on stderr when scikit-learn is not installed."""
+    if importlib.util.find_spec("sklearn") is None:
+        print(
+            f"{prog}: error: the digits data set ships inside scikit-learn, which is not "
+            f"installed: {EXTRA_HINT}",
+            file=sys.stderr,
+        )
+        sys.exit(2)
 
 
 def load_digits_data(n_train: int = 1500):
@@ -169,6 +187,7 @@ def main(argv=None) -> None:
         "--train-images", type=int, default=1500, help="training images of the 1797 (default 1500)"
     )
     args = parser.parse_args(argv)
+    require_scikit_learn("train_digits.py")
     for accumulation in ("float16", "float32"):
         r = train(accumulation, args.epochs, args.batch_size, args.train_images)
         print(

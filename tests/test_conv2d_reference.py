@@ -199,16 +199,56 @@ def test_graph_and_function_modes_agree_with_eager():
 
 
 @pytest.mark.parametrize(
-    "accumulation", ["float16", "half", tf.float16, np.float16, "float32", "float", tf.float32]
+    "accumulation, is_half",
+    [
+        ("float16", True),
+        (tf.float16, True),
+        (np.float16, True),
+        (np.dtype("float16"), True),
+        ("float32", False),
+        (tf.float32, False),
+        (np.float32, False),
+        (np.dtype("float32"), False),
+    ],
 )
-def test_accumulation_accepts_dtypes_and_names(accumulation):
+def test_accumulation_accepts_the_documented_spellings(accumulation, is_half):
+    # The 49-tap window (docs/design.md#49-tap-window), by hand: fp16 0.98046875, fp32 0.9794921875.
     x = np.full([1, 9, 9, 1], 0.2, np.float16)
     w = np.full([7, 7, 1, 1], 0.1, np.float16)
-    is_half = tf_fp16ops.accumulation_dtype(accumulation) == tf.float16
     expected = 0.98046875 if is_half else 0.9794921875
     assert (
         tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation=accumulation).numpy()[0, 0, 0, 0]
         == expected
+    )
+
+
+@pytest.mark.parametrize(
+    "accumulation",
+    [
+        "half",
+        "float",
+        "fp16",
+        "fp32",
+        "Float16",
+        " float16",
+        "FLOAT32",
+        tf.float64,
+        np.float64,
+        tf.bfloat16,
+        19,
+        1,
+        None,
+    ],
+    ids=repr,
+)
+def test_accumulation_rejects_every_other_spelling_with_the_accepted_list(accumulation):
+    # 19 and 1 are the DataType enum values of half and float, which tf.as_dtype would take.
+    x = np.ones([1, 1, 1, 1], np.float16)
+    with pytest.raises(ValueError) as e:
+        tf_fp16ops.conv2d(x, x, 1, "VALID", accumulation=accumulation)
+    assert str(e.value) == (
+        "accumulation must be 'float16' or 'float32' (or tf.float16, tf.float32, np.float16, "
+        f"np.float32), got {accumulation!r}"
     )
 
 

@@ -7,6 +7,8 @@ run in a fresh process with TF_ENABLE_ONEDNN_OPTS=0, which is the Eigen kernel o
 """
 
 import math
+import tempfile
+from pathlib import Path
 
 from cpu_features import onednn_takes_half_here
 from tf_fp16ops import demo
@@ -47,3 +49,27 @@ def test_table_shows_each_comparison():
     assert "tf.nn.conv2d fp16  vs  fp32 conv cast to fp16" in text
     assert "accumulation=float16  vs  float32" in text
     assert "[inf, inf, inf]" in text and "[0.0, 0.0, 0.0]" in text
+
+
+def test_default_workdir_is_build_demo_of_a_source_tree_else_a_new_temporary_directory():
+    # Which applies depends on where tf_fp16ops comes from: the source tree, or an installed
+    # wheel (`make matrix` runs this file outside the tree; tests/test_wheel.py runs the demo).
+    tree = Path(demo.__file__).resolve().parent.parent
+    workdir = demo.default_workdir()
+    if (tree / "Makefile").is_file() and (tree / "BUILD").is_file():
+        assert workdir == tree / "build" / "demo"
+    else:
+        assert workdir.parent.resolve() == Path(tempfile.gettempdir()).resolve()
+        assert workdir.name.startswith("tf_fp16ops_demo_") and list(workdir.iterdir()) == []
+        workdir.rmdir()
+
+
+def test_audit_writes_where_told_and_prints_its_hint_on_stdout(tmp_path, capsys):
+    work, logs = tmp_path / "work", tmp_path / "logs"
+    work.mkdir()
+    assert demo.run_audit(work, logs) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.splitlines()[-1] == f"TensorBoard: tensorboard --logdir {logs}"
+    assert (work / "example_savedmodel" / "saved_model.pb").is_file()
+    assert list(logs.rglob("events.out.tfevents.*"))

@@ -206,7 +206,7 @@ def test_second_order_half_bit_exact(cfg):
     with tf.GradientTape() as tape:
         tape.watch([wt, dyt])
         dx = tf_fp16ops.conv2d_backprop_input(
-            tf.constant(_to(fmt, x).shape, tf.int32), wt, dyt, **_kwargs(cfg, "half")
+            tf.constant(_to(fmt, x).shape, tf.int32), wt, dyt, **_kwargs(cfg, "float16")
         )
     d_w, d_dy = tape.gradient(dx, [wt, dyt], output_gradients=tf.constant(_to(fmt, g_dx)))
     np.testing.assert_array_equal(
@@ -221,7 +221,7 @@ def test_second_order_half_bit_exact(cfg):
     with tf.GradientTape() as tape:
         tape.watch([xt, dyt])
         dw = tf_fp16ops.conv2d_backprop_filter(
-            xt, tf.constant(w.shape, tf.int32), dyt, **_kwargs(cfg, "half")
+            xt, tf.constant(w.shape, tf.int32), dyt, **_kwargs(cfg, "float16")
         )
     d_x, d_dy = tape.gradient(dw, [xt, dyt], output_gradients=tf.constant(g_dw))
     np.testing.assert_array_equal(
@@ -270,7 +270,7 @@ def test_half_gradients_bit_exact_random_geometry(
         data_format,
     )
     x, w, dy = _data(cfg, np.float16, seed)
-    dx, dw = _tape_grads(cfg, x, w, dy, "half")
+    dx, dw = _tape_grads(cfg, x, w, dy, "float16")
     s, d = cfg[3], cfg[4]
     np.testing.assert_array_equal(
         dx, reference.conv2d_backprop_input(x.shape, w, dy, s, d, pad, "half")

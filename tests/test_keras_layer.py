@@ -152,7 +152,7 @@ def test_get_config_from_config_round_trip():
         activation="relu",
         use_bias=True,
         kernel_regularizer="l2",
-        accumulation="half",
+        accumulation=tf.float16,
         dtype="mixed_float16",
         name="c",
     )

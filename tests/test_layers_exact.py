@@ -478,7 +478,9 @@ def test_bad_arguments(cls, args):
         ValueError, match=f"{cls.__name__} .*dtype policy 'bfloat16' has compute dtype bfloat16"
     ):
         cls(*args, dtype="bfloat16")
-    config = cls(*args, accumulation="half").get_config()
+    with pytest.raises(ValueError, match="accumulation must be .* got 'half'"):
+        cls(*args, accumulation="half")
+    config = cls(*args, accumulation=np.float16).get_config()
     assert config["accumulation"] == "float16"
     assert (
         type(

@@ -176,8 +176,9 @@ def demo_run(tmp_path_factory):
 def test_demo_prints_no_tensorflow_startup_lines(demo_run):
     work, r = demo_run
     assert r.returncode == 0, r.stderr[-3000:]
-    # The one stderr line is the demo's own hint (the audit CLI's --logdir message).
-    assert r.stderr.splitlines() == [f"TensorBoard: tensorboard --logdir {work / 'audit_logs'}"]
+    # Nothing on stderr: the demo's closing hint (the audit CLI's --logdir message) is on stdout.
+    assert r.stderr == ""
+    assert f"TensorBoard: tensorboard --logdir {work / 'audit_logs'}" in r.stdout.splitlines()
     assert "tf_fp16ops.conv2d accumulation=float16" in r.stdout and "fp16-accumulate" in r.stdout
 
 
@@ -216,3 +217,22 @@ def test_static_audit_leaves_stderr_empty(demo_run):
     )
     assert r.returncode == 0 and r.stderr == ""
     assert "5 conv call sites" in r.stdout
+
+
+def test_library_import_filters_the_import_only(tmp_path):
+    """The library's first op use imports TensorFlow with keep_filtering=False: the start-up
+    lines are dropped, and afterwards the user's stderr is their own again (fd 2 unchanged, so
+    even a line the tools would drop arrives)."""
+    _stand_in_tensorflow(tmp_path, (RECORDED_RUNTIME + "\n").encode())
+    init = tmp_path / "tensorflow" / "__init__.py"
+    init.write_text(
+        f"import os\nos.write(2, {(RECORDED_STARTUP[1] + chr(10)).encode()!r})\n" + init.read_text()
+    )
+    r = _run_with_stand_in(
+        tmp_path,
+        "import os\nbefore = os.fstat(2).st_ino\n"
+        "tf = import_tensorflow(keep_filtering=False)\n"
+        "assert os.fstat(2).st_ino == before\ntf.nn.conv2d()",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.decode() == RECORDED_RUNTIME + "\n"

@@ -19,6 +19,8 @@ from tf_fp16ops import _library
 from tf_fp16ops.layers import Conv2D
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The op library the package loads for this TensorFlow (the source tree's, or a wheel's).
+LIBRARY = _library.find(tf.__version__).path
 
 
 class ConvModule(tf.Module):
@@ -117,12 +119,12 @@ def test_without_library_op_not_registered_then_loader_fixes_it(saved):
 
 def test_library_twice_and_through_symlink_is_harmless(saved, tmp_path):
     link = tmp_path / "linked_fp16ops.so"
-    link.symlink_to(_library.LIBRARY_PATH)
+    link.symlink_to(LIBRARY)
     proc = _run(
         f"""
         import numpy as np, tensorflow as tf
         import tf_fp16ops
-        tf.load_op_library({str(_library.LIBRARY_PATH)!r})   # the same file again
+        tf.load_op_library({str(LIBRARY)!r})   # the same file again
         tf.load_op_library({str(link)!r})                    # and through a symlink
         m = tf.saved_model.load("module")
         m2 = tf_fp16ops.load_saved_model("module")
@@ -143,7 +145,7 @@ def test_library_twice_and_through_symlink_is_harmless(saved, tmp_path):
 
 def test_symlink_loaded_before_the_package(saved, tmp_path):
     link = tmp_path / "linked_fp16ops.so"
-    link.symlink_to(_library.LIBRARY_PATH)
+    link.symlink_to(LIBRARY)
     proc = _run(
         f"""
         import numpy as np, tensorflow as tf

@@ -154,3 +154,26 @@ def test_multi_worker_mirrored_strategy_two_processes(single_device_losses, tmp_
         results[0]["losses"] == results[1]["losses"]
     )  # the all-reduced loss is the same on both workers
     _assert_losses_match(results[0]["losses"], single_device_losses)
+
+
+@pytest.mark.parametrize("script", ["train_digits.py", "sensitivity_digits.py"])
+def test_examples_without_scikit_learn_say_so_in_one_line(script):
+    # sys.modules["sklearn"] = None makes scikit-learn not importable (importlib's find_spec
+    # returns None for it), as in a virtualenv with the wheel but not its [examples] extra.
+    code = (
+        "import runpy, sys; sys.modules['sklearn'] = None; "
+        f"sys.argv = [{script!r}]; sys.path.insert(0, {os.path.join(REPO, 'examples')!r}); "
+        f"runpy.run_path({os.path.join(REPO, 'examples', script)!r}, run_name='__main__')"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.splitlines()[-1] == (
+        f"{script}: error: the digits data set ships inside scikit-learn, which is not "
+        "installed: pip install 'tf_fp16ops[examples]' (or scikit-learn)"
+    )

@@ -19,13 +19,16 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "build" / "wheel_test"
@@ -120,21 +123,39 @@ def outside(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def demo(venv, outside) -> tuple[str, Path]:
-    """`python -m tf_fp16ops.demo` in the virtualenv: its stdout and its workdir."""
-    workdir = outside / "demo"
-    r = _run([venv / "bin" / "python", "-m", "tf_fp16ops.demo", "--workdir", workdir], cwd=outside)
+    """`python -m tf_fp16ops.demo` in the virtualenv, with no --workdir: its stdout and the
+    directory it names (outside a source tree, a new temporary one; nothing in the working
+    directory)."""
+    cwd = outside / "demo_cwd"
+    cwd.mkdir()
+    r = _run([venv / "bin" / "python", "-m", "tf_fp16ops.demo"], cwd=cwd)
+    assert r.stderr == "" and list(cwd.iterdir()) == []
+    named = next(line for line in r.stdout.splitlines() if line.startswith("Demo files: "))
+    workdir = Path(named.split("the example model in ", 1)[1].split(", ", 1)[0])
+    assert workdir.name.startswith("tf_fp16ops_demo_") and ROOT not in workdir.parents
+    assert f"TensorBoard: tensorboard --logdir {workdir / 'audit_logs'}" in r.stdout
     return r.stdout, workdir
 
 
-def test_wheel_holds_library_build_info_and_metadata(wheel):
+def _wheel_libraries(z: zipfile.ZipFile) -> dict[str, dict]:
+    """minor -> build info of each tf_fp16ops/_libs/tf<minor>/ of the wheel."""
+    libs = {}
+    for name in z.namelist():
+        parts = name.split("/")
+        if parts[:2] == ["tf_fp16ops", "_libs"] and parts[-1] == "build_info.json":
+            libs[parts[2].removeprefix("tf")] = json.loads(z.read(name))
+    return libs
+
+
+def test_wheel_holds_a_library_per_minor_build_info_and_metadata(wheel):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
         metadata = z.read(f"{dist_info}/METADATA").decode()
         wheel_meta = z.read(f"{dist_info}/WHEEL").decode()
         entry_points = z.read(f"{dist_info}/entry_points.txt").decode()
-        build_info = json.loads(z.read("tf_fp16ops/_build_info.json"))
-        library = z.getinfo("tf_fp16ops/_fp16ops.so")
+        libs = _wheel_libraries(z)
+        sizes = {m: z.getinfo(f"tf_fp16ops/_libs/tf{m}/_fp16ops.so").file_size for m in libs}
     assert {
         "tf_fp16ops/__init__.py",
         "tf_fp16ops/audit/cli.py",
@@ -142,18 +163,35 @@ def test_wheel_holds_library_build_info_and_metadata(wheel):
         "tf_fp16ops/tensorboard_plugin/static/view.html",
         "tf_fp16ops/tensorboard_plugin/static/style.css",
     } <= names
-    assert library.file_size > 10_000
+    # No library outside _libs/ (the source tree's own build is not shipped as such).
+    assert "tf_fp16ops/_fp16ops.so" not in names and "tf_fp16ops/_build_info.json" not in names
+    assert all(size > 10_000 for size in sizes.values()), sizes
     assert not any(n.startswith(("tests/", "tools/", "cc/")) for n in names)
     # A native library: a platform wheel, not py3-none-any.
     assert "Root-Is-Purelib: false" in wheel_meta
     tag = next(
         line.split(": ", 1)[1] for line in wheel_meta.splitlines() if line.startswith("Tag:")
     )
-    assert not tag.endswith("none-any") and tag.split("-")[2].startswith(("linux", "manylinux"))
-    # TensorFlow only through the [tf] extra, pinned to the version the library was built for
-    # (the TensorFlow of this virtualenv, which `make build` compiles against).
+    assert wheel.name.endswith(f"-{tag}.whl")
+    m = re.fullmatch(r"cp\d+-cp\d+-manylinux_2_(\d+)_x86_64", tag)
+    assert m, tag
+    # Honest: the tag's glibc is no older than the newest GLIBC_2.x symbol version any library
+    # needs (binutils' objdump lists them), so no older system installs it and then fails.
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as z:
+        needed = set()
+        for minor in libs:
+            lib = Path(z.extract(f"tf_fp16ops/_libs/tf{minor}/_fp16ops.so", tmp))
+            if shutil.which("objdump"):
+                dyn = subprocess.run(
+                    ["objdump", "-T", str(lib)], capture_output=True, text=True, check=True
+                ).stdout
+                needed |= {int(v) for v in re.findall(r"\bGLIBC_2\.(\d+)\b", dyn)}
+    assert not needed or int(m.group(1)) >= max(needed), (tag, sorted(needed))
+    # Each library is recorded with a release of its own minor; the one of this virtualenv's
+    # TensorFlow (which `make build` compiles against) is among them.
     tf_version = importlib.metadata.version("tensorflow")
-    assert build_info["tensorflow_version"] == tf_version
+    assert all(info["tensorflow_version"].startswith(f"{m}.") for m, info in libs.items())
+    assert libs[".".join(tf_version.split(".")[:2])]["tensorflow_version"] == tf_version
     requires = [
         line.split(": ", 1)[1]
         for line in metadata.splitlines()
@@ -165,7 +203,15 @@ def test_wheel_holds_library_build_info_and_metadata(wheel):
         "protobuf",
         "tensorboard",
     ]
-    assert [r for r in requires if "extra ==" in r] == [f'tensorflow=={tf_version}; extra == "tf"']
+    # TensorFlow only through the [tf] extra, which admits exactly the minors with a library.
+    (tf_req,) = [r for r in requires if r.endswith('extra == "tf"')]
+    spec = SpecifierSet(tf_req.split(";")[0].removeprefix("tensorflow"))
+    for minor in range(10, 30):
+        for release in (f"2.{minor}.0", f"2.{minor}.7"):
+            assert (release in spec) == (f"2.{minor}" in libs), (tf_req, release)
+    assert [r for r in requires if r.endswith('extra == "examples"')] == [
+        'scikit-learn; extra == "examples"'
+    ]
     assert "tf-fp16-audit = tf_fp16ops.audit.cli:main" in entry_points
     assert "fp16_audit = tf_fp16ops.tensorboard_plugin.plugin:Fp16AuditPlugin" in entry_points
 
@@ -302,26 +348,40 @@ def test_savedmodel_with_the_op_saved_and_loaded_from_the_installed_wheel(venv, 
 
 _MISMATCH = """
 import numpy as np, tensorflow as tf
-tf.__version__ = "2.0.0"  # stands for a TensorFlow other than the one the library was built for
+tf.__version__ = "2.0.0"  # stands for a TensorFlow minor the wheel has no library for
+import tf_fp16ops
 try:
-    import tf_fp16ops
     tf_fp16ops.conv2d(np.ones([1, 1, 1, 1], np.float16), np.ones([1, 1, 1, 1], np.float16), 1,
                       "VALID")
-except ImportError as e:
-    print("ImportError:", e)
+except tf_fp16ops.OpLibraryError as e:
+    print(e)
 """
 
 
-def test_other_tensorflow_version_is_refused_with_both_versions_named(venv, outside):
+def test_other_tensorflow_version_is_refused_naming_the_supported_ones(wheel, venv, outside):
     r = _run([venv / "bin" / "python", "-c", _MISMATCH], cwd=outside)
-    message = r.stdout.strip()
-    assert message.startswith("ImportError:"), r.stdout + r.stderr
-    assert (
-        f"built for TensorFlow {importlib.metadata.version('tensorflow')}" in message
-        and "2.0.0" in message
-    )
-    # An installed wheel has no source tree to rebuild in: the remedy is the TensorFlow it needs.
-    assert f"pip install 'tensorflow=={importlib.metadata.version('tensorflow')}'" in message
+    with zipfile.ZipFile(wheel) as z:
+        built = sorted(
+            (i["tensorflow_version"] for i in _wheel_libraries(z).values()),
+            key=lambda v: tuple(map(int, v.split("."))),
+        )
+    # An installed wheel has no source tree to rebuild in: the fix is a supported TensorFlow.
+    assert r.stdout.strip() == (
+        "tf_fp16ops: no op library for the installed TensorFlow 2.0.0; this tf_fp16ops holds "
+        f"libraries built for TensorFlow {', '.join(built)}: install one of those minor "
+        "releases (`pip install 'tf_fp16ops[tf]'` picks one)"
+    ), r.stdout + r.stderr
+
+
+def test_build_wheel_refuses_two_libraries_for_one_minor(tmp_path):
+    lib, info = ROOT / "tf_fp16ops" / "_fp16ops.so", ROOT / "tf_fp16ops" / "_build_info.json"
+    cmd = [sys.executable, ROOT / "tools" / "build_wheel.py", "--dist", tmp_path / "dist"]
+    cmd += ["--staging", tmp_path / "src"]
+    r = _run(cmd + ["--library", lib, "--build-info", info] * 2, cwd=tmp_path, check=False)
+    assert r.returncode == 1 and r.stdout == ""
+    minor = ".".join(importlib.metadata.version("tensorflow").split(".")[:2])
+    assert r.stderr == f"build_wheel: two op libraries for TensorFlow {minor}: {lib} and {lib}\n"
+    assert not (tmp_path / "dist").exists()
 
 
 @pytest.mark.parametrize("missing", ["--library", "--build-info"])

@@ -8,13 +8,16 @@ Imports are layered (PEP 562 module `__getattr__`): importing the package or its
 subpackages (`tf_fp16ops.audit` for the static audit, `tf_fp16ops.tensorboard_plugin`) neither
 imports TensorFlow nor loads the compiled op library. The ops, the Keras layer (registered as
 "tf_fp16ops>Conv2D") and the conversion helpers are imported on first attribute access
-(`tf_fp16ops.conv2d`, `tf_fp16ops.layers`, ...), which loads `_fp16ops.so` and raises ImportError
-naming the TensorFlow version the library was built for, the installed one, and `make build`.
+(`tf_fp16ops.conv2d`, `tf_fp16ops.layers`, ...), which loads the `_fp16ops.so` built for the
+installed TensorFlow (tf_fp16ops/_library.py). When there is none, that access raises
+`OpLibraryError` (an ImportError) whose one-line message names the installed TensorFlow, the
+versions the libraries present were built for and the fix; it is raised from the attribute
+access itself, with no import machinery frames in its traceback.
 
 When TensorFlow is already imported, `import tf_fp16ops` loads the library and registers the
 Keras layer at once, so SavedModels and .keras files holding them load right after the import
 (`import tensorflow as tf; import tf_fp16ops; tf.saved_model.load(...)`); a missing or
-mismatched library does not fail that import, its ImportError is raised at the first attribute
+mismatched library does not fail that import, its OpLibraryError is raised at the first attribute
 access. Otherwise `import tf_fp16ops.layers` (or any attribute) registers them explicitly.
 """
 
@@ -41,18 +44,32 @@ _LAZY = {
 }
 _SUBMODULES = ("layers",)
 
-__all__ = sorted([*_LAZY, *_SUBMODULES])
+__all__ = sorted([*_LAZY, *_SUBMODULES, "OpLibraryError"])
+
+
+class OpLibraryError(ImportError):
+    """No op library built for the installed TensorFlow, or it failed to load. The message is one
+    line: the installed TensorFlow, the versions the libraries present were built for, the fix."""
+
+    __module__ = "tf_fp16ops"
 
 
 def __getattr__(name: str):
-    if name in _SUBMODULES:
-        module = _importlib.import_module(f"{__name__}.{name}")
-    elif name in _LAZY:
-        # The ops and the Keras layer are one unit: the layer is registered with the first op use.
-        _importlib.import_module(f"{__name__}.layers")
-        module = _importlib.import_module(_LAZY[name])
-    else:
+    if name not in _SUBMODULES and name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        from tf_fp16ops._quiet import import_tensorflow
+
+        # When not yet imported: without TensorFlow's start-up lines; the user's stderr is
+        # given back as it was.
+        import_tensorflow(keep_filtering=False)
+        # The ops and the Keras layer are one unit: the layer is registered with the first op use.
+        module = _importlib.import_module(f"{__name__}.layers")
+        if name in _LAZY:
+            module = _importlib.import_module(_LAZY[name])
+    except OpLibraryError as e:
+        # Raised here, without the import frames and the chained original: the message says it all.
+        raise OpLibraryError(str(e)) from None
     value = module if name in _SUBMODULES else getattr(module, name)
     globals()[name] = value
     return value

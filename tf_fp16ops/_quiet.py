@@ -17,8 +17,9 @@ file descriptor 2 of the process, for the rest of its life, at a pipe read by a 
 process (`python -m tf_fp16ops._quiet`). The filter writes every line that is not one of the
 lines above (`is_noise`) to the original stderr, partial lines (progress bars) within 0.2 s, and
 drains the pipe until every writer has closed it, so a line written just before a crash (a
-TensorFlow `F` check failure followed by abort) still reaches the terminal. The library API
-(`import tf_fp16ops`) never touches a user's file descriptors.
+TensorFlow `F` check failure followed by abort) still reaches the terminal. In a user's own
+process (the first op use of `tf_fp16ops.conv2d`, the layers, ...) only the import is filtered,
+and stderr is given back as it was.
 """
 
 from __future__ import annotations
@@ -106,22 +107,19 @@ def _write_all(fd: int, data: bytes) -> None:
         data = data[os.write(fd, data) :]
 
 
-_filter: subprocess.Popen | None = None
+_restore_at_exit = None  # set while this process's fd 2 goes through the filter for good
 
 
-def quiet_stderr() -> None:
-    """Routes this process's file descriptor 2 through the filter process for the rest of its
-    life (idempotent). Does nothing when the filter cannot be started."""
-    global _filter
-    if _filter is not None:
-        return
+def _start_filter():
+    """Points file descriptor 2 at a pipe read by the filter process; returns the function that
+    points it back and waits for the filter to drain, or None when no filter could start."""
     sys.stderr.flush()
     # The filter imports this module from the same place as this process did.
     path = os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH")) if p)
     try:
         saved = os.dup(2)
     except OSError:  # no stderr to filter
-        return
+        return None
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tf_fp16ops._quiet"],
@@ -132,33 +130,45 @@ def quiet_stderr() -> None:
         )
     except OSError:
         os.close(saved)
-        return
+        return None
     os.dup2(proc.stdin.fileno(), 2)
-    _filter = proc
 
     def restore() -> None:
-        # Back to the original stderr, then let the filter drain what is in the pipe.
         try:
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
         os.dup2(saved, 2)
+        os.close(saved)
         proc.stdin.close()
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             proc.kill()
 
-    atexit.register(restore)
+    return restore
+
+
+def quiet_stderr() -> None:
+    """Routes this process's file descriptor 2 through the filter process for the rest of its
+    life (idempotent; the filter drains at exit). Does nothing when the filter cannot start."""
+    global _restore_at_exit
+    if _restore_at_exit is None:
+        _restore_at_exit = _start_filter()
+        if _restore_at_exit is not None:
+            atexit.register(_restore_at_exit)
 
 
 def _package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def import_tensorflow():
-    """`import tensorflow` (and its first device query) with stderr filtered from then on.
+def import_tensorflow(keep_filtering: bool = True):
+    """`import tensorflow` (and its first device query) with stderr filtered.
 
+    keep_filtering: True (this package's tools) keeps fd 2 filtered for the rest of the process;
+      False (the library's first op use in a user's process) filters the import only and then
+      gives the user's stderr back untouched.
     Returns the tensorflow module; when it is already imported, returns it untouched (and leaves
     stderr as it is).
     Raises:
@@ -167,10 +177,18 @@ def import_tensorflow():
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    quiet_stderr()
-    import tensorflow as tf
+    restore = None
+    if keep_filtering:
+        quiet_stderr()
+    else:
+        restore = _start_filter()
+    try:
+        import tensorflow as tf
 
-    tf.config.list_physical_devices("GPU")  # platform start-up writes its lines now
+        tf.config.list_physical_devices("GPU")  # platform start-up writes its lines now
+    finally:
+        if restore is not None:
+            restore()
     return tf
 
 

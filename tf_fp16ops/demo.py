@@ -10,16 +10,23 @@ demo then also runs with TF_ENABLE_ONEDNN_OPTS=0. Fp16Conv2D makes the accumulat
 op attribute, so both can run side by side. Then the audit tool reports, for a bundled example
 model, which convolutions really accumulate in fp16.
 
-Usage: python -m tf_fp16ops.demo [--seed N] [--no-audit] [--workdir DIR]
+Usage: python -m tf_fp16ops.demo [--seed N] [--no-audit] [--workdir DIR] [--logdir DIR]
+
+The example model and the TensorBoard logs go to --workdir: by default build/demo of the source
+tree the package is imported from, else a new temporary directory; the demo names it. Without an
+op library for the installed TensorFlow the demo prints one line saying so on stderr and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -218,16 +225,28 @@ def format_table(r: SeedResult) -> str:
     return "\n".join(lines)
 
 
-def run_audit(workdir: Path) -> int:
-    """Writes the bundled example SavedModel (first run) and prints the audit report."""
+def run_audit(workdir: Path, logdir: Path) -> int:
+    """Writes the bundled example SavedModel (first run) into `workdir`, prints the audit report
+    and writes its TensorBoard logs into `logdir`; the `tensorboard --logdir` hint goes to
+    stdout, the audit's other stderr lines stay on stderr."""
     from tf_fp16ops.audit import cli, demo_example
 
     model = demo_example(workdir / "example_savedmodel")
-    logdir = workdir / "audit_logs"
     print(f"\n== Audit of the bundled example ({model}) ==")
-    return cli.main(
-        [str(model), "--logdir", str(logdir)]
-    )  # prints the `tensorboard --logdir` command
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = cli.main([str(model), "--logdir", str(logdir)])
+    for line in err.getvalue().splitlines():
+        print(line, file=sys.stdout if line.startswith("TensorBoard: ") else sys.stderr)
+    return status
+
+
+def default_workdir() -> Path:
+    """build/demo of the source tree the package sits in, else a new temporary directory."""
+    tree = Path(__file__).resolve().parent.parent
+    if (tree / "Makefile").is_file() and (tree / "BUILD").is_file():
+        return tree / "build" / "demo"
+    return Path(tempfile.mkdtemp(prefix="tf_fp16ops_demo_"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,16 +262,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workdir",
         type=Path,
-        default=Path("build/demo"),
-        help="where the example model and TensorBoard logs go (default: build/demo)",
+        help="where the example model (and the TensorBoard logs) go (default: build/demo of the "
+        "source tree the package is imported from, else a new temporary directory)",
+    )
+    parser.add_argument(
+        "--logdir", type=Path, help="where the TensorBoard logs go (default: WORKDIR/audit_logs)"
     )
     args = parser.parse_args(argv)
+    try:
+        from tf_fp16ops import _library
+
+        _library.load()
+    except tf_fp16ops.OpLibraryError as e:
+        print(f"python -m tf_fp16ops.demo: error: {e}", file=sys.stderr)
+        return 2
     print("== The seed question: does TensorFlow's float16 conv2d accumulate in float16? ==\n")
     print(format_table(seed_comparison(args.seed)))
     if args.no_audit:
         return 0
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    run_audit(args.workdir)
+    workdir = args.workdir or default_workdir()
+    logdir = args.logdir or workdir / "audit_logs"
+    workdir.mkdir(parents=True, exist_ok=True)
+    run_audit(workdir, logdir)
+    print(f"\nDemo files: the example model in {workdir}, the TensorBoard logs in {logdir}")
     return 0
 
 

@@ -56,7 +56,7 @@ class Conv2D(keras.layers.Conv2D):
 
     Args:
       accumulation: 'float16' (default; true fp16 accumulation, see `tf_fp16ops.conv2d`) or
-        'float32'; also 'half'/'float', tf.float16/tf.float32.
+        'float32'; or tf.float16/tf.float32, np.float16/np.float32 (saved as the name).
       All other arguments: as `keras.layers.Conv2D`.
 
     Input/output: as `keras.layers.Conv2D`: [N, H, W, C] ("channels_last") or [N, C, H, W]

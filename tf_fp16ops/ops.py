@@ -29,38 +29,33 @@ _ops = _library.load()
 
 IntOrList = int | Sequence[int]
 
-_ACCUMULATION_NAMES = {
-    "float16": tf.float16,
-    "half": tf.float16,
-    "fp16": tf.float16,
-    "float32": tf.float32,
-    "float": tf.float32,
-    "fp32": tf.float32,
-}
+# The accepted spellings of `accumulation=`, and nothing else: the two dtype names (as Keras
+# and NumPy spell them), the two tf.DTypes and the two NumPy dtypes.
+ACCUMULATIONS = "'float16' or 'float32' (or tf.float16, tf.float32, np.float16, np.float32)"
 
 
 def accumulation_dtype(accumulation) -> tf.DType:
-    """Maps an accumulation given as a name ("float16", "half", "float32", "float"), a tf.DType
-    or a NumPy dtype to tf.float16 or tf.float32.
+    """Maps an accumulation to tf.float16 or tf.float32.
+
+    Accepted, and only these: the names "float16" and "float32" (exactly so spelt), tf.float16
+    and tf.float32, and NumPy's float16 and float32 (`np.float16` or `np.dtype("float16")`).
 
     Raises:
-      ValueError: any other value (the message names `accumulation` and the value).
+      ValueError: any other value, e.g. "half", "fp16", "Float16" or tf.float64 (the message
+        names `accumulation`, the value and the accepted spellings).
     """
     if isinstance(accumulation, str):
-        key = accumulation.strip().lower()
-        if key in _ACCUMULATION_NAMES:
-            return _ACCUMULATION_NAMES[key]
-    else:
-        try:
-            dtype = tf.as_dtype(accumulation)
-        except TypeError:
-            dtype = None
-        if dtype in (tf.float16, tf.float32):
-            return dtype
-    raise ValueError(
-        f"accumulation must be 'float16' or 'float32' (or tf.float16/tf.float32), "
-        f"got {accumulation!r}"
-    )
+        if accumulation in ("float16", "float32"):
+            return tf.as_dtype(accumulation)
+    elif isinstance(accumulation, tf.DType):
+        if accumulation in (tf.float16, tf.float32):
+            return accumulation
+    elif isinstance(accumulation, np.dtype) or (
+        isinstance(accumulation, type) and issubclass(accumulation, np.generic)
+    ):
+        if np.dtype(accumulation) in (np.float16, np.float32):
+            return tf.as_dtype(np.dtype(accumulation))
+    raise ValueError(f"accumulation must be {ACCUMULATIONS}, got {accumulation!r}")
 
 
 def cpu_isa() -> str:
@@ -159,7 +154,8 @@ def conv2d(
       data_format: 'NHWC' (default) or 'NCHW'.
       dilations: int or list of 1, 2 or 4 ints; default 1.
       accumulation: 'float16' (default; true fp16 accumulation, needs float16 inputs) or
-        'float32'; also 'half'/'float', tf.float16/tf.float32 or NumPy dtypes.
+        'float32'; or tf.float16/tf.float32, np.float16/np.float32. Nothing else (see
+        `accumulation_dtype`).
       name: op name.
 
     Returns:

@@ -8,7 +8,8 @@ first. Loading it is what `import tf_fp16ops` does, so the one-liner is
     import tf_fp16ops, tensorflow as tf; model = tf.saved_model.load(path)
 
 or, where the Python package is not installed but the library file is,
-`tf.load_op_library("/path/to/tf_fp16ops/_fp16ops.so")` before loading. Loading the library
+`tf.load_op_library(".../tf_fp16ops/_libs/tf<minor>/_fp16ops.so")` (the library of the installed
+TensorFlow minor; `tf_fp16ops/_fp16ops.so` in a source tree) before loading. Loading the library
 again, or through a symlink to it, is harmless (TensorFlow keeps one registration per op name).
 """
 
@@ -34,7 +35,8 @@ def load_saved_model(path: str | os.PathLike, tags=None, options=None):
       The loaded trackable object, as `tf.saved_model.load` returns it.
 
     Raises:
-      ImportError: the op library cannot be loaded (see `tf_fp16ops._library.load`).
+      tf_fp16ops.OpLibraryError (an ImportError): the op library cannot be loaded (see
+        `tf_fp16ops._library.load`).
       tf.errors.NotFoundError or RuntimeError (TensorFlow raises either, depending on whether the
         op sits in the top-level graph or in a function body): the SavedModel needs another op
         that is not registered; the message keeps TensorFlow's and says the Fp16Conv2D library
@@ -49,7 +51,7 @@ def load_saved_model(path: str | os.PathLike, tags=None, options=None):
             raise
         hint = (
             f"{e}\ntf_fp16ops: the Fp16Conv2D ops are registered (library "
-            f"{_library.LIBRARY_PATH}); the op named above comes from another library, which must "
+            f"{_library.loaded().path}); the op named above comes from another library, which must "
             "be loaded with tf.load_op_library before loading this SavedModel."
         )
         if isinstance(e, tf.errors.NotFoundError):
