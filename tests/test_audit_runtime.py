@@ -431,3 +431,28 @@ def test_cli_run_errors(demo, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([demo, "--input-shape", "x=1"])
     assert main([demo, "--run", "--probe-switch", "NOVALUE"]) == 2
+
+
+def test_collect_traces_new_functions_without_retracing_warnings():
+    """`collect` traces one new function per call by design (a probe per configuration): the
+    "triggered tf.function retracing" warning TensorFlow gives for that is not shown, while the
+    TensorFlow logger still passes other warnings."""
+    import logging
+
+    from tf_fp16ops.audit.runtime.executed import collect
+
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logger = tf.get_logger()
+    logger.addHandler(handler)
+    try:
+        x = tf.ones([2, 2])
+        for i in range(8):
+            run = collect(lambda t, i=i: t * float(i), [x])
+            np.testing.assert_array_equal(run.outputs[0], np.full((2, 2), float(i), np.float32))
+        logger.warning("a real TensorFlow warning")
+    finally:
+        logger.removeHandler(handler)
+    assert not [m for m in seen if "retracing" in m]
+    assert "a real TensorFlow warning" in seen

@@ -13,6 +13,7 @@ names as prefixes ("StatefulPartitionedCall/resnet50/conv1_conv/convolution").
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -158,6 +159,14 @@ def _executed(n, p, gi: int, index: dict) -> ExecutedNode:
     )
 
 
+class _OwnRetracing(logging.Filter):
+    """Drops TensorFlow's "triggered tf.function retracing" warning: `collect` traces a new
+    function per call by design (one per probe configuration or model), not by mistake."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "triggered tf.function retracing" not in record.getMessage()
+
+
 def collect(fn: Callable, inputs: Sequence[Any]) -> ExecutedRun:
     """Calls `fn(*inputs)` once inside a new tf.function with run metadata on.
 
@@ -174,11 +183,14 @@ def collect(fn: Callable, inputs: Sequence[Any]) -> ExecutedRun:
 
     wrapper = tf.function(lambda *args: fn(*args))
     ctx = context.context()
+    logger, own = tf.get_logger(), _OwnRetracing()
+    logger.addFilter(own)
     ctx.enable_run_metadata()
     try:
         out = wrapper(*inputs)
         md = ctx.export_run_metadata()
     finally:
         ctx.disable_run_metadata()
+        logger.removeFilter(own)
     flat = tuple(t.numpy() if hasattr(t, "numpy") else t for t in tf.nest.flatten(out))
     return ExecutedRun(flat, tuple(md.function_graphs) if md is not None else ())
