@@ -380,3 +380,33 @@ def test_huge_dilation_with_unknown_spatial_sizes():
         match="input height 5 .* smaller than the effective filter height 2147483649",
     ):
         g(tf.ones((1, 5, 5, 8), tf.float16), tf.ones((3, 3, 8, 4), tf.float16))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, w: tf_fp16ops.conv2d(x, w, 1, "VALID"),
+        lambda x, w: tf_fp16ops.conv2d_backprop_input([1, 4, 4, 2], w, x[:, :2, :2, :], 1, "VALID"),
+        lambda x, w: tf_fp16ops.conv2d_backprop_filter(
+            x, [3, 3, 2, 2], x[:, :2, :2, :], 1, "VALID"
+        ),
+        lambda x, w: tf_fp16ops.matmul(x[0, 0], w[0, 0]),
+    ],
+    ids=["conv2d", "dgrad", "wgrad", "matmul"],
+)
+def test_float32_inputs_with_the_default_float16_accumulation_is_a_value_error(call):
+    """The default accumulation is float16, which needs float16 inputs: every wrapper says so
+    before the op runs, naming both ways out."""
+    x, w = np.ones((1, 4, 4, 2), np.float32), np.ones((3, 3, 2, 2), np.float32)
+    with pytest.raises(ValueError, match=r"accumulation='float16' needs float16 inputs"):
+        call(x, w)
+
+
+def test_einsum_takes_two_operands_and_accumulation_by_keyword():
+    a = np.ones((2, 3), np.float16)
+    with pytest.raises(TypeError):
+        tf_fp16ops.einsum("ij,jk,kl->il", a, a.T, a)
+    np.testing.assert_array_equal(
+        tf_fp16ops.einsum("ij,jk->ik", a, a.T, accumulation="float32").numpy(),
+        np.full((2, 2), 3.0, np.float16),
+    )

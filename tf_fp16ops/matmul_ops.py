@@ -87,15 +87,10 @@ def matmul(
     with tf.name_scope(name or "Fp16MatMul"):
         a = tf.convert_to_tensor(a, name="a")
         b = tf.convert_to_tensor(b, name="b")
-        _check_dtypes(a=a, b=b)
+        _check_dtypes(tacc, a=a, b=b)
         for arg, t in (("a", a), ("b", b)):
             if t.shape.rank is not None and t.shape.rank < 2:
                 raise ValueError(f"{arg} must have rank >= 2, got shape {t.shape}")
-        if tacc == tf.float16 and a.dtype == tf.float32:
-            raise ValueError(
-                "accumulation='float16' needs float16 inputs (got float32): cast them to "
-                "float16, or use accumulation='float32'"
-            )
         return _ops.fp16_mat_mul(a, b, Tacc=tacc, adj_x=ta or ja, adj_y=tb or jb)
 
 
@@ -239,7 +234,7 @@ def _shape(values) -> object:
     return tf.stack([tf.cast(v, tf.int32) for v in values])
 
 
-def einsum(equation: str, a, b, accumulation="float16", name: str | None = None) -> tf.Tensor:
+def einsum(equation: str, a, b, *, accumulation="float16", name: str | None = None) -> tf.Tensor:
     """A two-operand `tf.einsum` lowered onto one Fp16MatMul (transposes and reshapes around it).
 
     Supported equations: explicit 'lhs,rhs->out' with letter labels and at most one '...' per
@@ -277,7 +272,7 @@ def einsum(equation: str, a, b, accumulation="float16", name: str | None = None)
     with tf.name_scope(name or "Fp16Einsum"):
         a = tf.convert_to_tensor(a, name="a")
         b = tf.convert_to_tensor(b, name="b")
-        _check_dtypes(a=a, b=b)
+        _check_dtypes(tacc, a=a, b=b)
         lhs, rhs, out = _parse(equation, (a.shape.rank, b.shape.rank))
         _check_labels(equation, lhs, rhs, out)
         batch = [c for c in out if c in lhs and c in rhs]

@@ -167,12 +167,13 @@ def conv2d(
     accumulator is ≥ 2048 adding a term below 1 may leave it unchanged (spacing 2 there).
 
     Raises:
-      ValueError: malformed `strides`, `dilations`, `padding`, `data_format` or `accumulation`
-        (in graph mode also the shape/attr errors below, when shapes are known).
+      ValueError: malformed `strides`, `dilations`, `padding`, `data_format` or `accumulation`,
+        dtypes other than float16/float32 or differing between `input` and `filters`,
+        accumulation float16 with float32 inputs (in graph mode also the shape/attr errors
+        below, when shapes are known).
       tf.errors.InvalidArgumentError: ranks other than 4, channel mismatch, non-positive strides
         or dilations, strides/dilations other than 1 on batch or channel, negative or misplaced
-        explicit paddings, output size ≤ 0, element counts that overflow, dtypes other than
-        float16/float32, accumulation float16 with float32 inputs.
+        explicit paddings, output size ≤ 0, element counts that overflow.
     """
     data_format = _data_format(data_format)
     tacc = accumulation_dtype(accumulation)
@@ -183,7 +184,7 @@ def conv2d(
     with tf.name_scope(name or "Fp16Conv2D"):
         input = tf.convert_to_tensor(input, name="input")
         filters = tf.convert_to_tensor(filters, name="filters")
-        _check_dtypes(input=input, filters=filters)
+        _check_dtypes(tacc, input=input, filters=filters)
         return _ops.fp16_conv2d(
             input,
             filters,
@@ -231,8 +232,9 @@ def _sizes(name: str, sizes) -> tf.Tensor:
         return tf.cast(sizes, tf.int32)
 
 
-def _check_dtypes(**tensors) -> tf.DType:
-    """All tensors float16 or float32 and of one dtype; returns it."""
+def _check_dtypes(tacc: tf.DType, **tensors) -> tf.DType:
+    """All tensors float16 or float32 and of one dtype, float16 where `tacc` is float16 (the
+    op's rule "Tacc=half requires T=half", raised here as a ValueError); returns the dtype."""
     dtype = None
     for name, t in tensors.items():
         if t.dtype not in (tf.float16, tf.float32):
@@ -243,6 +245,11 @@ def _check_dtypes(**tensors) -> tf.DType:
                 f"{name} must have the dtype of {first} ({dtype.name}), got {t.dtype.name}"
             )
         dtype = t.dtype
+    if tacc == tf.float16 and dtype == tf.float32:
+        raise ValueError(
+            "accumulation='float16' needs float16 inputs (got float32): cast them to "
+            "float16, or use accumulation='float32'"
+        )
     return dtype
 
 
@@ -281,7 +288,7 @@ def conv2d_backprop_input(
     with tf.name_scope(name or "Fp16Conv2DBackpropInput"):
         filters = tf.convert_to_tensor(filters, name="filters")
         out_backprop = tf.convert_to_tensor(out_backprop, name="out_backprop")
-        _check_dtypes(filters=filters, out_backprop=out_backprop)
+        _check_dtypes(accumulation_dtype(accumulation), filters=filters, out_backprop=out_backprop)
         return _ops.fp16_conv2d_backprop_input(
             _sizes("input_sizes", input_sizes),
             filters,
@@ -332,7 +339,7 @@ def conv2d_backprop_filter(
     with tf.name_scope(name or "Fp16Conv2DBackpropFilter"):
         input = tf.convert_to_tensor(input, name="input")
         out_backprop = tf.convert_to_tensor(out_backprop, name="out_backprop")
-        _check_dtypes(input=input, out_backprop=out_backprop)
+        _check_dtypes(accumulation_dtype(accumulation), input=input, out_backprop=out_backprop)
         return _ops.fp16_conv2d_backprop_filter(
             input,
             _sizes("filter_sizes", filter_sizes),
@@ -428,7 +435,7 @@ def depthwise_conv2d(
     with tf.name_scope(name or "Fp16DepthwiseConv2D"):
         input = tf.convert_to_tensor(input, name="input")
         filter = tf.convert_to_tensor(filter, name="filter")
-        _check_dtypes(input=input, filter=filter)
+        _check_dtypes(tacc, input=input, filter=filter)
         return _ops.fp16_depthwise_conv2d(
             input,
             filter,
