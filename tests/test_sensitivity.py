@@ -511,3 +511,19 @@ def test_results_give_keras_paths_and_positions():
     assert {layer["name"]: layer["path"] for layer in data["layers"]} == {
         e.name: e.path for e in r.layers
     }
+
+
+def test_cli_inputs_that_are_not_an_npy_array(digits, tmp_path, capsys):
+    """A GraphDef (or any non-.npy file) as --inputs: one line naming the flag and the file;
+    nothing is unpickled and NumPy's allow_pickle hint is not passed on."""
+    model, _, _ = digits
+    path = str(tmp_path / "digits.keras")
+    model.save(path)
+    bad = tmp_path / "g.pb"
+    bad.write_bytes(b"\n\x0bConv2D\x12\x03op1" * 8)
+    assert cli_main([path, "--inputs", str(bad), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"tf-fp16-sensitivity: error: cannot read inputs/labels: --inputs {str(bad)!r} is not "
+        "a .npy array file"
+    ]

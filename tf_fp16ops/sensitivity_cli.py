@@ -146,7 +146,7 @@ def main(argv=None) -> int:
         return fail(f"cannot load model {args.model!r}: {first}")
     try:
         if args.inputs:
-            x = np.load(args.inputs)
+            x = _load_array("--inputs", args.inputs)
         else:
             shape = tuple(model.inputs[0].shape[1:])
             if len(model.inputs) != 1 or any(d is None for d in shape):
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
                 .normal(size=(args.random_inputs,) + shape)
                 .astype("float32")
             )
-        y = np.load(args.labels) if args.labels else None
+        y = _load_array("--labels", args.labels) if args.labels else None
     except (OSError, ValueError) as e:
         return fail(f"cannot read inputs/labels: {e}")
     try:
@@ -183,6 +183,19 @@ def main(argv=None) -> int:
     if args.save_model:
         result.model.save(args.save_model)
     return 0
+
+
+def _load_array(flag: str, path: str):
+    """One numpy array from a .npy file (never unpickled: a file that is not a .npy array is
+    refused as such, whatever NumPy would suggest for it)."""
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as e:
+        if "pickle" in str(e):
+            raise ValueError(f"{flag} {path!r} is not a .npy array file") from None
+        raise
 
 
 if __name__ == "__main__":
