@@ -328,3 +328,11 @@ def test_float64_layer_left_unconverted_with_the_reason():
     np.testing.assert_array_equal(
         conv.model.get_layer("c64")(x).numpy(), model.get_layer("c64")(x).numpy()
     )
+
+
+@pytest.mark.parametrize("which", ["model_a", "model_b"])
+def test_compare_rejects_a_model_that_is_not_callable(which):
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    args = {"model_a": model, "model_b": model, which: "model.keras"}
+    with pytest.raises(TypeError, match=f"{which} must be a keras.Model .* got str"):
+        tf_fp16ops.compare(args["model_a"], args["model_b"], np.ones((1, 3), "float32"))

@@ -102,10 +102,16 @@ def compare(model_a, model_b, inputs) -> ComparisonReport:
       ComparisonReport with one OutputDifference per output, model_a's dtype-free float64 view.
 
     Raises:
+      TypeError: model_a or model_b is not callable (the message names it and its type).
       ValueError: the models return different numbers of outputs or outputs of different shapes.
     """
     import keras
 
+    for arg, m in (("model_a", model_a), ("model_b", model_b)):
+        if not callable(m):
+            raise TypeError(
+                f"{arg} must be a keras.Model or a callable of the inputs, got {type(m).__name__}"
+            )
     outs_a = keras.tree.flatten(model_a(inputs, training=False))
     outs_b = keras.tree.flatten(model_b(inputs, training=False))
     if len(outs_a) != len(outs_b):
