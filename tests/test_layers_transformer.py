@@ -176,3 +176,14 @@ def test_equations_convert_takes():
     assert matmul_ops.equation_problem("abcd,cde->abe") is None
     assert "summed within one operand only" in matmul_ops.equation_problem("abc,cd->ad")
     assert "a label repeats" in matmul_ops.equation_problem("aac,cd->acd")
+
+
+def test_convert_reports_the_equation_of_an_einsum_dense_it_leaves():
+    """The report names the equation's problem (it used to give a dtype reason for a float32
+    layer whose dtype is fine)."""
+    inp = keras.Input((4, 6))
+    out = keras.layers.EinsumDense("abc,cd->ad", output_shape=(3,), name="sum_b")(inp)
+    report = tf_fp16ops.convert_with_report(keras.Model(inp, out)).report
+    text = report.summary()
+    assert "sum_b" in text and "summed within one operand only" in text
+    assert "dtype policy" not in text

@@ -131,6 +131,10 @@ def _is_convolution(layer) -> bool:
 def _not_convertible_reason(layer) -> str:
     if getattr(layer, "quantization_mode", None):
         return f"quantized ({layer.quantization_mode}); the Fp16Conv2D ops run float kernels only"
+    if isinstance(layer, keras.layers.EinsumDense) and equation_problem(layer.equation):
+        return (
+            f"EinsumDense: tf_fp16ops.einsum does not take it ({equation_problem(layer.equation)})"
+        )
     if type(layer) in KERAS_EQUIVALENTS or type(layer) in _OURS:
         return (
             f"dtype policy {layer.dtype_policy.name}: the op family takes float16/float32 "
@@ -139,10 +143,6 @@ def _not_convertible_reason(layer) -> str:
     for keras_cls in KERAS_EQUIVALENTS:
         if isinstance(layer, keras_cls):
             return f"subclass of {keras_cls.__name__} with its own behaviour"
-    if isinstance(layer, keras.layers.EinsumDense) and equation_problem(layer.equation):
-        return (
-            f"EinsumDense: tf_fp16ops.einsum does not take it ({equation_problem(layer.equation)})"
-        )
     return "no 3-D variant of this convolution in the Fp16Conv2D op family; left unchanged"
 
 
