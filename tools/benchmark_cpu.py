@@ -149,7 +149,9 @@ def flops(xs, ws, padding):
 
 
 def tf_only(repeats: int) -> dict:
-    import tensorflow as tf
+    from tf_fp16ops._quiet import import_tensorflow
+
+    tf = import_tensorflow()  # TensorFlow's noise lines filtered, as in the package's tools
 
     fns = {}
     for name, xs, ws, pad in SHAPES:
@@ -226,7 +228,9 @@ def main(argv=None) -> int:
     )
     tf_fp16acc = json.loads(sub.stdout.strip().splitlines()[-1])
 
-    import tensorflow as tf
+    from tf_fp16ops._quiet import import_tensorflow
+
+    tf = import_tensorflow()  # TensorFlow's noise lines filtered, as in the package's tools
 
     import tf_fp16ops
     from tf_fp16ops.ops import _ops  # noqa: F401  (loaded library)
