@@ -219,53 +219,28 @@ def finding(
     flags = list(classify.provenance_flags(T, main_input, filt)) + list(sh.flags)
     if acc.tf32:
         flags.append(flag("tf32"))
-    if akey in memo.amp:
-        prediction = memo.amp[akey]
-    else:
-        prediction = memo.amp[akey] = amp.predict(op, T, device, ctx)
-    if prediction is not None and prediction.rewrite:
-        flags.append(flag("amp-predicted-rewrite"))
-    call_nodes, function_path, sigs, path_id, layer, root, cf_note, _, cf = pf
-    if xla is not None and cls == "fake-fp16":
-        flags.append(flag("xla-may-drop-round-trip"))
-    if layer is None:
-        layer = policy.owning_layer([site.node], layers, model_name)
-    if scope.owner_layer is not None and scope.owner_layer in layers:
-        layer = layers[scope.owner_layer]
-    if layer is not None and layer.compute_dtype in ("float16", "bfloat16") and T == "float":
-        flags.append(flag("policy-mismatch", policy=layer.policy, T=T))
-    if sigs is None:
-        sigs = tuple(root.signatures.get(site.node, ()))
-    return make(
-        ConvFinding,
-        site_id=f"{scope.unit} | {path_id}{site.node}",
-        unit=scope.unit,
-        function_path=function_path,
-        call_nodes=call_nodes,
-        signatures=sigs,
-        node=site.node,
-        op=op,
-        direction=info.direction,
-        device=device_field,
-        target_device=device,
+    return _record(
+        site,
+        scope,
+        info,
+        op,
+        ctx,
+        layers,
+        model_name,
+        memo,
+        pf,
+        akey,
+        flags,
+        kind="conv",
         T=T,
         Tacc=Tacc,
+        device=device,
+        device_field=device_field,
+        acc=acc,
+        cls=cls,
         data=main_input,
-        filter=filt,
-        keras_layer=layer.name if layer else None,
-        keras_policy=layer.policy if layer else None,
-        accumulation=acc.accumulation,
-        accumulation_reason=acc.reason,
-        audit_class=cls,
-        amp=prediction,
-        flops=sh.flops,
-        flops_note=f"{sh.note}; {cf_note}" if cf_note and sh.flops is not None else sh.note,
-        input_shape=sh.input_shape,
-        filter_shape=sh.filter_shape,
-        output_shape=sh.output_shape,
-        flags=tuple(flags) + cf,
-        observed=None,
-        kind="conv",
+        filt=filt,
+        sh=sh,
         xla=xla,
     )
 
@@ -301,11 +276,63 @@ def _matmul_finding(ag, site, ctx, layers, model_name, memo, scope, nd, op, info
     flags = list(classify.provenance_flags(T, a, b, ("a", "b"))) + list(sh.flags)
     if acc.tf32:
         flags.append(flag("tf32"))
-    pkey = ("matmul",) + akey
-    if pkey in memo.amp:
-        prediction = memo.amp[pkey]
+    return _record(
+        site,
+        scope,
+        info,
+        op,
+        ctx,
+        layers,
+        model_name,
+        memo,
+        pf,
+        akey,
+        flags,
+        kind="matmul",
+        T=T,
+        Tacc=Tacc,
+        device=device,
+        device_field=nd.device,
+        acc=acc,
+        cls=cls,
+        data=a,
+        filt=b,
+        sh=sh,
+        xla=xla,
+    )
+
+
+def _record(
+    site,
+    scope,
+    info,
+    op,
+    ctx,
+    layers,
+    model_name,
+    memo,
+    pf,
+    akey,
+    flags,
+    *,
+    kind,
+    T,
+    Tacc,
+    device,
+    device_field,
+    acc,
+    cls,
+    data,
+    filt,
+    sh,
+    xla,
+) -> ConvFinding:
+    """What both kinds of site add to their flags (AMP's prediction, XLA's round trip, the Keras
+    layer's policy) and the finding itself."""
+    if akey in memo.amp:
+        prediction = memo.amp[akey]
     else:
-        prediction = memo.amp[pkey] = amp.predict(op, T, device, ctx)
+        prediction = memo.amp[akey] = amp.predict(op, T, device, ctx)
     if prediction is not None and prediction.rewrite:
         flags.append(flag("amp-predicted-rewrite"))
     if xla is not None and cls == "fake-fp16":
@@ -329,12 +356,12 @@ def _matmul_finding(ag, site, ctx, layers, model_name, memo, scope, nd, op, info
         node=site.node,
         op=op,
         direction=info.direction,
-        device=nd.device,
+        device=device_field,
         target_device=device,
         T=T,
         Tacc=Tacc,
-        data=a,
-        filter=b,
+        data=data,
+        filter=filt,
         keras_layer=layer.name if layer else None,
         keras_policy=layer.policy if layer else None,
         accumulation=acc.accumulation,
@@ -348,6 +375,6 @@ def _matmul_finding(ag, site, ctx, layers, model_name, memo, scope, nd, op, info
         output_shape=sh.output_shape,
         flags=tuple(flags) + cf,
         observed=None,
-        kind="matmul",
+        kind=kind,
         xla=xla,
     )
