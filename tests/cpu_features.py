@@ -6,6 +6,11 @@ avx512_fp16 or amx_fp16, or avx_ne_convert (tensorflow/core/util/util.cc,
 IsDataTypeSupportedByOneDNNOnThisCPU)."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 
 def _flags() -> set[str]:
@@ -54,3 +59,26 @@ ONEDNN_HALF_REASON = (
     "this CPU lacks the features for which TensorFlow hands T=half convs to oneDNN "
     "(avx512bw + avx512_fp16/amx_fp16, or avx_ne_convert)"
 )
+
+
+def run_on_isa(script: str, isa: str) -> list[str]:
+    """Runs `script` (a str.format template; `{tests}` is this folder) in a Python subprocess
+    with the op library capped at `isa` (TF_FP16OPS_CPU_ISA); returns its stdout lines after the
+    line "isa NAME" that the script prints, that line included. Skips, naming the path the CPU
+    runs, when this CPU has no `isa` path (scalar exists everywhere)."""
+    tests = str(Path(__file__).resolve().parent)
+    env = dict(os.environ, TF_FP16OPS_CPU_ISA=isa, TF_CPP_MIN_LOG_LEVEL="3")
+    r = subprocess.run(
+        [sys.executable, "-c", script.format(tests=tests)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.strip().splitlines()
+    at = max(i for i, line in enumerate(lines) if line.startswith("isa "))
+    ran = lines[at].split(" ", 1)[1]
+    if isa != "scalar" and ran != isa:
+        pytest.skip(f"this CPU has no {isa} path (it runs {ran})")
+    return lines[at:]

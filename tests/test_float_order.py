@@ -5,12 +5,9 @@ instruction-set path, bit for bit against the sequential float32 reference of te
 so another order or tile shape of the sums would change bits (checked: the sequential float32
 result differs from the correctly rounded exact sum somewhere in every case)."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from cpu_features import run_on_isa
 
 SCRIPT = r"""
 import sys, numpy as np
@@ -54,17 +51,5 @@ print("mismatches", bad)
 
 @pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
 def test_float_accumulation_order_is_the_documented_one(isa):
-    tests = str(Path(__file__).resolve().parent)
-    env = dict(os.environ, TF_FP16OPS_CPU_ISA=isa, TF_CPP_MIN_LOG_LEVEL="3")
-    r = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(tests=tests)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    lines = r.stdout.strip().splitlines()
-    if isa != "scalar" and lines[-3] != f"isa {isa}":
-        pytest.skip(f"this CPU has no {isa} path (it runs {lines[-3]})")
-    assert lines[-3:] == [f"isa {isa}", "vacuous 0", "mismatches 0"]
+    lines = run_on_isa(SCRIPT, isa)
+    assert lines == [f"isa {isa}", "vacuous 0", "mismatches 0"]

@@ -3,12 +3,9 @@ NumPy reference: each runs in a fresh process with TF_FP16OPS_CPU_ISA capping th
 ops run on TensorFlow's threads, which set MXCSR.FTZ/DAZ: the "binades" trials (binary16
 subnormal products, sums and results) show that the fp16 path does not depend on them."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from cpu_features import run_on_isa
 
 SCRIPT = r"""
 import sys, numpy as np
@@ -51,18 +48,5 @@ print("mismatches", bad)
 
 @pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
 def test_isa_path_is_exact(isa):
-    tests = str(Path(__file__).resolve().parent)
-    env = dict(os.environ, TF_FP16OPS_CPU_ISA=isa, TF_CPP_MIN_LOG_LEVEL="3")
-    r = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(tests=tests)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    lines = r.stdout.strip().splitlines()
-    if isa != "scalar" and lines[-2] != f"isa {isa}":
-        pytest.skip(f"this CPU has no {isa} path (it runs {lines[-2]})")
-    assert lines[-2] == f"isa {isa}"
-    assert lines[-1] == "mismatches 0"
+    lines = run_on_isa(SCRIPT, isa)
+    assert lines == [f"isa {isa}", "mismatches 0"]
