@@ -217,8 +217,6 @@ def finding(
         na,
     )
     flags = list(classify.provenance_flags(T, main_input, filt)) + list(sh.flags)
-    if acc.tf32:
-        flags.append(flag("tf32"))
     return _record(
         site,
         scope,
@@ -274,8 +272,6 @@ def _matmul_finding(ag, site, ctx, layers, model_name, memo, scope, nd, op, info
         na,
     )
     flags = list(classify.provenance_flags(T, a, b, ("a", "b"))) + list(sh.flags)
-    if acc.tf32:
-        flags.append(flag("tf32"))
     return _record(
         site,
         scope,
@@ -327,8 +323,10 @@ def _record(
     sh,
     xla,
 ) -> ConvFinding:
-    """What both kinds of site add to their flags (AMP's prediction, XLA's round trip, the Keras
-    layer's policy) and the finding itself."""
+    """What both kinds of site add to their flags (TF32, AMP's prediction, XLA's round trip, the
+    Keras layer's policy) and the finding itself."""
+    if acc.tf32:
+        flags.append(flag("tf32"))
     if akey in memo.amp:
         prediction = memo.amp[akey]
     else:
