@@ -128,8 +128,17 @@ def test_layer_runs_the_op():
 def test_bad_inputs():
     x16 = np.ones((1, 5, 5, 3), np.float16)
     w16 = np.ones((3, 3, 3, 1), np.float16)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="Tacc=half .* needs T=half"):
+    with pytest.raises(ValueError, match=r"accumulation='float16' needs float16 inputs"):
         ops.depthwise_conv2d(x16.astype("float32"), w16.astype("float32"), 1, "VALID")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Tacc=half .* needs T=half"):
+        ops._ops.fp16_depthwise_conv2d(
+            x16.astype("float32"),
+            w16.astype("float32"),
+            Tacc=tf.float16,
+            strides=[1, 1, 1, 1],
+            padding="VALID",
+            dilations=[1, 1, 1, 1],
+        )
     with pytest.raises(
         (tf.errors.InvalidArgumentError, ValueError), match="must equal the input channels"
     ):
