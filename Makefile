@@ -36,7 +36,8 @@ test: install wheel gpu-host-lib
 # (our own ISA paths are covered by TF_FP16OPS_CPU_ISA caps in the first run).
 ONEDNN_INDEPENDENT_TESTS := test_wheel.py test_no_tensorflow.py test_gpu_host.py \
 	test_softfloat_oracle.py test_fuzz.py test_isa_paths.py test_subnormals.py \
-	test_tb_plugin_browser.py test_tb_plugin_routes.py test_audit_malformed.py test_audit_layering.py
+	test_tb_plugin_browser.py test_tb_plugin_routes.py test_audit_malformed.py test_audit_layering.py \
+	test_float_order.py test_benchmark_cpu.py test_cuda_toolchain.py test_tf_matrix.py
 test-eigen: install
 	TF_ENABLE_ONEDNN_OPTS=0 $(PY) -m pytest $(PYTEST_ARGS) \
 	  $(addprefix --ignore=tests/,$(ONEDNN_INDEPENDENT_TESTS))
