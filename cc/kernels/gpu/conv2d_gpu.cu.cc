@@ -695,12 +695,21 @@ Status QueryStreamDevice(cudaStream_t stream, DeviceInfo* info) {
   *info = DeviceInfo();
   int driver = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
-  if (driver < CUDART_VERSION) {  // every other runtime call fails: CheckDevice reports it
+  // A driver of an older CUDA major version than the runtime's fails every other runtime call:
+  // CheckDevice reports it (a newer minor version of the runtime works).
+  if (driver < CUDART_VERSION / 1000 * 1000) {
     info->driver_version = driver;
     return Ok();
   }
   int dev = 0;
+#if CUDART_VERSION >= 12080
   const cudaError_t e = cudaStreamGetDevice(stream, &dev);
+#else
+  // cudaStreamGetDevice is CUDA 12.8's: before it, the current device, which TensorFlow makes
+  // the op's device while it runs a GPU kernel (its own kernels rely on the same).
+  (void)stream;
+  const cudaError_t e = cudaGetDevice(&dev);
+#endif
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return MakeStatus(StatusCode::kInternal,

@@ -95,9 +95,10 @@ BuildInfo ThisBuild();
 // Queries the current device (device builds; the host build reports a stand-in sm_75 device
 // with a current driver, so that its Launch takes the direct kernels).
 Status QueryDevice(DeviceInfo* info);
-// The device `stream` belongs to (cudaStreamGetDevice: on a multi-GPU host the current device
-// need not be the op's), its description queried once per device and cached. Host build: the
-// stand-in of QueryDevice.
+// The device `stream` belongs to (cudaStreamGetDevice in CUDA 12.8+ builds: on a multi-GPU host
+// the current device need not be the op's; the CUDA 12.5 build takes the current device, which
+// TensorFlow makes the op's while the kernel runs), its description queried once per device and
+// cached. Host build: the stand-in of QueryDevice.
 Status QueryStreamDevice(cudaStream_t stream, DeviceInfo* info);
 // kFailedPrecondition when the driver is older than the runtime (or absent); kUnimplemented when
 // no SASS or PTX of the build runs on the device's compute capability. The message names what
