@@ -69,6 +69,18 @@ def test_json_schema_2_writes_flag_objects():
         assert "fake-fp16-input(fp16 values computed in fp32)" in text and "tf32" in text
 
 
+def test_json_finding_has_every_field_in_declaration_order():
+    # to_dict() lists the fields by hand (speed); a field added to ConvFinding must reach the JSON
+    import dataclasses
+
+    from tf_fp16ops.audit.findings import ConvFinding
+
+    (f,) = audit(_fake_fp16_graph(), CPU).findings
+    d = json.loads(render_json(audit(_fake_fp16_graph(), CPU)))["findings"][0]
+    assert list(d) == [x.name for x in dataclasses.fields(ConvFinding)]
+    assert d["filter_shape"] == list(f.filter_shape) and d["data"] == f.data.to_dict()
+
+
 def test_invalid_attrs_fields_list_each_attr():
     gd = conv_graph()
     gd.node[2].attr["strides"].list.i[1] = -5

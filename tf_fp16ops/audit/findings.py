@@ -222,15 +222,45 @@ class ConvFinding:
         return tuple(f.message for f in self.flags)
 
     def to_dict(self) -> dict:
-        d = {}
-        for k in self.__dataclass_fields__:
-            v = getattr(self, k)
-            if hasattr(v, "to_dict"):
-                v = v.to_dict()
-            elif isinstance(v, tuple):
-                v = [x.to_dict() if hasattr(x, "to_dict") else x for x in v]
-            d[k] = v
-        return d
+        # Field by field, in declaration order (the JSON key order): a generic loop over
+        # __dataclass_fields__ with hasattr() was a fifth of the audit of a 20,000-site model.
+        def opt(v):
+            return v.to_dict() if v is not None else None
+
+        def seq(v):
+            return list(v) if v is not None else None
+
+        return {
+            "site_id": self.site_id,
+            "unit": self.unit,
+            "function_path": list(self.function_path),
+            "call_nodes": list(self.call_nodes),
+            "signatures": list(self.signatures),
+            "node": self.node,
+            "op": self.op,
+            "direction": self.direction,
+            "device": self.device,
+            "target_device": self.target_device,
+            "T": self.T,
+            "Tacc": self.Tacc,
+            "data": opt(self.data),
+            "filter": opt(self.filter),
+            "keras_layer": self.keras_layer,
+            "keras_policy": self.keras_policy,
+            "accumulation": self.accumulation,
+            "accumulation_reason": self.accumulation_reason,
+            "audit_class": self.audit_class,
+            "amp": opt(self.amp),
+            "flops": self.flops,
+            "flops_note": self.flops_note,
+            "input_shape": seq(self.input_shape),
+            "filter_shape": seq(self.filter_shape),
+            "output_shape": seq(self.output_shape),
+            "flags": [f.to_dict() for f in self.flags],
+            "observed": opt(self.observed),
+            "kind": self.kind,
+            "xla": self.xla,
+        }
 
 
 @dataclass(frozen=True)
