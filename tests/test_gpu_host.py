@@ -201,9 +201,9 @@ def test_wgrad_float_splits_and_half_stays_sequential(lib):
 
 
 def test_hand_computed_cases(lib):
-    """C1 (49 taps of 0.2*0.1) and C2 ([2050, 1+2^-10] . [1, 1-2^-10]) on the direct kernel:
-    Tacc=half rounds every step (C1 0.98046875, C2 2050), Tacc=float sums in binary32 and
-    rounds once (C1 0.9794921875; C2: 2050.99999905 -> 2051.0 in binary32, a binary16 tie that
+    """taps49 (49 taps of 0.2*0.1) and tie ([2050, 1+2^-10] . [1, 1-2^-10]) on the direct kernel:
+    Tacc=half rounds every step (taps49 0.98046875, tie 2050), Tacc=float sums in binary32 and
+    rounds once (taps49 0.9794921875; tie: 2050.99999905 -> 2051.0 in binary32, a binary16 tie that
     rounds to even, 2052)."""
     p = Problem("c1", 1, 9, 9, 1, 1, 7, 7)
     x = np.full((1, 9, 9, 1), 0.2, np.float16)

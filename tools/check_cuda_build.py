@@ -2,7 +2,7 @@
 """Checks the libraries built by `make build-cuda` on a machine without a GPU.
 
 - bazel-bin/_fp16ops.so loads into TensorFlow, registers GPU kernels of every op for half and
-  float, and still computes case C1 correctly on the CPU;
+  float, and still computes case taps49 (49 taps of 0.2*0.1) correctly on the CPU;
 - bazel-bin/cc/kernels/gpu/libtf_fp16ops_gpu.so (same objects + the C ABI) reports the build it
   is (CUDA runtime version, SASS list, PTX arch), and a launch without a usable driver fails with
   FailedPrecondition before any kernel runs;
@@ -118,7 +118,7 @@ def check_op_library(path: str, failures: list) -> None:
     with tf.device("/CPU:0"):
         y = module.fp16_conv2d(x, w, Tacc=tf.float16, strides=[1, 1, 1, 1], padding="VALID")
     if not np.all(y.numpy() == np.float16(0.98046875)):
-        failures.append(f"C1 with Tacc=half gave {y.numpy().ravel()[:3]}, expected 0.98046875")
+        failures.append(f"taps49 with Tacc=half gave {y.numpy().ravel()[:3]}, expected 0.98046875")
 
 
 def check_abi_library(path: str, compiler: str, archs: list[int] | None, failures: list) -> dict:

@@ -24,9 +24,10 @@ Sections (checks that can fail, with their rules):
              of the same data (refs.seq_half): bit-exact on the direct kernel; on tensor cores
              max and mean error within refs.HALF_MAX_FACTOR / HALF_MEAN_FACTOR of the
              sequential sum's.
-  cases      the seed overflow probe and the numerics cases C1-C4: the direct kernel must give
+  cases      the seed overflow probe and the numerics cases (taps49, tie, overflow, inf-nan):
+             the direct kernel must give
              the CPU contract's values; tensor cores with Tacc=float are asserted only where
-             every partial sum is exact in binary32 (C2 is recorded: Fasi, Higham, Mikaitis,
+             every partial sum is exact in binary32 (tie is recorded: Fasi, Higham, Mikaitis,
              Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021, measured
              non-IEEE alignment/truncation inside the MMA).
   bench      ours (fprop, dgrad, wgrad; Tacc half and float) against cuDNN through PyTorch
@@ -595,32 +596,40 @@ def section_cases(lib: Library, rec: Recorder) -> None:
         rec.result(
             kernel, ok, got=got8, expected=expect, used=used8, asserted_value=tacc == "float"
         )
-    # C1: 49 taps of 0.2 * 0.1.
+    # taps49: 49 taps of 0.2 * 0.1.
     x = torch.full((1, 9, 9, 1), 0.2, device=DEVICE).half()
     w = torch.full((7, 7, 1, 1), 0.1, device=DEVICE).half()
     p = Problem("c1", 1, 9, 9, 1, 1, 7, 7)
     for tacc, e in (("half", 0.98046875), ("float", 0.9794921875)):
         out = out_like("fprop", p, "half")
-        kernel = f"C1 Tacc={tacc}"
+        kernel = f"taps49 Tacc={tacc}"
         rec.start(kernel)
         used = gpu.run("fprop", p, "half", tacc, x, w, out)
         got = out.flatten().double().tolist()
         rec.result(kernel, all(g == e for g in got), got=got[:3], expected=e, used=used)
-    # C2-C4: 1x1 along C. Direct kernel: the CPU contract's value, asserted. Tensor cores:
+    # tie, overflow, inf-nan: 1x1 along C. Direct kernel: the CPU contract's value, asserted.
+    # Tensor cores:
     # Tacc=float asserted where every partial sum is exact in binary32 (exact_fp32), Tacc=half
-    # only for the C4 inf/NaN results and the overflow to inf; the rest is recorded.
+    # only for the inf-nan inf/NaN results and the overflow to inf; the rest is recorded.
     cases = [
-        ("C2", [2050.0, 1 + 2**-10], [1.0, 1 - 2**-10], 2050.0, 2052.0, False),
-        ("C3 [65504,65504,-65504]", [65504.0, 65504.0, -65504.0], [1.0] * 3, inf, 65504.0, True),
-        ("C3 [300,300]x[300,-300]", [300.0, 300.0], [300.0, -300.0], inf, 0.0, True),
-        ("C3 [65504,65504]x[1,1]", [65504.0, 65504.0], [1.0, 1.0], inf, inf, True),
-        ("C3 4096 ones", [1.0] * 4096, [1.0] * 4096, 2048.0, 4096.0, True),
-        ("C3 3000 ones", [1.0] * 3000, [1.0] * 3000, 2048.0, 3000.0, True),
-        ("C3 [2048,1,1]", [2048.0, 1.0, 1.0], [1.0] * 3, 2048.0, 2050.0, True),
-        ("C3 [1,1,2048]", [1.0, 1.0, 2048.0], [1.0] * 3, 2050.0, 2050.0, True),
-        ("C4 [inf,inf]x[1,-1]", [inf, inf], [1.0, -1.0], nan, nan, True),
-        ("C4 [inf,inf]x[1,1]", [inf, inf], [1.0, 1.0], inf, inf, True),
-        ("C4 [inf,inf]x[1,0]", [inf, inf], [1.0, 0.0], nan, nan, True),
+        ("tie", [2050.0, 1 + 2**-10], [1.0, 1 - 2**-10], 2050.0, 2052.0, False),
+        (
+            "overflow [65504,65504,-65504]",
+            [65504.0, 65504.0, -65504.0],
+            [1.0] * 3,
+            inf,
+            65504.0,
+            True,
+        ),
+        ("overflow [300,300]x[300,-300]", [300.0, 300.0], [300.0, -300.0], inf, 0.0, True),
+        ("overflow [65504,65504]x[1,1]", [65504.0, 65504.0], [1.0, 1.0], inf, inf, True),
+        ("overflow 4096 ones", [1.0] * 4096, [1.0] * 4096, 2048.0, 4096.0, True),
+        ("overflow 3000 ones", [1.0] * 3000, [1.0] * 3000, 2048.0, 3000.0, True),
+        ("overflow [2048,1,1]", [2048.0, 1.0, 1.0], [1.0] * 3, 2048.0, 2050.0, True),
+        ("overflow [1,1,2048]", [1.0, 1.0, 2048.0], [1.0] * 3, 2050.0, 2050.0, True),
+        ("inf-nan [inf,inf]x[1,-1]", [inf, inf], [1.0, -1.0], nan, nan, True),
+        ("inf-nan [inf,inf]x[1,1]", [inf, inf], [1.0, 1.0], inf, inf, True),
+        ("inf-nan [inf,inf]x[1,0]", [inf, inf], [1.0, 0.0], nan, nan, True),
     ]
     for name, xv, wv, e_half, e_float, exact_fp32 in cases:
         for tacc, e in (("half", e_half), ("float", e_float)):
@@ -635,7 +644,7 @@ def section_cases(lib: Library, rec: Recorder) -> None:
             value_asserted = (
                 exact_fp32
                 if tacc == "float"
-                else name.startswith("C4") or name == "C3 [65504,65504]x[1,1]"
+                else name.startswith("inf-nan") or name == "overflow [65504,65504]x[1,1]"
             )
             path_ok = used8 == auto or not asserted
             ok = (path_ok and same(got8, e)) if value_asserted else (True if path_ok else False)
