@@ -208,6 +208,29 @@ def test_cli_formats_output_and_gates(tmp_path, capsys):
     assert "--env expects NAME=VALUE, got 'NOEQUALS'" in err and "'eight'" in err
 
 
+def test_cli_bad_path_among_several_is_one_error_and_the_rest_are_audited(tmp_path, capsys):
+    good = tmp_path / "g.pb"
+    good.write_bytes(conv_graph().SerializeToString())
+    trunc = tmp_path / "trunc.pb"
+    trunc.write_bytes(conv_graph().SerializeToString()[:-7])
+    missing = tmp_path / "nope.pb"
+    paths = [str(good), str(missing), str(trunc), str(good)]
+    assert main([*paths, "--device", "cpu", "--format", "json"]) == 2
+    cap = capsys.readouterr()
+    reports = json.loads(cap.out)
+    assert [r["source"] for r in reports] == [str(good), str(good)]
+    errors = cap.err.splitlines()
+    assert len(errors) == 2 and all(e.startswith("tf-fp16-audit: error: ") for e in errors)
+    assert str(missing) in errors[0] and str(trunc) in errors[1]
+    # every path bad: no report at all, status 2
+    assert main([str(missing), "--format", "json"]) == 2
+    assert capsys.readouterr().out == ""
+    # a failed gate is status 1, a bad path 2 (the worse wins)
+    assert main([str(good), "--device", "cpu", "--require", "fp16-accumulate"]) == 1
+    assert main([str(good), str(missing), "--device", "cpu", "--require", "fp16-accumulate"]) == 2
+    assert "gate failed" in capsys.readouterr().err
+
+
 def test_cli_subprocess_errors_have_no_traceback(tmp_path):
     bad = tmp_path / "trunc.pb"
     bad.write_bytes(conv_graph().SerializeToString()[:-7])

@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         max_path_frames=args.max_path_frames,
         external_dirs=tuple(args.allow_external_dir),
     )
-    outputs, status = [], 0
+    outputs, status, failed = [], 0, False
     reports = []
     run_opts = None
     if args.run:
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     elif args.input_shape or args.probe_switch:
         parser.error("--input-shape and --probe-switch need --run")
-    for path in args.paths:
+    for i, path in enumerate(args.paths):
         try:
             if run_opts is not None:
                 report, model = _run(path, ctx, args, *run_opts)
@@ -415,15 +415,19 @@ def main(argv: list[str] | None = None) -> int:
                 sub = (
                     args.logdir
                     if len(args.paths) == 1
-                    else os.path.join(args.logdir, f"model{len(reports) - 1}")
+                    else os.path.join(args.logdir, f"model{i}")
                 )
                 _write_logdir(report, sub, model)
+        # A path that cannot be audited is one error line and exit status 2; the other paths
+        # are still audited and reported (as grep and compilers do with several files).
         except MalformedModelError as e:
             print(f"tf-fp16-audit: error: {as_text(str(e.at(path)))}", file=sys.stderr)
-            return 2
+            failed = True
+            continue
         except AuditInputError as e:
             print(f"tf-fp16-audit: error: {as_text(str(e))}", file=sys.stderr)
-            return 2
+            failed = True
+            continue
         except Exception as e:  # noqa: BLE001 - last resort: a clean message instead of a traceback
             msg = " ".join(str(e).split())[:500]
             print(
@@ -431,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{type(e).__name__}: {msg}",
                 file=sys.stderr,
             )
-            return 2
+            failed = True
+            continue
         for reason in report.partial:
             print(f"tf-fp16-audit: over budget: {as_text(path)}: {reason}", file=sys.stderr)
         for gate in (check(report, args.fail_under, args.require), check_codes(report, fail_on)):
@@ -439,12 +444,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{as_text(path)}: {gate.message}", file=sys.stderr)
                 if not gate.passed:
                     status = 1
+    if failed and not reports:
+        return 2
     if args.format == "json":
         import json
 
         outputs = (
             [render_json(reports[0])]
-            if len(reports) == 1
+            if len(args.paths) == 1
             else [json.dumps([r.to_dict() for r in reports], indent=2) + "\n"]
         )
     text = "\n".join(outputs)
@@ -459,4 +466,4 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(text)
     if args.logdir:
         print(f"TensorBoard: tensorboard --logdir {args.logdir}", file=sys.stderr)
-    return status
+    return 2 if failed else status
