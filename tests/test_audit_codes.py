@@ -124,3 +124,17 @@ def test_help_names_every_code():
     from tf_fp16ops.audit.cli import EPILOG
 
     assert all(c in EPILOG for c in codes.CODES)
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"context": "cpu"}, "context must be a RuntimeContext or None, got str 'cpu'"),
+        ({"limits": 5}, "limits must be a Limits, got int 5"),
+        ({"signature": 3}, "signature must be a str or None, got int 3"),
+        ({"build_keras_model": "yes"}, "build_keras_model must be a bool, got str 'yes'"),
+    ],
+)
+def test_audit_arguments_of_the_wrong_type_are_type_errors(kwargs, needle):
+    with pytest.raises(TypeError, match=re.escape(needle)):
+        audit(_fake_fp16_graph(), **kwargs)

@@ -13,6 +13,13 @@ from .limits import DEFAULT, Limits
 from .loader import build_keras, load_object, load_path
 
 
+def _check_type(name: str, value, kind: type, none_ok: bool = False) -> None:
+    if (value is None and none_ok) or isinstance(value, kind):
+        return
+    want = f"a {kind.__name__}" + (" or None" if none_ok else "")
+    raise TypeError(f"{name} must be {want}, got {type(value).__name__} {value!r:.80}")
+
+
 def audit(
     source: Any,
     context: RuntimeContext | None = None,
@@ -35,7 +42,12 @@ def audit(
         `AuditReport.partial`).
     Raises:
       AuditInputError: unreadable or malformed input (message names the input).
+      TypeError: `context`, `limits`, `signature` or `build_keras_model` of the wrong type.
     """
+    _check_type("context", context, RuntimeContext, none_ok=True)
+    _check_type("limits", limits, Limits)
+    _check_type("signature", signature, str, none_ok=True)
+    _check_type("build_keras_model", build_keras_model, bool)
     ctx = context if context is not None else RuntimeContext.from_process()
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -73,8 +85,10 @@ def verify(
     Raises:
       AuditInputError: an unsupported object or unresolvable input shape; tf.errors.OpError from
         the model itself.
+      TypeError: `context` not a RuntimeContext.
     """
     from .runtime.evidence import verify_object
 
+    _check_type("context", context, RuntimeContext, none_ok=True)
     ctx = context if context is not None else RuntimeContext.from_process()
     return verify_object(fn_or_model, tuple(inputs), ctx, switch_envs=tuple(probe_switches))
