@@ -15,11 +15,14 @@ import argparse
 import os
 import tempfile
 
+# isort: off
+import train_digits  # first: it imports tf_fp16ops before keras (no TensorFlow start-up lines)
 import keras
 import numpy as np
-import train_digits
 
 import tf_fp16ops
+
+# isort: on
 
 
 def main(argv=None) -> None:

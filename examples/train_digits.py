@@ -20,12 +20,18 @@ import importlib.util
 import sys
 from dataclasses import dataclass
 
+# isort: off
+# tf_fp16ops first: its layers module imports TensorFlow without TensorFlow's start-up log lines
+# on stderr (keras imports TensorFlow too, so it comes after).
+import tf_fp16ops
+from tf_fp16ops import layers
 import keras
 import numpy as np
 import tensorflow as tf
 
-import tf_fp16ops
-from tf_fp16ops.layers import Conv2D
+# isort: on
+
+Conv2D = layers.Conv2D
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -77,9 +78,12 @@ def test_example_script_runs(tmp_path):
         text=True,
         timeout=TIMEOUT_S,
         cwd=str(tmp_path),
-        env=_env(),
+        # as a user runs it: TensorFlow's own log level, so that its start-up lines would show
+        env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    tf_log = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages|To enable the following)")
+    assert [x for x in proc.stderr.splitlines() if tf_log.match(x)] == []
     lines = [line for line in proc.stdout.splitlines() if line.startswith("accumulation=")]
     assert [line.split(":")[0] for line in lines] == [
         "accumulation=float16",
