@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         max_path_frames=args.max_path_frames,
         external_dirs=tuple(args.allow_external_dir),
     )
-    outputs, status, failed = [], 0, False
+    outputs, status, failed, wrote_logdir = [], 0, False, False
     reports = []
     run_opts = None
     if args.run:
@@ -406,11 +406,6 @@ def main(argv: list[str] | None = None) -> int:
                 report = analyze(model, ctx, signature=args.signature, limits=limits)
                 if args.ops != "all":
                     report = select_kind(report, args.ops)
-            reports.append(report)
-            if args.format == "table":
-                outputs.append(render_terminal(report, args.max_rows))
-            elif args.format == "markdown":
-                outputs.append(render_markdown(report))
             if args.logdir:
                 sub = (
                     args.logdir
@@ -418,6 +413,12 @@ def main(argv: list[str] | None = None) -> int:
                     else os.path.join(args.logdir, f"model{i}")
                 )
                 _write_logdir(report, sub, model)
+                wrote_logdir = True
+            reports.append(report)
+            if args.format == "table":
+                outputs.append(render_terminal(report, args.max_rows))
+            elif args.format == "markdown":
+                outputs.append(render_markdown(report))
         # A path that cannot be audited is one error line and exit status 2; the other paths
         # are still audited and reported (as grep and compilers do with several files).
         except MalformedModelError as e:
@@ -464,6 +465,6 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     else:
         sys.stdout.write(text)
-    if args.logdir:
+    if wrote_logdir:
         print(f"TensorBoard: tensorboard --logdir {args.logdir}", file=sys.stderr)
     return 2 if failed else status
