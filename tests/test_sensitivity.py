@@ -186,11 +186,14 @@ def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
     assert json.loads(blob)["fp16_set"] == list(r.fp16_set)
 
 
-def test_progress_bar(digits, capsys):
+def test_progress_bar_counts_batches(digits, capsys):
+    # 40 samples, batch 16: 3 batches; one layer, greedy: the sweep pass and one set pass.
     model, x, _ = digits
-    sensitivity(model, x[:16], tolerance=1.0, layers=[model.layers[-1].name], progress=True)
+    sensitivity(
+        model, x[:40], tolerance=1.0, layers=[model.layers[-1].name], batch_size=16, progress=True
+    )
     out = capsys.readouterr().out
-    assert "model run" in out and "3/3" in out
+    assert "batch" in out and "6/6" in out and "7/6" not in out
 
 
 def test_bad_arguments(digits):
@@ -527,3 +530,153 @@ def test_cli_inputs_that_are_not_an_npy_array(digits, tmp_path, capsys):
         f"tf-fp16-sensitivity: error: cannot read inputs/labels: --inputs {str(bad)!r} is not "
         "a .npy array file"
     ]
+
+
+# -- evaluation set as a tf.data.Dataset, and strategy= ---------------------------------------
+
+WORKER = os.path.join(REPO, "tests", "distributed_sensitivity_worker.py")
+DIST_TIMEOUT_S = 240
+
+
+def _labelled_skip_model(tmp_path):
+    """The skip model saved as .keras (loaded back: the weights every process reads), 7 inputs
+    and class ids of its first output (3 classes)."""
+    path = str(tmp_path / "skip.keras")
+    _skip_model().save(path)
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(7, 6, 6, 3)).astype("float32")
+    y = rng.integers(0, 3, size=7)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    return keras.saving.load_model(path), path, x, y
+
+
+def _unknown_size(x, y, batch):
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: True).batch(batch)
+    assert int(ds.cardinality()) == int(tf.data.UNKNOWN_CARDINALITY)
+    return ds
+
+
+def _as_records(result):
+    return json.loads(json.dumps(result.to_dict()))
+
+
+def test_dataset_of_unknown_size_gives_the_results_of_arrays(tmp_path, capsys):
+    model, _, x, y = _labelled_skip_model(tmp_path)
+    kw = dict(tolerance=1e-3, metric_tolerance=1.0)
+    arrays = sensitivity(model, x, y, batch_size=3, progress=False, **kw)
+    streamed = sensitivity(model, _unknown_size(x, y, 3), progress=True, **kw)
+    assert _as_records(streamed) == _as_records(arrays)
+    assert streamed.num_samples == 7 and streamed.baseline_metric is not None
+    # Batches counted: 3 per pass; the total (1 sweep pass + 6 greedy set passes for the 6
+    # convertible layers) is known only
+    # after the first pass, and the bar ends on it.
+    out = capsys.readouterr().out
+    assert "batch" in out and "21/21" in out and "22/21" not in out
+    # Without labels in the elements: no metric.
+    import tensorflow as tf
+
+    plain = tf.data.Dataset.from_tensor_slices(x).batch(4)
+    r = sensitivity(model, plain, tolerance=1e-3, progress=False)
+    assert r.baseline_metric is None
+    assert [(e.name, e.max_rel) for e in r.layers] == [
+        (e.name, e.max_rel) for e in sensitivity(model, x, tolerance=1e-3, progress=False).layers
+    ]
+
+
+def test_dataset_bad_arguments(tmp_path):
+    import tensorflow as tf
+
+    model, _, x, y = _labelled_skip_model(tmp_path)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(3)
+    with pytest.raises(ValueError, match="y must be None when x is a tf.data.Dataset"):
+        sensitivity(model, ds, y, progress=False)
+    with pytest.raises(ValueError, match="batch_size must be None when x is a tf.data.Dataset"):
+        sensitivity(model, ds, batch_size=3, progress=False)
+    with pytest.raises(ValueError, match="x is an infinite tf.data.Dataset"):
+        sensitivity(model, ds.repeat(), progress=False)
+    with pytest.raises(ValueError, match=r"x must hold at least one sample \(the dataset gave"):
+        sensitivity(model, ds.take(0), progress=False)
+    with pytest.raises(ValueError, match=r"^x has shape \(3, 6, 6\)"):
+        sensitivity(model, tf.data.Dataset.from_tensor_slices(x[..., 0]).batch(3), progress=False)
+    with pytest.raises(ValueError, match="sample_weight"):
+        sensitivity(model, tf.data.Dataset.from_tensor_slices((x, y, y)).batch(3), progress=False)
+
+
+def test_bad_strategy_arguments(digits):
+    import tensorflow as tf
+
+    model, x, _ = digits
+    with pytest.raises(TypeError, match="strategy must be a tf.distribute.Strategy, got str"):
+        sensitivity(model, x[:4], strategy="mirrored", progress=False)
+    with pytest.raises(TypeError, match="got the class MirroredStrategy"):
+        sensitivity(model, x[:4], strategy=tf.distribute.MirroredStrategy, progress=False)
+
+
+def _one_device(model, x, y):
+    return _as_records(
+        sensitivity(model, x, y, batch_size=3, tolerance=1e-3, metric_tolerance=1.0, progress=False)
+    )
+
+
+def _worker_argv(path, tmp_path, strategy, out, dataset):
+    return [
+        sys.executable,
+        WORKER,
+        "--strategy",
+        strategy,
+        "--model",
+        path,
+        "--inputs",
+        str(tmp_path / "x.npy"),
+        "--labels",
+        str(tmp_path / "y.npy"),
+        "--batch-size",
+        "3",
+        "--tolerance",
+        "1e-3",
+        "--out",
+        str(out),
+    ] + (["--dataset"] if dataset else [])
+
+
+@pytest.mark.parametrize("dataset", [False, True], ids=["arrays", "dataset"])
+def test_mirrored_strategy_two_logical_cpus_gives_the_one_device_results(tmp_path, dataset):
+    import subprocess
+
+    # 7 samples in batches of 3: replicas take 1+2, 1+2 and 0+1 samples (an empty share too).
+    model, path, x, y = _labelled_skip_model(tmp_path)
+    out = tmp_path / "mirrored.json"
+    p = subprocess.run(
+        _worker_argv(path, tmp_path, "mirrored", out, dataset),
+        capture_output=True,
+        text=True,
+        timeout=DIST_TIMEOUT_S,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "eagerly has significant overhead" not in p.stderr
+    got = json.loads(out.read_text())
+    assert got["replicas"] == 2
+    assert got["result"] == _one_device(model, x, y)
+
+
+def test_multi_worker_mirrored_strategy_two_processes_gives_the_one_device_results(tmp_path):
+    from local_cluster import run_workers
+
+    model, path, x, y = _labelled_skip_model(tmp_path)
+    outs = [tmp_path / f"worker{i}.json" for i in range(2)]
+    statuses = run_workers(
+        lambda i: _worker_argv(path, tmp_path, "multiworker", outs[i], dataset=False),
+        2,
+        DIST_TIMEOUT_S,
+        {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    for rc, err in statuses:
+        assert rc == 0, err[-3000:]
+    got = [json.loads(o.read_text()) for o in outs]
+    assert [g["replicas"] for g in got] == [2, 2]
+    expected = _one_device(model, x, y)
+    assert got[0]["result"] == expected and got[1]["result"] == expected
