@@ -154,6 +154,7 @@ def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
     table = r.table()
     assert table.splitlines()[0].split() == [
         "rank",
+        "position",
         "layer",
         "class",
         "max_rel",
@@ -163,6 +164,9 @@ def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
         "set",
     ]
     assert len(table.splitlines()) == 3 + 2
+    for line, e in zip(table.splitlines()[1:], r.layers, strict=False):
+        assert line.split()[:4] == [str(e.rank), str(e.position), e.path, e.class_name]
+        assert e.path.endswith("/" + e.name) and e.position > 0
     data = json.loads(r.to_json())
     assert [layer["name"] for layer in data["layers"]] == [layer.name for layer in r.layers]
     assert data["fp16_set"] == list(r.fp16_set) and data["tolerance"] == 2e-3
@@ -177,7 +181,7 @@ def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
         assert float(value) == pytest.approx(layer.max_rel, rel=1e-6)
         assert f"{SUMMARY_PREFIX}/metric_change/{layer.name}" in tags
     text = tf.make_ndarray(acc.Tensors(f"{SUMMARY_PREFIX}/table")[0].tensor_proto).item().decode()
-    assert text.startswith("| rank | layer |")
+    assert text.startswith("| rank | position | layer |")
     blob = (
         tf.make_ndarray(acc.Tensors(f"{SUMMARY_PREFIX}/result_json")[0].tensor_proto)
         .item()
@@ -514,6 +518,46 @@ def test_results_give_keras_paths_and_positions():
     assert {layer["name"]: layer["path"] for layer in data["layers"]} == {
         e.name: e.path for e in r.layers
     }
+
+
+def test_paths_and_positions_count_the_layers_inside_layers():
+    # The encoder's model.layers: input, then per block mha, ln1, ff1, ff2, ln2. Keras's
+    # MultiHeadAttention holds six layers of its own (query, key, value EinsumDense, softmax,
+    # dropout, attention_output EinsumDense), which follow it depth first.
+    from test_layers_transformer import encoder, inputs
+
+    model = encoder()
+    r = sensitivity(model, inputs(2, 3), tolerance=1e-3, progress=False)
+    got = {e.name: (e.path, e.position) for e in r.layers}
+    m = model.name
+    assert got == {
+        "mha_0": (f"{m}/mha_0", 2),
+        "ff1_0": (f"{m}/ff1_0", 10),
+        "ff2_0": (f"{m}/ff2_0", 11),
+        "mha_1": (f"{m}/mha_1", 13),
+        "ff1_1": (f"{m}/ff1_1", 21),
+        "ff2_1": (f"{m}/ff2_1", 22),
+    }
+    from tf_fp16ops.layer_sensitivity import _layer_paths
+
+    paths = _layer_paths(model)
+    assert paths["query"] == (f"{m}/mha_0/query", 3)
+    assert paths["attention_output"] == (f"{m}/mha_0/attention_output", 8)
+    # Nested twice: a Sequential inside a functional model inside the model.
+    keras.utils.set_random_seed(2)
+    seq = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, name="deep")], name="seq")
+    mid_in = keras.Input((4,))
+    mid = keras.Model(mid_in, seq(keras.layers.Dense(4, name="mid_dense")(mid_in)), name="mid")
+    top_in = keras.Input((4,))
+    top = keras.Model(top_in, keras.layers.Dense(2, name="out")(mid(top_in)), name="top")
+    r = sensitivity(top, np.ones((3, 4), "float32"), tolerance=1.0, progress=False)
+    # top.layers: input(1), mid(2) [mid.layers: input(3), mid_dense(4), seq(5) [deep(6)]], out(7)
+    assert {e.name: (e.path, e.position) for e in r.layers} == {
+        "mid_dense": ("top/mid/mid_dense", 4),
+        "deep": ("top/mid/seq/deep", 6),
+        "out": ("top/out", 7),
+    }
+    assert "top/mid/seq/deep" in r.table() and "| 6 | top/mid/seq/deep |" in r.table(True)
 
 
 def test_cli_inputs_that_are_not_an_npy_array(digits, tmp_path, capsys):

@@ -100,9 +100,9 @@ class LayerSensitivity:
     metric: float | None = None  # metric with this layer in fp16 (labels given)
     metric_change: float | None = None  # metric - baseline metric
     in_fp16_set: bool = False
-    # Keras path "model/.../layer" (through nested models) and the 1-based position of the layer
-    # in `model.layers` order, depth first (a nested model's layers follow it; input layers
-    # count).
+    # Keras path "model/.../layer" (through nested models and layers inside layers) and the
+    # 1-based position of the layer, depth first from `model.layers` (the layers inside a layer
+    # or nested model follow it; input layers count).
     path: str = ""
     position: int = 0
 
@@ -146,14 +146,24 @@ class SensitivityResult:
         return json.dumps(clean(self.to_dict()), indent=indent)
 
     def table(self, markdown: bool = False) -> str:
-        """One row per layer, by rank; `markdown=True` for a Markdown table (TensorBoard text)."""
+        """One row per layer, by rank: its position in the model and its Keras path
+        (`LayerSensitivity.path`, `position`), class, errors, metric change (with labels) and
+        set membership; then a line on the fp16 set. `markdown=True` for a Markdown table
+        (TensorBoard text)."""
         with_metric = self.baseline_metric is not None
-        head = ["rank", "layer", "class", "max_rel", "mean_rel"] + (
+        head = ["rank", "position", "layer", "class", "max_rel", "mean_rel"] + (
             ["metric_change"] if with_metric else []
         )
         head.append("fp16 set")
         rows = [
-            [str(e.rank), e.name, e.class_name, f"{e.max_rel:.3e}", f"{e.mean_rel:.3e}"]
+            [
+                str(e.rank),
+                str(e.position) if e.position else "-",
+                e.path or e.name,
+                e.class_name,
+                f"{e.max_rel:.3e}",
+                f"{e.mean_rel:.3e}",
+            ]
             + ([f"{e.metric_change:+.4f}"] if with_metric else [])
             + (["yes" if e.in_fp16_set else "no"])
             for e in self.layers
@@ -183,7 +193,7 @@ class SensitivityResult:
 
         def fmt(r):
             return "  ".join(
-                v.ljust(w) if i in (1, 2) else v.rjust(w)
+                v.ljust(w) if i in (2, 3) else v.rjust(w)
                 for i, (v, w) in enumerate(zip(r, widths, strict=True))
             )
 
@@ -411,18 +421,27 @@ class _Reuse:
 
 
 def _layer_paths(model) -> dict[str, tuple[str, int]]:
-    """layer name -> (Keras path 'model/inner/layer', 1-based depth-first position)."""
+    """layer name -> (Keras path 'model/inner/layer', 1-based depth-first position).
+
+    Depth first from `model`: a model's `layers` in order, and after each layer the layers
+    inside it (a nested model's `layers`; the sublayers another layer tracks, in the order it
+    created them, as Keras's `_flatten_layers` gives them), each path one component longer."""
     out: dict[str, tuple[str, int]] = {}
     position = 0
 
+    def inside(layer):
+        if isinstance(layer, keras.Model):
+            return layer.layers
+        flatten = getattr(layer, "_flatten_layers", None)
+        return list(flatten(include_self=False, recursive=False)) if flatten else []
+
     def walk(container, prefix):
         nonlocal position
-        for layer in container.layers if hasattr(container, "layers") else ():
+        for layer in inside(container):
             position += 1
             path = f"{prefix}/{layer.name}"
             out.setdefault(layer.name, (path, position))
-            if isinstance(layer, keras.Model):
-                walk(layer, path)
+            walk(layer, path)
 
     walk(model, model.name)
     return out
