@@ -465,8 +465,40 @@ def test_reuse_gives_the_results_of_full_runs(others, digits):
             (e.name, e.max_rel, e.mean_rel) for e in old.layers
         ]
         assert new.fp16_set == old.fp16_set and new.set_max_rel == old.set_max_rel
-    with pytest.raises(ValueError, match="reuse must be a bool, got 1"):
+    with pytest.raises(ValueError, match="reuse must be True, False or 'stacked', got 1"):
         sensitivity(cases[0][0], cases[0][1], reuse=1, progress=False)
+
+
+@pytest.mark.parametrize("others", ["float32", "original"])
+def test_stacked_reuse_gives_the_results_of_full_runs(others, digits, monkeypatch):
+    # reuse='stacked' runs the sweep states of a batch together; STACK_ROWS = 4 with batches of
+    # 2 puts 2 states in a call, so the 6 layers of the skip model take 3 groups.
+    from test_layers_transformer import encoder, inputs
+    from tf_fp16ops import layer_sensitivity
+
+    monkeypatch.setattr(layer_sensitivity, "STACK_ROWS", 4)
+    rng = np.random.default_rng(4)
+    kw = dict(tolerance=1e-3, others=others, progress=False, batch_size=2)
+    for model, x in (
+        (_skip_model(), rng.normal(size=(5, 6, 6, 3)).astype("float32")),
+        (digits[0], digits[1][:40]),  # Sequential
+    ):
+        new = sensitivity(model, x, reuse="stacked", **kw)
+        old = sensitivity(model, x, reuse=False, **kw)
+        assert [(e.name, e.max_rel, e.mean_rel) for e in new.layers] == [
+            (e.name, e.max_rel, e.mean_rel) for e in old.layers
+        ]
+        assert new.fp16_set == old.fp16_set and new.set_max_rel == old.set_max_rel
+    # Keras's LayerNormalization rounds differently by call size (up to an fp32 ulp of its
+    # outputs between 3 and 18 samples here), so the encoder's errors agree to the size of that
+    # rounding against the fp16 errors (~5e-4): relative 1e-3 on each layer's max_rel/mean_rel.
+    model, x = encoder(), inputs(3, 2)
+    new = {e.name: e for e in sensitivity(model, x, reuse="stacked", **kw).layers}
+    old = {e.name: e for e in sensitivity(model, x, reuse=False, **kw).layers}
+    assert new.keys() == old.keys()
+    for name, e in old.items():
+        assert new[name].max_rel == pytest.approx(e.max_rel, rel=1e-3)
+        assert new[name].mean_rel == pytest.approx(e.mean_rel, rel=1e-3)
 
 
 def test_reuse_recomputes_only_downstream_nodes():

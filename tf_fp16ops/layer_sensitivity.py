@@ -46,6 +46,21 @@ chain of similar layers; memory grows by one batch's activations (the sum of the
 sizes times the batch size). The set search runs the whole model, as several layers change at
 once.
 
+reuse='stacked' walks the graph once per batch for all sweep states together (at most
+STACK_ROWS = 256 samples per layer call: 256 // batch states at a time): a node runs once on the
+inputs of every state in which they differ from the baseline, stacked on axis 0, and once more
+for each state whose layer it calls (that layer in fp16, on that state's inputs). The layer calls
+are then about one per node per group of states instead of one per downstream node per state,
+so the per-call overhead of eager Keras is paid far less often (MobileNetV2, 8 inputs: the sweep
+9.0x faster than whole-model runs, reuse=True 2.0x; benchmarks/results/
+sensitivity_sweep_2026-12-02.md); memory
+grows to the activations of up to STACK_ROWS samples. The results equal full runs where every
+layer's per-sample outputs do not depend on how many samples a call holds (tf_fp16ops' kernels:
+a fixed summation order per output; tested on convolution, nested, shared-layer and Sequential
+models); a kernel that rounds by call size shifts them by its rounding (Keras's
+LayerNormalization: up to an fp32 ulp of its outputs between calls of 3 and 18 samples, measured
+on TF 2.21.0, 2-core Intel Xeon with avx512_fp16), which is why reuse=True stays the default.
+
 Evaluation set: arrays (sliced into `batch_size` batches) or a finite tf.data.Dataset whose
 elements are batches, `x` or `(x, y)` as Keras's `evaluate` takes them; a Dataset is iterated
 once per pass and never held whole, and its size may be unknown (`cardinality() == UNKNOWN`:
@@ -59,11 +74,12 @@ are brought together in sample order on every worker with `strategy.gather` (a c
 arithmetic). The errors and metrics are then reduced in float64 NumPy on each worker exactly as
 on one device, so no cross-replica reduction adds rounding: the results equal the one-device
 run bit for bit wherever the model's per-sample outputs do not depend on how many samples a
-call holds (true of tf_fp16ops' CPU kernels, whose sums run in a fixed order per output; a
-Keras kernel, with `others='original'`, may block its fp32 sums by batch size and then differ
-in the last bits of its outputs). With MultiWorkerMirroredStrategy every worker calls
-`sensitivity` with the same model weights and the same evaluation set (each computes only its
-replicas' shares) and gets the same result.
+call holds (true of tf_fp16ops' CPU kernels, whose sums run in a fixed order per output; not of
+every TensorFlow kernel: Keras's LayerNormalization differs by up to an fp32 ulp of its outputs
+between calls of 3 and 18 samples, and a Keras kernel run with `others='original'` may block its
+fp32 sums by batch size; such layers shift the errors by their last-bit rounding). With
+MultiWorkerMirroredStrategy every worker calls `sensitivity` with the same model weights and the
+same evaluation set (each computes only its replicas' shares) and gets the same result.
 
 Results: `SensitivityResult.table()` (text), `.to_json()`, `.write_summaries(logdir)`
 (TensorBoard; tags in `write_summaries`).
@@ -86,6 +102,8 @@ from tf_fp16ops.conversion import LayerSelection, convert_with_report
 SUMMARY_PREFIX = "fp16_sensitivity"
 _OTHERS = ("float32", "original")
 _SEARCHES = ("greedy", "bisect")
+# reuse='stacked': at most this many samples (sweep states times batch rows) per layer call.
+STACK_ROWS = 256
 
 
 @dataclass(frozen=True)
@@ -384,6 +402,89 @@ class _Reuse:
                     produced.update(id(t) for t in node.outputs)
         return changed or None
 
+    def holders(self, layer) -> set:
+        """ids of the nodes that call `layer` or a nested model holding it."""
+        out = set()
+        for nodes in self.graph._nodes_by_depth.values():
+            for node in nodes:
+                op = node.operation
+                if op is None or node.is_input:
+                    continue
+                if op is layer or (
+                    hasattr(op, "_flatten_layers")
+                    and any(inner is layer for inner in op._flatten_layers(include_self=False))
+                ):
+                    out.add(id(node))
+        return out
+
+    def run_stacked(self, batch, kept: dict, owners: list[set], set_state, names: list[str]):
+        """The sweep states `names` of one batch in one graph walk (module docstring, "Reuse",
+        reuse='stacked'): `owners[s]` are the nodes that call the layer of state s; a node whose
+        inputs differ from the baseline in some states runs once on those states' inputs
+        stacked on axis 0 (baseline accumulation), and once more per state whose layer it
+        calls (that layer in fp16). Returns the flat outputs of each state."""
+        probe = self.graph
+        rows = len(keras.tree.flatten(batch)[0])
+        results: list = []
+
+        def run_graph(inputs, operation_fn=lambda op: op, call_fn=None):
+            # tensor id -> (states, their outputs stacked on axis 0), where they differ from
+            # the baseline's `kept` value
+            diverged: dict = {}
+
+            def stack(i, states):
+                got = diverged.get(i)
+                if got is not None and got[0] == states:
+                    return got[1]
+                parts = []
+                for s in states:
+                    if got is not None and s in got[0]:
+                        k = got[0].index(s)
+                        parts.append(got[1][k * rows : (k + 1) * rows])
+                    else:
+                        parts.append(kept[i])
+                return parts[0] if len(parts) == 1 else keras.ops.concatenate(parts, axis=0)
+
+            for depth in sorted(probe._nodes_by_depth, reverse=True):
+                for node in probe._nodes_by_depth[depth]:
+                    if not node.operation or node.is_input:
+                        continue
+                    ins = [id(t) for t in node.input_tensors]
+                    if any(i not in kept for i in ins):
+                        continue
+                    own = [s for s in range(len(names)) if id(node) in owners[s]]
+                    seen = {s for i in ins if i in diverged for s in diverged[i][0]}
+                    others = sorted(seen - set(own))
+                    calls = ([(others, set())] if others else []) + [([s], {names[s]}) for s in own]
+                    if not calls:
+                        continue
+                    parts = []
+                    for states, fp16 in calls:
+                        set_state(fp16)
+                        args, kwargs = node.arguments.fill_in({i: stack(i, states) for i in ins})
+                        op = operation_fn(probe._get_operation_for_node(node))
+                        parts.append((states, keras.tree.flatten(op(*args, **kwargs))))
+                    states = [s for st, _ in parts for s in st]
+                    for j, t in enumerate(node.outputs):
+                        pieces = [p[j] for _, p in parts]
+                        value = (
+                            pieces[0] if len(pieces) == 1 else keras.ops.concatenate(pieces, axis=0)
+                        )
+                        diverged[id(t)] = (states, value)
+            set_state(set())
+            for s in range(len(names)):
+                results.append([stack(id(x), [s]) for x in probe.outputs])
+            return keras.tree.pack_sequence_as(
+                probe._outputs_struct, [kept[id(x)] for x in probe.outputs]
+            )
+
+        probe.__dict__["_run_through_graph"] = run_graph
+        try:
+            self.probe(batch, training=False)
+        finally:
+            del probe.__dict__["_run_through_graph"]
+        return results
+
     def run(self, batch, fill: dict | None = None, only: set | None = None):
         """(outputs, activations) of `batch`: a whole run when `only` is None (the activations
         returned are every node's outputs, to pass as `fill`), else only the nodes in `only`
@@ -650,8 +751,10 @@ def sensitivity(
       progress: show a keras.utils.Progbar counting batches over all passes (on stdout; its
         total is unknown until a Dataset of unknown cardinality has been read once).
       logdir: if given, `write_summaries(logdir)` is called on the result.
-      reuse: keep the baseline's activations of the batch and recompute only downstream of the
-        switched layer in the sweep (module docstring, "Reuse"); the results equal full runs.
+      reuse: True: keep the baseline's activations of the batch and recompute only downstream
+        of the switched layer in the sweep (module docstring, "Reuse"); the results equal full
+        runs. 'stacked': the sweep states of a batch run together, stacked on axis 0 (faster;
+        equal to full runs where no kernel rounds by call size). False: whole-model runs.
       strategy: None (this device) or a tf.distribute.Strategy (MirroredStrategy,
         MultiWorkerMirroredStrategy, ...): each global batch is split over its replicas
         (module docstring, "Distribution").
@@ -662,8 +765,9 @@ def sensitivity(
 
     Raises:
       ValueError: bad `tolerance`, `metric_tolerance` (or one given without labels), `others`,
-        `search`, `batch_size` (or one given with a Dataset); `x` empty, not numeric, not of the
-        model's input rank and fixed dimensions, an infinite Dataset, or a Dataset with `y`;
+        `search`, `batch_size` (or one given with a Dataset), `reuse`; `x` empty, not numeric,
+        not of the model's input rank and fixed dimensions, an infinite Dataset, or a Dataset
+        with `y`;
         non-finite model outputs on `x` (no reference to compare with); labels whose count
         differs from the samples, and for the default metric labels that are not finite or not
         class ids of the model's output; a `logdir` that cannot be written (checked before the
@@ -694,8 +798,8 @@ def sensitivity(
         not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1
     ):
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    if not isinstance(reuse, bool):
-        raise ValueError(f"reuse must be a bool, got {reuse!r}")
+    if not (isinstance(reuse, bool) or (isinstance(reuse, str) and reuse == "stacked")):
+        raise ValueError(f"reuse must be True, False or 'stacked', got {reuse!r}")
     if metric is not None and not callable(metric):
         raise TypeError(
             f"metric must be a callable (y_true, y_pred) -> float, got {type(metric).__name__}"
@@ -742,7 +846,11 @@ def sensitivity(
     reuser = _Reuse(probe) if reuse else None
     if reuser is not None and not reuser.usable:
         reuser = None
-    downstream = {nm: reuser.downstream(by_name[nm]) for nm in names} if reuser else {}
+    stacked = reuser is not None and reuse == "stacked"
+    downstream = (
+        {nm: reuser.downstream(by_name[nm]) for nm in names} if reuser and not stacked else {}
+    )
+    owners = {nm: reuser.holders(by_name[nm]) for nm in names} if stacked else {}
     replicas = _Replicas(strategy)
 
     set_runs = len(names) if search == "greedy" else math.ceil(math.log2(len(names) + 1)) + 1
@@ -771,6 +879,13 @@ def sensitivity(
         else:
             base_out = probe(xb, training=False)
         states = [flat(base_out)]
+        if stacked:
+            rows = len(keras.tree.flatten(xb)[0])
+            group = max(1, STACK_ROWS // max(rows, 1))
+            for g in range(0, len(names), group):
+                part = names[g : g + group]
+                states += reuser.run_stacked(xb, kept, [owners[nm] for nm in part], set_state, part)
+            return states
         for name in names:
             set_state({name})
             if reuser is not None:
