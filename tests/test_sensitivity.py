@@ -485,10 +485,18 @@ def test_stacked_reuse_gives_the_results_of_full_runs(others, digits, monkeypatc
     ):
         new = sensitivity(model, x, reuse="stacked", **kw)
         old = sensitivity(model, x, reuse=False, **kw)
-        assert [(e.name, e.max_rel, e.mean_rel) for e in new.layers] == [
-            (e.name, e.max_rel, e.mean_rel) for e in old.layers
-        ]
-        assert new.fp16_set == old.fp16_set and new.set_max_rel == old.set_max_rel
+        if others == "float32":  # every conv and Dense on tf_fp16ops' fixed-order kernels
+            assert [(e.name, e.max_rel, e.mean_rel) for e in new.layers] == [
+                (e.name, e.max_rel, e.mean_rel) for e in old.layers
+            ]
+            assert new.fp16_set == old.fp16_set and new.set_max_rel == old.set_max_rel
+        else:
+            # Keras's own kernels: TensorFlow's Eigen convolution (TF_ENABLE_ONEDNN_OPTS=0 or
+            # a CPU without avx512_fp16) rounds by call size, so to that rounding only.
+            got = {e.name: e for e in new.layers}
+            for e in old.layers:
+                assert got[e.name].max_rel == pytest.approx(e.max_rel, rel=1e-3)
+                assert got[e.name].mean_rel == pytest.approx(e.mean_rel, rel=1e-3)
     # Keras's LayerNormalization rounds differently by call size (up to an fp32 ulp of its
     # outputs between 3 and 18 samples here), so the encoder's errors agree to the size of that
     # rounding against the fp16 errors (~5e-4): relative 1e-3 on each layer's max_rel/mean_rel.

@@ -57,9 +57,11 @@ sensitivity_sweep_2026-12-02.md); memory
 grows to the activations of up to STACK_ROWS samples. The results equal full runs where every
 layer's per-sample outputs do not depend on how many samples a call holds (tf_fp16ops' kernels:
 a fixed summation order per output; tested on convolution, nested, shared-layer and Sequential
-models); a kernel that rounds by call size shifts them by its rounding (Keras's
-LayerNormalization: up to an fp32 ulp of its outputs between calls of 3 and 18 samples, measured
-on TF 2.21.0, 2-core Intel Xeon with avx512_fp16), which is why reuse=True stays the default.
+models with others='float32'); a kernel that rounds by call size shifts them by its rounding
+(Keras's LayerNormalization: up to an fp32 ulp of its outputs between calls of 3 and 18
+samples, measured on TF 2.21.0, 2-core Intel Xeon with avx512_fp16; TensorFlow's Eigen
+convolution, which others='original' runs with TF_ENABLE_ONEDNN_OPTS=0, also does), which is why
+reuse=True stays the default.
 
 Evaluation set: arrays (sliced into `batch_size` batches) or a finite tf.data.Dataset whose
 elements are batches, `x` or `(x, y)` as Keras's `evaluate` takes them; a Dataset is iterated
