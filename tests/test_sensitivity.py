@@ -154,6 +154,7 @@ def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
     table = r.table()
     assert table.splitlines()[0].split() == [
         "rank",
+        "position",
         "layer",
         "class",
         "max_rel",
@@ -163,6 +164,9 @@ def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
         "set",
     ]
     assert len(table.splitlines()) == 3 + 2
+    for line, e in zip(table.splitlines()[1:], r.layers, strict=False):
+        assert line.split()[:4] == [str(e.rank), str(e.position), e.path, e.class_name]
+        assert e.path.endswith("/" + e.name) and e.position > 0
     data = json.loads(r.to_json())
     assert [layer["name"] for layer in data["layers"]] == [layer.name for layer in r.layers]
     assert data["fp16_set"] == list(r.fp16_set) and data["tolerance"] == 2e-3
@@ -177,7 +181,7 @@ def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
         assert float(value) == pytest.approx(layer.max_rel, rel=1e-6)
         assert f"{SUMMARY_PREFIX}/metric_change/{layer.name}" in tags
     text = tf.make_ndarray(acc.Tensors(f"{SUMMARY_PREFIX}/table")[0].tensor_proto).item().decode()
-    assert text.startswith("| rank | layer |")
+    assert text.startswith("| rank | position | layer |")
     blob = (
         tf.make_ndarray(acc.Tensors(f"{SUMMARY_PREFIX}/result_json")[0].tensor_proto)
         .item()
@@ -186,11 +190,14 @@ def test_table_json_and_tensorboard_summaries(digits_result, tmp_path):
     assert json.loads(blob)["fp16_set"] == list(r.fp16_set)
 
 
-def test_progress_bar(digits, capsys):
+def test_progress_bar_counts_batches(digits, capsys):
+    # 40 samples, batch 16: 3 batches; one layer, greedy: the sweep pass and one set pass.
     model, x, _ = digits
-    sensitivity(model, x[:16], tolerance=1.0, layers=[model.layers[-1].name], progress=True)
+    sensitivity(
+        model, x[:40], tolerance=1.0, layers=[model.layers[-1].name], batch_size=16, progress=True
+    )
     out = capsys.readouterr().out
-    assert "model run" in out and "3/3" in out
+    assert "batch" in out and "6/6" in out and "7/6" not in out
 
 
 def test_bad_arguments(digits):
@@ -458,8 +465,48 @@ def test_reuse_gives_the_results_of_full_runs(others, digits):
             (e.name, e.max_rel, e.mean_rel) for e in old.layers
         ]
         assert new.fp16_set == old.fp16_set and new.set_max_rel == old.set_max_rel
-    with pytest.raises(ValueError, match="reuse must be a bool, got 1"):
+    with pytest.raises(ValueError, match="reuse must be True, False or 'stacked', got 1"):
         sensitivity(cases[0][0], cases[0][1], reuse=1, progress=False)
+
+
+@pytest.mark.parametrize("others", ["float32", "original"])
+def test_stacked_reuse_gives_the_results_of_full_runs(others, digits, monkeypatch):
+    # reuse='stacked' runs the sweep states of a batch together; STACK_ROWS = 4 with batches of
+    # 2 puts 2 states in a call, so the 6 layers of the skip model take 3 groups.
+    from test_layers_transformer import encoder, inputs
+    from tf_fp16ops import layer_sensitivity
+
+    monkeypatch.setattr(layer_sensitivity, "STACK_ROWS", 4)
+    rng = np.random.default_rng(4)
+    kw = dict(tolerance=1e-3, others=others, progress=False, batch_size=2)
+    for model, x in (
+        (_skip_model(), rng.normal(size=(5, 6, 6, 3)).astype("float32")),
+        (digits[0], digits[1][:40]),  # Sequential
+    ):
+        new = sensitivity(model, x, reuse="stacked", **kw)
+        old = sensitivity(model, x, reuse=False, **kw)
+        if others == "float32":  # every conv and Dense on tf_fp16ops' fixed-order kernels
+            assert [(e.name, e.max_rel, e.mean_rel) for e in new.layers] == [
+                (e.name, e.max_rel, e.mean_rel) for e in old.layers
+            ]
+            assert new.fp16_set == old.fp16_set and new.set_max_rel == old.set_max_rel
+        else:
+            # Keras's own kernels: TensorFlow's Eigen convolution (TF_ENABLE_ONEDNN_OPTS=0 or
+            # a CPU without avx512_fp16) rounds by call size, so to that rounding only.
+            got = {e.name: e for e in new.layers}
+            for e in old.layers:
+                assert got[e.name].max_rel == pytest.approx(e.max_rel, rel=1e-3)
+                assert got[e.name].mean_rel == pytest.approx(e.mean_rel, rel=1e-3)
+    # Keras's LayerNormalization rounds differently by call size (up to an fp32 ulp of its
+    # outputs between 3 and 18 samples here), so the encoder's errors agree to the size of that
+    # rounding against the fp16 errors (~5e-4): relative 1e-3 on each layer's max_rel/mean_rel.
+    model, x = encoder(), inputs(3, 2)
+    new = {e.name: e for e in sensitivity(model, x, reuse="stacked", **kw).layers}
+    old = {e.name: e for e in sensitivity(model, x, reuse=False, **kw).layers}
+    assert new.keys() == old.keys()
+    for name, e in old.items():
+        assert new[name].max_rel == pytest.approx(e.max_rel, rel=1e-3)
+        assert new[name].mean_rel == pytest.approx(e.mean_rel, rel=1e-3)
 
 
 def test_reuse_recomputes_only_downstream_nodes():
@@ -513,6 +560,46 @@ def test_results_give_keras_paths_and_positions():
     }
 
 
+def test_paths_and_positions_count_the_layers_inside_layers():
+    # The encoder's model.layers: input, then per block mha, ln1, ff1, ff2, ln2. Keras's
+    # MultiHeadAttention holds six layers of its own (query, key, value EinsumDense, softmax,
+    # dropout, attention_output EinsumDense), which follow it depth first.
+    from test_layers_transformer import encoder, inputs
+
+    model = encoder()
+    r = sensitivity(model, inputs(2, 3), tolerance=1e-3, progress=False)
+    got = {e.name: (e.path, e.position) for e in r.layers}
+    m = model.name
+    assert got == {
+        "mha_0": (f"{m}/mha_0", 2),
+        "ff1_0": (f"{m}/ff1_0", 10),
+        "ff2_0": (f"{m}/ff2_0", 11),
+        "mha_1": (f"{m}/mha_1", 13),
+        "ff1_1": (f"{m}/ff1_1", 21),
+        "ff2_1": (f"{m}/ff2_1", 22),
+    }
+    from tf_fp16ops.layer_sensitivity import _layer_paths
+
+    paths = _layer_paths(model)
+    assert paths["query"] == (f"{m}/mha_0/query", 3)
+    assert paths["attention_output"] == (f"{m}/mha_0/attention_output", 8)
+    # Nested twice: a Sequential inside a functional model inside the model.
+    keras.utils.set_random_seed(2)
+    seq = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, name="deep")], name="seq")
+    mid_in = keras.Input((4,))
+    mid = keras.Model(mid_in, seq(keras.layers.Dense(4, name="mid_dense")(mid_in)), name="mid")
+    top_in = keras.Input((4,))
+    top = keras.Model(top_in, keras.layers.Dense(2, name="out")(mid(top_in)), name="top")
+    r = sensitivity(top, np.ones((3, 4), "float32"), tolerance=1.0, progress=False)
+    # top.layers: input(1), mid(2) [mid.layers: input(3), mid_dense(4), seq(5) [deep(6)]], out(7)
+    assert {e.name: (e.path, e.position) for e in r.layers} == {
+        "mid_dense": ("top/mid/mid_dense", 4),
+        "deep": ("top/mid/seq/deep", 6),
+        "out": ("top/out", 7),
+    }
+    assert "top/mid/seq/deep" in r.table() and "| 6 | top/mid/seq/deep |" in r.table(True)
+
+
 def test_cli_inputs_that_are_not_an_npy_array(digits, tmp_path, capsys):
     """A GraphDef (or any non-.npy file) as --inputs: one line naming the flag and the file;
     nothing is unpickled and NumPy's allow_pickle hint is not passed on."""
@@ -527,3 +614,153 @@ def test_cli_inputs_that_are_not_an_npy_array(digits, tmp_path, capsys):
         f"tf-fp16-sensitivity: error: cannot read inputs/labels: --inputs {str(bad)!r} is not "
         "a .npy array file"
     ]
+
+
+# -- evaluation set as a tf.data.Dataset, and strategy= ---------------------------------------
+
+WORKER = os.path.join(REPO, "tests", "distributed_sensitivity_worker.py")
+DIST_TIMEOUT_S = 240
+
+
+def _labelled_skip_model(tmp_path):
+    """The skip model saved as .keras (loaded back: the weights every process reads), 7 inputs
+    and class ids of its first output (3 classes)."""
+    path = str(tmp_path / "skip.keras")
+    _skip_model().save(path)
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(7, 6, 6, 3)).astype("float32")
+    y = rng.integers(0, 3, size=7)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    return keras.saving.load_model(path), path, x, y
+
+
+def _unknown_size(x, y, batch):
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: True).batch(batch)
+    assert int(ds.cardinality()) == int(tf.data.UNKNOWN_CARDINALITY)
+    return ds
+
+
+def _as_records(result):
+    return json.loads(json.dumps(result.to_dict()))
+
+
+def test_dataset_of_unknown_size_gives_the_results_of_arrays(tmp_path, capsys):
+    model, _, x, y = _labelled_skip_model(tmp_path)
+    kw = dict(tolerance=1e-3, metric_tolerance=1.0)
+    arrays = sensitivity(model, x, y, batch_size=3, progress=False, **kw)
+    streamed = sensitivity(model, _unknown_size(x, y, 3), progress=True, **kw)
+    assert _as_records(streamed) == _as_records(arrays)
+    assert streamed.num_samples == 7 and streamed.baseline_metric is not None
+    # Batches counted: 3 per pass; the total (1 sweep pass + 6 greedy set passes for the 6
+    # convertible layers) is known only
+    # after the first pass, and the bar ends on it.
+    out = capsys.readouterr().out
+    assert "batch" in out and "21/21" in out and "22/21" not in out
+    # Without labels in the elements: no metric.
+    import tensorflow as tf
+
+    plain = tf.data.Dataset.from_tensor_slices(x).batch(4)
+    r = sensitivity(model, plain, tolerance=1e-3, progress=False)
+    assert r.baseline_metric is None
+    assert [(e.name, e.max_rel) for e in r.layers] == [
+        (e.name, e.max_rel) for e in sensitivity(model, x, tolerance=1e-3, progress=False).layers
+    ]
+
+
+def test_dataset_bad_arguments(tmp_path):
+    import tensorflow as tf
+
+    model, _, x, y = _labelled_skip_model(tmp_path)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(3)
+    with pytest.raises(ValueError, match="y must be None when x is a tf.data.Dataset"):
+        sensitivity(model, ds, y, progress=False)
+    with pytest.raises(ValueError, match="batch_size must be None when x is a tf.data.Dataset"):
+        sensitivity(model, ds, batch_size=3, progress=False)
+    with pytest.raises(ValueError, match="x is an infinite tf.data.Dataset"):
+        sensitivity(model, ds.repeat(), progress=False)
+    with pytest.raises(ValueError, match=r"x must hold at least one sample \(the dataset gave"):
+        sensitivity(model, ds.take(0), progress=False)
+    with pytest.raises(ValueError, match=r"^x has shape \(3, 6, 6\)"):
+        sensitivity(model, tf.data.Dataset.from_tensor_slices(x[..., 0]).batch(3), progress=False)
+    with pytest.raises(ValueError, match="sample_weight"):
+        sensitivity(model, tf.data.Dataset.from_tensor_slices((x, y, y)).batch(3), progress=False)
+
+
+def test_bad_strategy_arguments(digits):
+    import tensorflow as tf
+
+    model, x, _ = digits
+    with pytest.raises(TypeError, match="strategy must be a tf.distribute.Strategy, got str"):
+        sensitivity(model, x[:4], strategy="mirrored", progress=False)
+    with pytest.raises(TypeError, match="got the class MirroredStrategy"):
+        sensitivity(model, x[:4], strategy=tf.distribute.MirroredStrategy, progress=False)
+
+
+def _one_device(model, x, y):
+    return _as_records(
+        sensitivity(model, x, y, batch_size=3, tolerance=1e-3, metric_tolerance=1.0, progress=False)
+    )
+
+
+def _worker_argv(path, tmp_path, strategy, out, dataset):
+    return [
+        sys.executable,
+        WORKER,
+        "--strategy",
+        strategy,
+        "--model",
+        path,
+        "--inputs",
+        str(tmp_path / "x.npy"),
+        "--labels",
+        str(tmp_path / "y.npy"),
+        "--batch-size",
+        "3",
+        "--tolerance",
+        "1e-3",
+        "--out",
+        str(out),
+    ] + (["--dataset"] if dataset else [])
+
+
+@pytest.mark.parametrize("dataset", [False, True], ids=["arrays", "dataset"])
+def test_mirrored_strategy_two_logical_cpus_gives_the_one_device_results(tmp_path, dataset):
+    import subprocess
+
+    # 7 samples in batches of 3: replicas take 1+2, 1+2 and 0+1 samples (an empty share too).
+    model, path, x, y = _labelled_skip_model(tmp_path)
+    out = tmp_path / "mirrored.json"
+    p = subprocess.run(
+        _worker_argv(path, tmp_path, "mirrored", out, dataset),
+        capture_output=True,
+        text=True,
+        timeout=DIST_TIMEOUT_S,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "eagerly has significant overhead" not in p.stderr
+    got = json.loads(out.read_text())
+    assert got["replicas"] == 2
+    assert got["result"] == _one_device(model, x, y)
+
+
+def test_multi_worker_mirrored_strategy_two_processes_gives_the_one_device_results(tmp_path):
+    from local_cluster import run_workers
+
+    model, path, x, y = _labelled_skip_model(tmp_path)
+    outs = [tmp_path / f"worker{i}.json" for i in range(2)]
+    statuses = run_workers(
+        lambda i: _worker_argv(path, tmp_path, "multiworker", outs[i], dataset=False),
+        2,
+        DIST_TIMEOUT_S,
+        {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    for rc, err in statuses:
+        assert rc == 0, err[-3000:]
+    got = [json.loads(o.read_text()) for o in outs]
+    assert [g["replicas"] for g in got] == [2, 2]
+    expected = _one_device(model, x, y)
+    assert got[0]["result"] == expected and got[1]["result"] == expected

@@ -449,6 +449,13 @@ def test_sensitivity_chart_beside_the_call_sites(browser, tensorboard_url, audit
     assert sorted(names) == sorted(LAYERS)  # every conv layer of the model, once
     assert [int(b.get_attribute("data-rank")) for b in bars] == list(range(1, len(LAYERS) + 1))
     by_name = {layer["name"]: layer for layer in result["layers"]}
+    # Each bar's label: the layer's position in the model, its Keras path and its class.
+    labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#sens-chart text.label")]
+    assert labels == [
+        f"#{by_name[n]['position']} {by_name[n]['path']} ({by_name[n]['class_name']})"
+        for n in names
+    ]
+    assert all(by_name[n]["path"].endswith("/" + n) for n in names)
     # Log axis: bar length grows with max_rel; in-set bars end left of the tolerance line.
     widths = [float(b.get_attribute("width")) for b in bars]
     assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1] > 0

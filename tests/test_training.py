@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 
@@ -27,6 +26,8 @@ WORKER = os.path.join(REPO, "tests", "distributed_training_worker.py")
 sys.path.insert(0, os.path.join(REPO, "examples"))
 
 import train_digits  # noqa: E402
+
+from local_cluster import run_workers  # noqa: E402
 
 FLOAT32_RTOL = 1e-5
 FLOAT16_RTOL = 1e-3
@@ -111,47 +112,22 @@ def test_mirrored_strategy_two_logical_cpus(single_device_losses, tmp_path):
     _assert_losses_match(result["losses"], single_device_losses)
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("localhost", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def test_multi_worker_mirrored_strategy_two_processes(single_device_losses, tmp_path):
-    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
-    procs = []
-    try:
-        for i in range(2):
-            tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
-            procs.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        WORKER,
-                        "--strategy",
-                        "multiworker",
-                        "--out",
-                        str(tmp_path / f"worker{i}.json"),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    env=_env(TF_CONFIG=tf_config),
-                )
-            )
-        errors = [p.communicate(timeout=TIMEOUT_S)[1] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for p, err in zip(procs, errors, strict=True):
-        assert p.returncode == 0, err[-3000:]
+    statuses = run_workers(
+        lambda i: [
+            sys.executable,
+            WORKER,
+            "--strategy",
+            "multiworker",
+            "--out",
+            str(tmp_path / f"worker{i}.json"),
+        ],
+        2,
+        TIMEOUT_S,
+        _env(),
+    )
+    for rc, err in statuses:
+        assert rc == 0, err[-3000:]
     results = [json.loads((tmp_path / f"worker{i}.json").read_text()) for i in range(2)]
     assert [r["replicas"] for r in results] == [2, 2]
     assert (

@@ -28,15 +28,60 @@ Search (`search=`):
     within the tolerances on `x`.
 Either way the tolerances hold for the inputs given, not for unseen data.
 
-Reuse (`reuse=True`, the default, for functional and Sequential models): the baseline run keeps
-every intermediate activation of every batch, and each sweep run recomputes only the graph
-nodes downstream of the switched layer (those that consume, directly or through other
-recomputed nodes, an output of a node calling it or a nested model holding it), in the graph's
-own order, with the kept activations for everything else. The results are those of full runs
-(the nodes upstream compute exactly what the baseline computed). A sweep run then costs the
+Passes: the sweep reads the evaluation set once: on each batch the baseline (every convertible
+layer in the `others` state) and then each layer alone in fp16, so a Dataset is read once for
+all L + 1 sweep runs. The set search reads it once per set it measures (L for 'greedy', about
+log2(L) + 1 for 'bisect'). The outputs of every sweep state are kept (L + 1 times the model's
+outputs for N samples, as float64) and each layer's errors are computed over all N samples at
+once; inputs and activations are held one batch at a time.
+
+Reuse (`reuse=True`, the default, for functional and Sequential models): the baseline run of a
+batch keeps every intermediate activation of that batch, and each sweep run on it recomputes
+only the graph nodes downstream of the switched layer (those that consume, directly or through
+other recomputed nodes, an output of a node calling it or a nested model holding it), in the
+graph's own order, with the kept activations for everything else. The results are those of full
+runs (the nodes upstream compute exactly what the baseline computed). A sweep run then costs the
 layers from the switched one to the outputs, so the sweep costs about half the full runs for a
-chain of similar layers; memory grows by all activations of `x` (sum of the layer output sizes
-times N). The set search runs the whole model, as several layers change at once.
+chain of similar layers; memory grows by one batch's activations (the sum of the layer output
+sizes times the batch size). The set search runs the whole model, as several layers change at
+once.
+
+reuse='stacked' walks the graph once per batch for all sweep states together (at most
+STACK_ROWS = 256 samples per layer call: 256 // batch states at a time): a node runs once on the
+inputs of every state in which they differ from the baseline, stacked on axis 0, and once more
+for each state whose layer it calls (that layer in fp16, on that state's inputs). The layer calls
+are then about one per node per group of states instead of one per downstream node per state,
+so the per-call overhead of eager Keras is paid far less often (MobileNetV2, 8 inputs: the sweep
+9.0x faster than whole-model runs, reuse=True 2.0x; benchmarks/results/
+sensitivity_sweep_2026-12-02.md); memory
+grows to the activations of up to STACK_ROWS samples. The results equal full runs where every
+layer's per-sample outputs do not depend on how many samples a call holds (tf_fp16ops' kernels:
+a fixed summation order per output; tested on convolution, nested, shared-layer and Sequential
+models with others='float32'); a kernel that rounds by call size shifts them by its rounding
+(Keras's LayerNormalization: up to an fp32 ulp of its outputs between calls of 3 and 18
+samples, measured on TF 2.21.0, 2-core Intel Xeon with avx512_fp16; TensorFlow's Eigen
+convolution, which others='original' runs with TF_ENABLE_ONEDNN_OPTS=0, also does), which is why
+reuse=True stays the default.
+
+Evaluation set: arrays (sliced into `batch_size` batches) or a finite tf.data.Dataset whose
+elements are batches, `x` or `(x, y)` as Keras's `evaluate` takes them; a Dataset is iterated
+once per pass and never held whole, and its size may be unknown (`cardinality() == UNKNOWN`:
+the progress bar learns its total after the first pass).
+
+Distribution (`strategy=`, any tf.distribute.Strategy but ParameterServerStrategy): each global
+batch is split into contiguous shares, one per replica (`num_replicas_in_sync`; a replica
+whose share is empty computes one sample and drops it), each replica runs the model on its
+share (`strategy.run`, eagerly: the sweep switches layers between model calls), and the outputs
+are brought together in sample order on every worker with `strategy.gather` (a copy, no
+arithmetic). The errors and metrics are then reduced in float64 NumPy on each worker exactly as
+on one device, so no cross-replica reduction adds rounding: the results equal the one-device
+run bit for bit wherever the model's per-sample outputs do not depend on how many samples a
+call holds (true of tf_fp16ops' CPU kernels, whose sums run in a fixed order per output; not of
+every TensorFlow kernel: Keras's LayerNormalization differs by up to an fp32 ulp of its outputs
+between calls of 3 and 18 samples, and a Keras kernel run with `others='original'` may block its
+fp32 sums by batch size; such layers shift the errors by their last-bit rounding). With
+MultiWorkerMirroredStrategy every worker calls `sensitivity` with the same model weights and the
+same evaluation set (each computes only its replicas' shares) and gets the same result.
 
 Results: `SensitivityResult.table()` (text), `.to_json()`, `.write_summaries(logdir)`
 (TensorBoard; tags in `write_summaries`).
@@ -59,6 +104,8 @@ from tf_fp16ops.conversion import LayerSelection, convert_with_report
 SUMMARY_PREFIX = "fp16_sensitivity"
 _OTHERS = ("float32", "original")
 _SEARCHES = ("greedy", "bisect")
+# reuse='stacked': at most this many samples (sweep states times batch rows) per layer call.
+STACK_ROWS = 256
 
 
 @dataclass(frozen=True)
@@ -73,9 +120,9 @@ class LayerSensitivity:
     metric: float | None = None  # metric with this layer in fp16 (labels given)
     metric_change: float | None = None  # metric - baseline metric
     in_fp16_set: bool = False
-    # Keras path "model/.../layer" (through nested models) and the 1-based position of the layer
-    # in `model.layers` order, depth first (a nested model's layers follow it; input layers
-    # count).
+    # Keras path "model/.../layer" (through nested models and layers inside layers) and the
+    # 1-based position of the layer, depth first from `model.layers` (the layers inside a layer
+    # or nested model follow it; input layers count).
     path: str = ""
     position: int = 0
 
@@ -119,14 +166,24 @@ class SensitivityResult:
         return json.dumps(clean(self.to_dict()), indent=indent)
 
     def table(self, markdown: bool = False) -> str:
-        """One row per layer, by rank; `markdown=True` for a Markdown table (TensorBoard text)."""
+        """One row per layer, by rank: its position in the model and its Keras path
+        (`LayerSensitivity.path`, `position`), class, errors, metric change (with labels) and
+        set membership; then a line on the fp16 set. `markdown=True` for a Markdown table
+        (TensorBoard text)."""
         with_metric = self.baseline_metric is not None
-        head = ["rank", "layer", "class", "max_rel", "mean_rel"] + (
+        head = ["rank", "position", "layer", "class", "max_rel", "mean_rel"] + (
             ["metric_change"] if with_metric else []
         )
         head.append("fp16 set")
         rows = [
-            [str(e.rank), e.name, e.class_name, f"{e.max_rel:.3e}", f"{e.mean_rel:.3e}"]
+            [
+                str(e.rank),
+                str(e.position) if e.position else "-",
+                e.path or e.name,
+                e.class_name,
+                f"{e.max_rel:.3e}",
+                f"{e.mean_rel:.3e}",
+            ]
             + ([f"{e.metric_change:+.4f}"] if with_metric else [])
             + (["yes" if e.in_fp16_set else "no"])
             for e in self.layers
@@ -156,7 +213,7 @@ class SensitivityResult:
 
         def fmt(r):
             return "  ".join(
-                v.ljust(w) if i in (1, 2) else v.rjust(w)
+                v.ljust(w) if i in (2, 3) else v.rjust(w)
                 for i, (v, w) in enumerate(zip(r, widths, strict=True))
             )
 
@@ -327,7 +384,6 @@ class _Reuse:
         )
         self.graph = graph
         self.usable = isinstance(graph, Functional) and hasattr(graph, "_nodes_by_depth")
-        self.cache: list[dict] = []
 
     def downstream(self, layer) -> set | None:
         """ids of the nodes to recompute when `layer` changes, or None (not found: run all)."""
@@ -348,12 +404,98 @@ class _Reuse:
                     produced.update(id(t) for t in node.outputs)
         return changed or None
 
-    def run(self, batch, index: int, record: bool, only: set | None):
+    def holders(self, layer) -> set:
+        """ids of the nodes that call `layer` or a nested model holding it."""
+        out = set()
+        for nodes in self.graph._nodes_by_depth.values():
+            for node in nodes:
+                op = node.operation
+                if op is None or node.is_input:
+                    continue
+                if op is layer or (
+                    hasattr(op, "_flatten_layers")
+                    and any(inner is layer for inner in op._flatten_layers(include_self=False))
+                ):
+                    out.add(id(node))
+        return out
+
+    def run_stacked(self, batch, kept: dict, owners: list[set], set_state, names: list[str]):
+        """The sweep states `names` of one batch in one graph walk (module docstring, "Reuse",
+        reuse='stacked'): `owners[s]` are the nodes that call the layer of state s; a node whose
+        inputs differ from the baseline in some states runs once on those states' inputs
+        stacked on axis 0 (baseline accumulation), and once more per state whose layer it
+        calls (that layer in fp16). Returns the flat outputs of each state."""
         probe = self.graph
-        fill = self.cache[index] if only is not None else None
+        rows = len(keras.tree.flatten(batch)[0])
+        results: list = []
 
         def run_graph(inputs, operation_fn=lambda op: op, call_fn=None):
-            tensor_dict = dict(fill) if fill is not None else {}
+            # tensor id -> (states, their outputs stacked on axis 0), where they differ from
+            # the baseline's `kept` value
+            diverged: dict = {}
+
+            def stack(i, states):
+                got = diverged.get(i)
+                if got is not None and got[0] == states:
+                    return got[1]
+                parts = []
+                for s in states:
+                    if got is not None and s in got[0]:
+                        k = got[0].index(s)
+                        parts.append(got[1][k * rows : (k + 1) * rows])
+                    else:
+                        parts.append(kept[i])
+                return parts[0] if len(parts) == 1 else keras.ops.concatenate(parts, axis=0)
+
+            for depth in sorted(probe._nodes_by_depth, reverse=True):
+                for node in probe._nodes_by_depth[depth]:
+                    if not node.operation or node.is_input:
+                        continue
+                    ins = [id(t) for t in node.input_tensors]
+                    if any(i not in kept for i in ins):
+                        continue
+                    own = [s for s in range(len(names)) if id(node) in owners[s]]
+                    seen = {s for i in ins if i in diverged for s in diverged[i][0]}
+                    others = sorted(seen - set(own))
+                    calls = ([(others, set())] if others else []) + [([s], {names[s]}) for s in own]
+                    if not calls:
+                        continue
+                    parts = []
+                    for states, fp16 in calls:
+                        set_state(fp16)
+                        args, kwargs = node.arguments.fill_in({i: stack(i, states) for i in ins})
+                        op = operation_fn(probe._get_operation_for_node(node))
+                        parts.append((states, keras.tree.flatten(op(*args, **kwargs))))
+                    states = [s for st, _ in parts for s in st]
+                    for j, t in enumerate(node.outputs):
+                        pieces = [p[j] for _, p in parts]
+                        value = (
+                            pieces[0] if len(pieces) == 1 else keras.ops.concatenate(pieces, axis=0)
+                        )
+                        diverged[id(t)] = (states, value)
+            set_state(set())
+            for s in range(len(names)):
+                results.append([stack(id(x), [s]) for x in probe.outputs])
+            return keras.tree.pack_sequence_as(
+                probe._outputs_struct, [kept[id(x)] for x in probe.outputs]
+            )
+
+        probe.__dict__["_run_through_graph"] = run_graph
+        try:
+            self.probe(batch, training=False)
+        finally:
+            del probe.__dict__["_run_through_graph"]
+        return results
+
+    def run(self, batch, fill: dict | None = None, only: set | None = None):
+        """(outputs, activations) of `batch`: a whole run when `only` is None (the activations
+        returned are every node's outputs, to pass as `fill`), else only the nodes in `only`
+        recomputed and the rest taken from `fill`."""
+        probe = self.graph
+        kept: dict = {}
+
+        def run_graph(inputs, operation_fn=lambda op: op, call_fn=None):
+            tensor_dict = dict(fill) if only is not None else {}
             for x, y in zip(probe.inputs, keras.tree.flatten(inputs), strict=True):
                 tensor_dict[id(x)] = y
             for depth in sorted(probe._nodes_by_depth, reverse=True):
@@ -368,41 +510,205 @@ class _Reuse:
                     outputs = operation_fn(probe._get_operation_for_node(node))(*args, **kwargs)
                     for x, y in zip(node.outputs, keras.tree.flatten(outputs), strict=False):
                         tensor_dict[id(x)] = y
-            if record:
-                self.cache.append(tensor_dict)
+            if only is None:
+                kept.update(tensor_dict)
             return keras.tree.pack_sequence_as(
                 probe._outputs_struct, [tensor_dict[id(x)] for x in probe.outputs]
             )
 
         probe.__dict__["_run_through_graph"] = run_graph
         try:
-            return self.probe(batch, training=False)
+            return self.probe(batch, training=False), kept
         finally:
             del probe.__dict__["_run_through_graph"]
 
 
 def _layer_paths(model) -> dict[str, tuple[str, int]]:
-    """layer name -> (Keras path 'model/inner/layer', 1-based depth-first position)."""
+    """layer name -> (Keras path 'model/inner/layer', 1-based depth-first position).
+
+    Depth first from `model`: a model's `layers` in order, and after each layer the layers
+    inside it (a nested model's `layers`; the sublayers another layer tracks, in the order it
+    created them, as Keras's `_flatten_layers` gives them), each path one component longer."""
     out: dict[str, tuple[str, int]] = {}
     position = 0
 
+    def inside(layer):
+        if isinstance(layer, keras.Model):
+            return layer.layers
+        flatten = getattr(layer, "_flatten_layers", None)
+        return list(flatten(include_self=False, recursive=False)) if flatten else []
+
     def walk(container, prefix):
         nonlocal position
-        for layer in container.layers if hasattr(container, "layers") else ():
+        for layer in inside(container):
             position += 1
             path = f"{prefix}/{layer.name}"
             out.setdefault(layer.name, (path, position))
-            if isinstance(layer, keras.Model):
-                walk(layer, path)
+            walk(layer, path)
 
     walk(model, model.name)
     return out
 
 
-def _batches(x, batch_size: int):
-    n = len(keras.tree.flatten(x)[0])
-    for start in range(0, n, batch_size):
-        yield keras.tree.map_structure(lambda a, start=start: a[start : start + batch_size], x)
+class _Source:
+    """The evaluation set as batches `(x, y or None)`, read again for each pass: slices of
+    arrays (`batch_size` samples) or the elements of a tf.data.Dataset, streamed."""
+
+    def __init__(self, model, x, y, batch_size: int | None):
+        import tensorflow as tf
+
+        self.model = model
+        self.dataset = x if isinstance(x, tf.data.Dataset) else None
+        if self.dataset is not None:
+            if y is not None:
+                raise ValueError(
+                    "y must be None when x is a tf.data.Dataset (its elements give the labels: "
+                    "(x, y) pairs)"
+                )
+            if batch_size is not None:
+                raise ValueError(
+                    f"batch_size must be None when x is a tf.data.Dataset (its elements are the "
+                    f"batches), got {batch_size!r}"
+                )
+            card = int(self.dataset.cardinality())
+            if card == tf.data.INFINITE_CARDINALITY:
+                raise ValueError("x is an infinite tf.data.Dataset; pass a finite one (.take(n))")
+            self.num_batches = card if card >= 0 else None  # None: UNKNOWN until read once
+            self.labelled: bool | None = None  # known after the first batch
+            self.x = self.y = None
+            return
+        self.batch_size = 32 if batch_size is None else batch_size
+        self.x = _check_x(model, x)
+        n = len(keras.tree.flatten(self.x)[0])
+        if n == 0:
+            raise ValueError("x must hold at least one sample")
+        if y is not None and len(y) != n:
+            raise ValueError(f"y has {len(y)} labels for {n} samples of x")
+        self.y = None if y is None else np.asarray(y)
+        self.labelled = y is not None
+        self.num_batches = math.ceil(n / self.batch_size)
+
+    def __iter__(self):
+        if self.dataset is None:
+            n = len(keras.tree.flatten(self.x)[0])
+            for start in range(0, n, self.batch_size):
+                stop = start + self.batch_size
+                yield (
+                    keras.tree.map_structure(lambda a, s=start, e=stop: a[s:e], self.x),
+                    None if self.y is None else self.y[start:stop],
+                )
+            return
+        count = 0
+        for element in self.dataset:
+            xb, yb, weights = keras.utils.unpack_x_y_sample_weight(element)
+            if weights is not None:
+                raise ValueError(
+                    "x: the dataset's elements are (x, y, sample_weight); sensitivity takes x or "
+                    "(x, y) elements"
+                )
+            if self.labelled is None:
+                self.labelled = yb is not None
+            elif self.labelled != (yb is not None):
+                raise ValueError(f"x: batch {count} of the dataset differs in having labels")
+            xb = _check_x(self.model, xb)
+            count += 1
+            yield xb, None if yb is None else keras.ops.convert_to_numpy(yb)
+        if self.num_batches is None:
+            self.num_batches = count
+
+
+def _check_strategy(strategy):
+    """`strategy` itself when it is a usable tf.distribute.Strategy (None: one device)."""
+    if strategy is None:
+        return None
+    import tensorflow as tf
+
+    if isinstance(strategy, type):
+        raise TypeError(
+            f"strategy must be a tf.distribute.Strategy instance, got the class "
+            f"{strategy.__name__} (create one: {strategy.__name__}(...))"
+        )
+    if not isinstance(strategy, tf.distribute.Strategy):
+        raise TypeError(f"strategy must be a tf.distribute.Strategy, got {type(strategy).__name__}")
+    if isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
+        raise ValueError(
+            "strategy: ParameterServerStrategy is not supported (its replicas run through a "
+            "ClusterCoordinator); use MirroredStrategy or MultiWorkerMirroredStrategy"
+        )
+    return strategy
+
+
+class _Replicas:
+    """Runs `fn(xb) -> [outputs of state 0, outputs of state 1, ...]` (each a flat list of
+    tensors) on one global batch and returns NumPy float64 arrays [state][output]: directly on
+    one device, or with each replica of `strategy` taking its contiguous share of the batch
+    (`strategy.run`), the outputs brought together in sample order with `strategy.gather`
+    (a copy: no arithmetic). In eager mode MirroredStrategy runs its replicas' threads in turn; a
+    lock makes that explicit, since `fn` switches the shared layers' accumulation."""
+
+    def __init__(self, strategy):
+        import threading
+
+        self.strategy = strategy
+        self.lock = threading.Lock()
+
+    def __call__(self, fn, xb) -> list[list[np.ndarray]]:
+        import tensorflow as tf
+
+        def np64(t):
+            return keras.ops.convert_to_numpy(t).astype(np.float64)
+
+        if self.strategy is None:
+            return [[np64(o) for o in outs] for outs in fn(xb)]
+        strategy = self.strategy
+        leaves = keras.tree.flatten(xb)
+        n = len(leaves[0])
+        replicas = strategy.num_replicas_in_sync
+        bounds = [n * r // replicas for r in range(replicas + 1)]
+
+        def share(ctx):
+            i = ctx.replica_id_in_sync_group
+            lo, hi = bounds[i], bounds[i + 1]
+            # A replica without samples runs one (the batch's first) and keeps none of it.
+            lo, hi, keep = (lo, hi, hi - lo) if hi > lo else (0, 1, 0)
+            part = keras.tree.map_structure(lambda a: tf.convert_to_tensor(a[lo:hi]), xb)
+            return part, tf.constant(keep)
+
+        def replica_fn(part, keep):
+            with self.lock:
+                states = fn(part)
+            k = int(keep)
+            # One tensor per output: the states stacked on axis 1, samples on axis 0.
+            return [tf.stack([s[i] for s in states], axis=1)[:k] for i in range(len(states[0]))]
+
+        with _quiet_eager_strategy_warning():
+            values = strategy.experimental_distribute_values_from_function(share)
+            per_replica = strategy.run(replica_fn, args=values)
+            gathered = [np64(strategy.gather(o, axis=0)) for o in per_replica]
+        states = gathered[0].shape[1]
+        return [[g[:, s] for g in gathered] for s in range(states)]
+
+
+class _quiet_eager_strategy_warning:
+    """Drops TensorFlow's 'Using MirroredStrategy eagerly has significant overhead' warning (the
+    sweep switches layers between model calls, so its replica functions run eagerly by design);
+    other TensorFlow log records pass."""
+
+    def __enter__(self):
+        import logging
+
+        class Drop(logging.Filter):
+            def filter(self, record):
+                return "eagerly has significant overhead" not in record.getMessage()
+
+        self.logger = logging.getLogger("tensorflow")
+        self.filter = Drop()
+        self.logger.addFilter(self.filter)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeFilter(self.filter)
+        return False
 
 
 def sensitivity(
@@ -416,46 +722,61 @@ def sensitivity(
     others: str = "float32",
     layers: LayerSelection = None,
     search: str = "greedy",
-    batch_size: int = 32,
+    batch_size: int | None = None,
     progress: bool = True,
     logdir: str | None = None,
     reuse: bool = True,
+    strategy=None,
 ) -> SensitivityResult:
     """Ranks the convertible layers of `model` by their sensitivity to fp16 accumulation and finds
-    the largest set that can take it (module docstring: measures, ranking, search).
+    the largest set that can take it (module docstring: measures, ranking, search, evaluation
+    set, distribution).
 
     Args:
       model: a built Sequential or functional keras.Model (as `tf_fp16ops.convert` takes).
-      x: the inputs, an array (or list/dict of arrays) with N samples on axis 0, as the model takes.
-      y: optional labels for `metric` (class ids [N] or one-hot [N, K] for the default metric).
+      x: the inputs: an array (or list/dict of arrays) with N samples on axis 0, as the model
+        takes; or a finite tf.data.Dataset of batches whose elements are `x` or `(x, y)` (as
+        Keras's `evaluate` takes them), read once per pass and never held whole.
+      y: optional labels for `metric` (class ids [N] or one-hot [N, K] for the default metric);
+        None when `x` is a Dataset (its `(x, y)` elements give them).
       tolerance: largest max_rel of the combined model's outputs for the fp16 set (> 0).
       metric: callable (y_true, y_pred) -> float, higher is better; default top-1 accuracy;
-        used only with `y`. For a model with several outputs it gets the first one.
+        used only with labels. For a model with several outputs it gets the first one.
       metric_tolerance: largest allowed metric drop (baseline - set metric, >= 0) for the set;
-        with `y`, default 0.01; ignored without `y`.
+        with labels, default 0.01; ignored without them.
       others: 'float32' or 'original': how the layers not switched to fp16 run ('original':
         Keras layers with their Keras kernels, tf_fp16ops layers with their own accumulation).
       layers: which layers take part (as `convert`'s `layers`); default every convertible layer.
       search: 'greedy' (default) or 'bisect' (see the module docstring).
-      batch_size: samples per model call.
-      progress: show a keras.utils.Progbar over the model runs (on stdout).
+      batch_size: samples per global batch for arrays (default 32; with a strategy each replica
+        takes its share); None for a Dataset, whose elements are the batches.
+      progress: show a keras.utils.Progbar counting batches over all passes (on stdout; its
+        total is unknown until a Dataset of unknown cardinality has been read once).
       logdir: if given, `write_summaries(logdir)` is called on the result.
-      reuse: keep the baseline's activations and recompute only downstream of the switched
-        layer in the sweep (module docstring, "Reuse"); the results equal full runs.
+      reuse: True: keep the baseline's activations of the batch and recompute only downstream
+        of the switched layer in the sweep (module docstring, "Reuse"); the results equal full
+        runs. 'stacked': the sweep states of a batch run together, stacked on axis 0 (faster;
+        equal to full runs where no kernel rounds by call size). False: whole-model runs.
+      strategy: None (this device) or a tf.distribute.Strategy (MirroredStrategy,
+        MultiWorkerMirroredStrategy, ...): each global batch is split over its replicas
+        (module docstring, "Distribution").
 
     Returns:
       SensitivityResult; `.model` is `model` converted with `fp16_set` at float16 and the other
       convertible layers at float32 ('float32') or left as they are ('original').
 
     Raises:
-      ValueError: bad `tolerance`, `metric_tolerance` (or one given without `y`), `others`,
-        `search`, `batch_size`; `x` empty, not numeric, or not of the model's input rank and
-        fixed dimensions; non-finite model outputs on `x` (no reference to compare with);
-        labels whose count differs from the samples, and for the default metric labels that are
-        not finite or not class ids of the model's output; a `logdir` that cannot be written
-        (checked before the run); `layers=[]`; a model without convertible layers, and what
-        `convert` raises for `model` and `layers`.
-      TypeError: `model` is not a keras.Model, `metric` not callable.
+      ValueError: bad `tolerance`, `metric_tolerance` (or one given without labels), `others`,
+        `search`, `batch_size` (or one given with a Dataset), `reuse`; `x` empty, not numeric,
+        not of the model's input rank and fixed dimensions, an infinite Dataset, or a Dataset
+        with `y`;
+        non-finite model outputs on `x` (no reference to compare with); labels whose count
+        differs from the samples, and for the default metric labels that are not finite or not
+        class ids of the model's output; a `logdir` that cannot be written (checked before the
+        run); `layers=[]`; a model without convertible layers, and what `convert` raises for
+        `model` and `layers`; a ParameterServerStrategy as `strategy`.
+      TypeError: `model` is not a keras.Model, `metric` not callable, `strategy` not a
+        tf.distribute.Strategy instance.
     """
     # numbers.Real: Python and NumPy scalars (np.float32(0.01) as well as 0.01)
     if not isinstance(tolerance, numbers.Real) or isinstance(tolerance, bool) or not tolerance > 0:
@@ -475,30 +796,25 @@ def sensitivity(
         raise ValueError(f"others must be one of {_OTHERS}, got {others!r}")
     if search not in _SEARCHES:
         raise ValueError(f"search must be one of {_SEARCHES}, got {search!r}")
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+    if batch_size is not None and (
+        not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1
+    ):
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    if not isinstance(reuse, bool):
-        raise ValueError(f"reuse must be a bool, got {reuse!r}")
+    if not (isinstance(reuse, bool) or (isinstance(reuse, str) and reuse == "stacked")):
+        raise ValueError(f"reuse must be True, False or 'stacked', got {reuse!r}")
     if metric is not None and not callable(metric):
         raise TypeError(
             f"metric must be a callable (y_true, y_pred) -> float, got {type(metric).__name__}"
         )
-    x = _check_x(model, x)
-    leaves = keras.tree.flatten(x)
-    if len(leaves[0]) == 0:
-        raise ValueError("x must hold at least one sample")
-    n = len(leaves[0])
-    if y is not None and len(y) != n:
-        raise ValueError(f"y has {len(y)} labels for {n} samples of x")
-    if metric_tolerance is not None and y is None:
+    strategy = _check_strategy(strategy)
+    source = _Source(model, x, y, batch_size)
+    if metric_tolerance is not None and source.labelled is False:
         raise ValueError("metric_tolerance needs labels y; got metric_tolerance without y")
     if layers is not None and not callable(layers) and not isinstance(layers, str):
         layers = list(layers)
         if not layers:
             raise ValueError("layers selects no layer: got an empty list")
     metric = metric or top1_accuracy
-    if y is not None and metric_tolerance is None:
-        metric_tolerance = 0.01
 
     probe_conv = convert_with_report(model, "float32", layers)
     names = list(probe_conv.report.converted)
@@ -532,43 +848,90 @@ def sensitivity(
     reuser = _Reuse(probe) if reuse else None
     if reuser is not None and not reuser.usable:
         reuser = None
-
-    def run(record=False, only=None):
-        outs = [[] for _ in keras.tree.flatten(probe.outputs)]
-        for b, xb in enumerate(_batches(x, batch_size)):
-            if reuser is not None and (record or only is not None):
-                result = reuser.run(xb, b, record, only)
-            else:
-                result = probe(xb, training=False)
-            for i, o in enumerate(keras.tree.flatten(result)):
-                outs[i].append(keras.ops.convert_to_numpy(o).astype(np.float64))
-        return [np.concatenate(o) for o in outs]
-
-    def score(outs):
-        return None if y is None else float(metric(np.asarray(y), outs[0]))
-
-    total = (
-        1
-        + len(names)
-        + (len(names) if search == "greedy" else max(1, math.ceil(math.log2(len(names) + 1))) + 1)
+    stacked = reuser is not None and reuse == "stacked"
+    downstream = (
+        {nm: reuser.downstream(by_name[nm]) for nm in names} if reuser and not stacked else {}
     )
-    bar = keras.utils.Progbar(total, unit_name="model run") if progress else None
+    owners = {nm: reuser.holders(by_name[nm]) for nm in names} if stacked else {}
+    replicas = _Replicas(strategy)
+
+    set_runs = len(names) if search == "greedy" else math.ceil(math.log2(len(names) + 1)) + 1
+
+    def target():
+        return None if source.num_batches is None else source.num_batches * (1 + set_runs)
+
+    bar = keras.utils.Progbar(target(), unit_name="batch") if progress else None
     done = 0
 
-    def tick(what):
+    def tick():
         nonlocal done
         done += 1
         if bar is not None:
-            bar.update(min(done, total), values=None, finalize=done >= total)
+            total = bar.target
+            bar.update(done if total is None else min(done, total), finalize=False)
 
-    set_state(set())
-    base = run(record=reuser is not None)
+    def flat(result):
+        return keras.tree.flatten(result)
+
+    def sweep_fn(xb):
+        # The baseline (no layer in fp16), then each layer alone in fp16, on one batch.
+        set_state(set())
+        if reuser is not None:
+            base_out, kept = reuser.run(xb)
+        else:
+            base_out = probe(xb, training=False)
+        states = [flat(base_out)]
+        if stacked:
+            rows = len(keras.tree.flatten(xb)[0])
+            group = max(1, STACK_ROWS // max(rows, 1))
+            for g in range(0, len(names), group):
+                part = names[g : g + group]
+                states += reuser.run_stacked(xb, kept, [owners[nm] for nm in part], set_state, part)
+            return states
+        for name in names:
+            set_state({name})
+            if reuser is not None:
+                out, _ = reuser.run(xb, kept, downstream[name])
+            else:
+                out = probe(xb, training=False)
+            states.append(flat(out))
+        set_state(set())
+        return states
+
+    # Sweep: one pass over the batches; per state, the outputs of every batch (in sample order).
+    swept: list[list[list[np.ndarray]]] = [[] for _ in range(1 + len(names))]
+    labels = []
+    for xb, yb in source:
+        for s, outs in enumerate(replicas(sweep_fn, xb)):
+            swept[s].append(outs)
+        if yb is not None:
+            labels.append(yb)
+        tick()
+    if bar is not None and bar.target is None:
+        bar.target = target()
+    if not swept[0]:
+        raise ValueError("x must hold at least one sample (the dataset gave no batch)")
+
+    def joined(batches):
+        return [np.concatenate([b[i] for b in batches]) for i in range(len(batches[0]))]
+
+    base = joined(swept[0])
+    n = len(base[0])
+    y_all = None
+    if source.labelled:
+        y_all = np.concatenate(labels) if source.dataset is not None else source.y
+        if len(y_all) != n:
+            raise ValueError(f"y has {len(y_all)} labels for {n} samples of x")
+    if metric_tolerance is None and y_all is not None:
+        metric_tolerance = 0.01
+    elif metric_tolerance is not None and y_all is None:
+        raise ValueError("metric_tolerance needs labels y; got metric_tolerance without y")
     bad = sum(int(np.size(o) - np.count_nonzero(np.isfinite(o))) for o in base)
     if bad:
         # Every error against a non-finite reference would read 0 (every layer "fp16-safe").
         orig = [
             keras.ops.convert_to_numpy(o)
-            for xb in _batches(x, batch_size)
+            for xb, _ in source
             for o in keras.tree.flatten(model(xb, training=False))
         ]
         orig_bad = sum(int(np.size(o) - np.count_nonzero(np.isfinite(o))) for o in orig)
@@ -583,22 +946,28 @@ def sensitivity(
             f"x: the reference run (others={others!r}) gives {bad} of {total_values} non-finite "
             "output values on x, though the model's own outputs are finite"
         )
+
+    def score(outs):
+        return None if y_all is None else float(metric(y_all, outs[0]))
+
     base_metric = score(base)
-    tick("baseline")
     sweep = {}
-    for name in names:
-        set_state({name})
-        outs = run(only=reuser.downstream(by_name[name]) if reuser is not None else None)
-        m = score(outs)
-        sweep[name] = (*_errors(base, outs), m)
-        tick(name)
-    if reuser is not None:
-        reuser.cache.clear()  # the set search runs whole models
+    for s, name in enumerate(names, start=1):
+        outs = joined(swept[s])
+        swept[s] = []  # each state's outputs are dropped once measured
+        sweep[name] = (*_errors(base, outs), score(outs))
+    swept.clear()
 
     def within(fp16: set):
-        set_state(fp16)
-        outs = run()
-        tick("set")
+        def set_fn(xb):
+            set_state(fp16)
+            return [flat(probe(xb, training=False))]
+
+        batches = []
+        for xb, _ in source:
+            batches.append(replicas(set_fn, xb)[0])
+            tick()
+        outs = joined(batches)
         max_rel, mean_rel = _errors(base, outs)
         m = score(outs)
         ok = max_rel <= tolerance and (m is None or base_metric - m <= metric_tolerance)
@@ -625,8 +994,8 @@ def sensitivity(
         chosen = set(order[:lo])
         _, *best = within(chosen)
         best = tuple(best)
-    if bar is not None and done < total:
-        bar.update(total, finalize=True)
+    if bar is not None:
+        bar.update(bar.target, finalize=True)
     set_state(set())
     for layer in by_name.values():
         layer._keras_path = False
@@ -667,7 +1036,7 @@ def sensitivity(
         baseline_metric=base_metric,
         set_metric=best[2],
         tolerance=float(tolerance),
-        metric_tolerance=None if y is None else float(metric_tolerance),
+        metric_tolerance=None if y_all is None else float(metric_tolerance),
         others=others,
         search=search,
         num_samples=n,

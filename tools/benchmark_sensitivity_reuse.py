@@ -1,10 +1,12 @@
-"""tf_fp16ops.sensitivity with and without reuse of the baseline activations, in one process.
+"""tf_fp16ops.sensitivity with reuse=False (whole-model runs, the sweep before reuse existed),
+reuse=True and reuse='stacked', in one process.
 
 MobileNetV2 (keras.applications, weights=None, 32x32, classifier_activation=None,
 keras.utils.set_random_seed(0)) on 8 standard-normal inputs, tolerance 1e-2, no labels, as in
-README "Sensitivity". Whole calls are timed (the sweep, which reuse speeds up, and the greedy
-set search, which runs whole models either way); calls alternate reuse=False / reuse=True
-`--repeats` times, and both must give the same table (checked).
+README "Sensitivity". Each call is timed whole and, separately, its one-at-a-time sweep (the
+time spent in the sweep's model calls, which reuse speeds up; the greedy set search runs whole
+models in every mode); calls cycle through the three modes `--repeats` times after one warm-up
+call, and all must give the same table (checked).
 
     .venv/bin/python tools/benchmark_sensitivity_reuse.py [--repeats 1] [--out FILE.md]
 """
@@ -23,6 +25,29 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tf_fp16ops  # noqa: E402
+from tf_fp16ops import layer_sensitivity  # noqa: E402
+
+MODES = (False, True, "stacked")
+
+
+class SweepClock:
+    """Sums the wall time of the sweep's per-batch model calls (`_Replicas.__call__` with the
+    sweep function) while installed."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self._call = layer_sensitivity._Replicas.__call__
+        clock = self
+
+        def timed(replicas, fn, xb):
+            t0 = time.perf_counter()
+            try:
+                return clock._call(replicas, fn, xb)
+            finally:
+                if fn.__name__ == "sweep_fn":
+                    clock.seconds += time.perf_counter() - t0
+
+        layer_sensitivity._Replicas.__call__ = timed
 
 
 def cpu_name() -> str:
@@ -43,35 +68,42 @@ def main() -> None:
         weights=None, input_shape=(32, 32, 3), classifier_activation=None
     )
     x = np.random.default_rng(0).standard_normal((8, 32, 32, 3)).astype("float32")
-    times = {False: [], True: []}
+    clock = SweepClock()
+    tf_fp16ops.sensitivity(model, x[:2], tolerance=1e-2, progress=False, layers=["Conv1"])
+    times = {m: [] for m in MODES}
+    sweeps = {m: [] for m in MODES}
     tables = {}
     for _ in range(args.repeats):
-        for reuse in (False, True):
+        for reuse in MODES:
+            clock.seconds = 0.0
             t0 = time.perf_counter()
             r = tf_fp16ops.sensitivity(model, x, tolerance=1e-2, progress=False, reuse=reuse)
             times[reuse].append(time.perf_counter() - t0)
-            tables[reuse] = [(e.name, e.max_rel, e.mean_rel) for e in r.layers]
-    same = tables[False] == tables[True]
-    full, reused = np.median(times[False]), np.median(times[True])
+            sweeps[reuse].append(clock.seconds)
+            tables[reuse] = [(e.name, e.max_rel, e.mean_rel, e.in_fp16_set) for e in r.layers]
+    same = tables[False] == tables[True] == tables["stacked"]
     n = len(tables[True])
     header = (
         f"{datetime.date.today()}, {cpu_name()}, {os.cpu_count()} CPUs, TensorFlow "
         f"{tf.__version__}, MobileNetV2 32x32, 8 inputs, {n} layers, median of {args.repeats}"
     )
+    whole = {m: float(np.median(times[m])) for m in MODES}
+    sweep = {m: float(np.median(sweeps[m])) for m in MODES}
     lines = [
-        "| sensitivity (sweep + greedy set search) | wall s |",
-        "|---|---|",
-        f"| reuse=False (every run the whole model) | {full:.1f} |",
-        f"| reuse=True (sweep recomputes downstream only) | {reused:.1f} |",
-        f"| speed-up | {full / reused:.2f}x |",
-        f"| identical tables | {'yes' if same else 'NO'} |",
+        "| reuse | sweep s | sweep speed-up | whole call s | whole-call speed-up |",
+        "|---|---|---|---|---|",
+    ] + [
+        f"| {m!r} | {sweep[m]:.2f} | {sweep[False] / sweep[m]:.2f}x | {whole[m]:.1f} | "
+        f"{whole[False] / whole[m]:.2f}x |"
+        for m in MODES
     ]
+    lines.append(f"\nIdentical tables (names, max_rel, mean_rel, set): {'yes' if same else 'NO'}")
     print(header)
     print("\n".join(lines))
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(
-                f"# Sensitivity reuse, {header}\n\nCommand: `.venv/bin/python "
+                f"# Sensitivity sweep, {header}\n\nCommand: `.venv/bin/python "
                 f"tools/benchmark_sensitivity_reuse.py --repeats {args.repeats} --out "
                 f"{args.out}`\n\n" + "\n".join(lines) + "\n"
             )

@@ -24,6 +24,12 @@ const COLUMNS = [
    sort: (f) => (f.sensitivity ? f.sensitivity.max_rel ?? Infinity : null)},
 ];
 
+// A chart row's label: the layer's Keras path and position when the result has them (results
+// written before they existed give the name alone), and its class.
+function sensLabel(l) {
+  return `${l.position ? `#${l.position} ` : ''}${l.path || l.name} (${l.class_name})`;
+}
+
 function sensText(s) {
   if (!s) return '';
   return `max_rel ${formatRel(s.max_rel)} · rank ${s.rank}${s.in_fp16_set ? ' · fp16 set' : ''}`;
@@ -276,7 +282,7 @@ class AuditView {
     let lo = Math.floor(Math.log10(finite.length ? Math.min(...finite) : 1e-4));
     let hi = Math.ceil(Math.log10(finite.length ? Math.max(...finite) : 1));
     if (hi <= lo) hi = lo + 1;
-    const rowH = 20, top = 22, labelW = Math.min(320, 12 + 7 * Math.max(...layers.map((l) => l.name.length + l.class_name.length + 3)));
+    const rowH = 20, top = 22, labelW = Math.min(320, 12 + 7 * Math.max(...layers.map((l) => sensLabel(l).length)));
     const width = Math.max(480, section.clientWidth || 900), plotW = width - labelW - 90;
     const height = top + rowH * layers.length + 6;
     svg.setAttribute('width', width);
@@ -291,11 +297,11 @@ class AuditView {
       const y = top + i * rowH;
       const v = l.max_rel;
       const w = v === null ? plotW : v > 0 ? Math.max(1, x(Math.max(v, 10 ** lo)) - labelW) : 0;
-      svg.append(node('text', {class: 'label', x: labelW - 8, y: y + rowH / 2 + 4, 'text-anchor': 'end'}, `${l.name} (${l.class_name})`));
+      svg.append(node('text', {class: 'label', x: labelW - 8, y: y + rowH / 2 + 4, 'text-anchor': 'end'}, sensLabel(l)));
       const bar = node('rect', {class: `sens-bar ${l.in_fp16_set ? 'cls-fp16-accumulate' : 'sens-out'}`, x: labelW, y: y + 3,
         width: w, height: rowH - 6, 'data-layer': l.name, 'data-rank': l.rank, 'data-in-set': l.in_fp16_set});
       const change = l.metric_change === null || l.metric_change === undefined ? '' : `, metric change ${l.metric_change.toFixed(4)}`;
-      bar.append(node('title', {}, `rank ${l.rank}: ${l.name} max_rel ${formatRel(v)}, mean_rel ${formatRel(l.mean_rel)}${change}` +
+      bar.append(node('title', {}, `rank ${l.rank}: ${l.path || l.name}${l.position ? ` (position ${l.position} in the model)` : ''} max_rel ${formatRel(v)}, mean_rel ${formatRel(l.mean_rel)}${change}` +
         (l.in_fp16_set ? ' (in the fp16 set)' : '')));
       svg.append(bar);
       svg.append(node('text', {class: 'value', x: labelW + w + 4, y: y + rowH / 2 + 4}, formatRel(v)));
