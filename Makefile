@@ -38,8 +38,10 @@ ONEDNN_INDEPENDENT_TESTS := test_wheel.py test_no_tensorflow.py test_gpu_host.py
 	test_softfloat_oracle.py test_fuzz.py test_isa_paths.py test_subnormals.py \
 	test_tb_plugin_browser.py test_tb_plugin_routes.py test_audit_malformed.py test_audit_layering.py \
 	test_float_order.py test_benchmark_cpu.py test_cuda_toolchain.py test_tf_matrix.py
+# Also left out: the multi-process tf.distribute runs (-k), which compare a sharded run with the
+# one-device run of the same kernels: ~2 min of CI for no kernel choice of their own.
 test-eigen: install
-	TF_ENABLE_ONEDNN_OPTS=0 $(PY) -m pytest $(PYTEST_ARGS) \
+	TF_ENABLE_ONEDNN_OPTS=0 $(PY) -m pytest $(PYTEST_ARGS) -k "not mirrored_strategy" \
 	  $(addprefix --ignore=tests/,$(ONEDNN_INDEPENDENT_TESTS))
 
 system-deps:
