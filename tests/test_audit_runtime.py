@@ -539,6 +539,13 @@ def test_probe_worker_limits_and_the_real_probe_process():
     ):
         with pytest.raises(ValueError, match=f"^{name} must be a positive number, got "):
             ProbeWorker(**kwargs)
+    from tf_fp16ops.audit.cli import EPILOG
+    from tf_fp16ops.audit.runtime.probes import PROBE_MEMORY_MIB, PROBE_TIMEOUT_S
+
+    # --help states the default limits.
+    assert f"past {PROBE_MEMORY_MIB} MiB resident or {PROBE_TIMEOUT_S:g} s" in " ".join(
+        EPILOG.split()
+    )
     # The package's own probe process, with a limit no tf.function trace can meet.
     worker = ProbeWorker(timeout_s=0.001)
     try:
