@@ -75,9 +75,8 @@ install: build
 # picks minors (default: all). The pinned minor of requirements.txt (DEV_MINOR) is `make build`'s
 # own library; the others are build/matrix/lib-<minor>/.
 #   make wheel                    the pinned minor only (what `make test` installs)
-#   make matrix MINORS=2.16       the oldest beside the pinned one (which `make test` runs): CI's
-#                                 planned line, once TensorFlow 2.16's oneDNN depthwise probe passes
-#                                 (README "TensorFlow versions")
+#   make matrix MINORS=2.16       the oldest beside the pinned one (which `make test` runs): what
+#                                 .ci/run runs, all of TESTS (README "TensorFlow versions")
 #   make release                  the release wheel: all six, each tested (dist/)
 MINORS ?= all
 DEV_MINOR := $(shell sed -n 's/^tensorflow==\([0-9]*\.[0-9]*\).*/\1/p' requirements.txt)

@@ -11,6 +11,8 @@ Eigen kernel on every CPU); the oneDNN kernels where the CPU has the features
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -29,6 +31,7 @@ from tf_fp16ops.audit.runtime.match import observe
 from tf_fp16ops.audit.runtime.probes import (
     PROBES,
     ProbeConfig,
+    ProbeWorker,
     run_probes,
     run_probes_subprocess,
     verdict,
@@ -456,3 +459,99 @@ def test_collect_traces_new_functions_without_retracing_warnings():
         logger.removeHandler(handler)
     assert not [m for m in seen if "retracing" in m]
     assert "a real TensorFlow warning" in seen
+
+
+# A stand-in for the probe process (ProbeWorker's protocol: "ready", then one JSON line per
+# configuration key): Conv3D grows without bound, MatMul never answers, Einsum dies, anything
+# else answers at once with its pid as the kernel. Each start appends its pid to argv[1].
+_FAKE_PROBE_PROCESS = r"""
+import json, os, sys, time
+with open(sys.argv[1], "a") as f:
+    f.write(f"{os.getpid()}\n")
+print("ready", flush=True)
+for line in sys.stdin:
+    op, t, tacc, dev = line.strip().split(":")
+    if op == "Conv3D":
+        hog = []
+        while True:
+            hog.append(b"\x01" * (16 << 20))
+            time.sleep(0.01)
+    elif op == "MatMul":
+        time.sleep(3600)
+    elif op == "Einsum":
+        sys.stderr.write("first line\nfake kernel failure\n")
+        sys.exit(3)
+    config = {"op": op, "T": t, "Tacc": None, "device": dev, "xla": False}
+    print(json.dumps({"config": config, "key": line.strip(), "observed": "fp32", "outcomes": [],
+                      "kernel": f"pid {os.getpid()}", "switches": {}, "process": "", "note": ""}),
+          flush=True)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_probe_worker_stops_a_probe_past_its_memory_or_time_limit(tmp_path):
+    """One pathological configuration (memory without bound, no answer, a crash) is reported and
+    stopped; the next configuration gets a fresh process, and no stopped process is left."""
+    script, pids = tmp_path / "fake_probe.py", tmp_path / "pids"
+    script.write_text(_FAKE_PROBE_PROCESS)
+    worker = ProbeWorker(
+        memory_mib=300, timeout_s=2, command=[sys.executable, str(script), str(pids)]
+    )
+    try:
+        first = worker.run(ProbeConfig("Conv2D", "half", None, "cpu"))
+        assert (first.observed, first.process) == ("fp32", "subprocess (same environment)")
+        again = worker.run(ProbeConfig("Conv2DBackpropInput", "half", None, "cpu"))
+        assert again.kernel == first.kernel  # the same process serves later configurations
+
+        hog = worker.run(ProbeConfig("Conv3D", "half", None, "cpu"))
+        assert hog.observed == "not-probed", hog
+        assert hog.note.startswith(f"not probed on TensorFlow {tf.__version__} on ")
+        assert hog.note.endswith(": its process passed 300 MiB resident memory (stopped)")
+
+        after = worker.run(ProbeConfig("Conv2D", "half", None, "cpu"))
+        assert after.observed == "fp32" and after.kernel != first.kernel  # a fresh process
+
+        hang = worker.run(ProbeConfig("MatMul", "half", None, "cpu"))
+        assert hang.observed == "not-probed", hang
+        assert hang.note.endswith(": it did not finish within 2 s (stopped)")
+
+        crash = worker.run(ProbeConfig("Einsum", "half", None, "cpu"))
+        assert crash.observed == "error", crash
+        assert crash.note == "the probe process exited with status 3: fake kernel failure"
+    finally:
+        worker.close()
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 3 and all(_gone(p) for p in started)  # hog, hang, crash: 3 processes
+
+
+def test_probe_worker_limits_and_the_real_probe_process():
+    for name, kwargs in (
+        ("memory_mib", {"memory_mib": 0}),
+        ("timeout_s", {"timeout_s": -1.0}),
+        ("start_timeout_s", {"start_timeout_s": "60"}),
+    ):
+        with pytest.raises(ValueError, match=f"^{name} must be a positive number, got "):
+            ProbeWorker(**kwargs)
+    from tf_fp16ops.audit.cli import EPILOG
+    from tf_fp16ops.audit.runtime.probes import PROBE_MEMORY_MIB, PROBE_TIMEOUT_S
+
+    # --help states the default limits.
+    assert f"past {PROBE_MEMORY_MIB} MiB resident or {PROBE_TIMEOUT_S:g} s" in " ".join(
+        EPILOG.split()
+    )
+    # The package's own probe process, with a limit no tf.function trace can meet.
+    worker = ProbeWorker(timeout_s=0.001)
+    try:
+        r = worker.run(ProbeConfig("Conv2D", "half", None, "cpu"))
+    finally:
+        worker.close()
+    assert r.observed == "not-probed" and not r.outcomes, r
+    assert f"TensorFlow {tf.__version__} on " in r.note
+    assert r.note.endswith("it did not finish within 0.001 s (stopped)")

@@ -73,4 +73,4 @@ def test_run_resnet50_table(resnet_mixed, capsys):
     out = capsys.readouterr().out
     assert out.count("fp32 confirmed") == 3
     assert "call sites: confirmed 54" in out
-    assert "Conv2D:half:-:cpu  in-process" in out
+    assert "Conv2D:half:-:cpu  subprocess (same environment)" in out

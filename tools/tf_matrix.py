@@ -53,8 +53,12 @@ TESTS = (
     "test_audit_runtime.py",
     "test_tb_plugin_routes.py",
 )
-# Helpers the tests import, and their data.
-SUPPORT = ("conftest.py", "reference.py", "cpu_features.py", "audit_helpers.py", "data")
+# Helpers the tests import (every tests/*.py that is not a test file, so that a new helper
+# needs no entry here), and their data.
+SUPPORT = (
+    *sorted(p.name for p in (ROOT / "tests").glob("*.py") if not p.name.startswith("test_")),
+    "data",
+)
 # Test tools pinned as in the development virtualenv.
 TEST_TOOLS = ("pytest", "hypothesis", "networkx")
 

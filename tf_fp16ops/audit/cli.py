@@ -48,8 +48,9 @@ runtime evidence (--run; EXECUTES the model in this process):
   rewrite), matches them to the static call sites, and runs tiny probe convolutions for every
   executed (op, T, Tacc, device) to observe the accumulation: rounding probe (1 + 63 x 2^-12:
   fp32 gives 1.015625, fp16 gives 1.0), the 49-tap probe (0.9794921875 vs 0.98046875)
-  and overflow (65504^2 - 65504^2: 0 vs inf/NaN). Each call site is then "confirmed",
-  "CONTRADICTED" (with the reason), "unverified" or "not executed".
+  and overflow (65504^2 - 65504^2: 0 vs inf/NaN). CPU probes run in a child process with this
+  environment; one past 2048 MiB resident or 60 s is stopped and reported not-probed. Each call
+  site is then "confirmed", "CONTRADICTED" (with the reason), "unverified" or "not executed".
 """
 
 

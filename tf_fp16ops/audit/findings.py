@@ -358,7 +358,9 @@ class RuntimeEvidence:
         (None when the caller gave the inputs).
       function_graphs: number of function graphs collected from RunMetadata.
       executed_convs: conv nodes found in the executed graphs.
-      probes: `probes.ProbeResult`s run in this process, one per distinct (op, T, Tacc, device).
+      probes: `probes.ProbeResult`s with this process's environment, one per distinct (op, T,
+        Tacc, device): CPU ones run in a child process under memory and time limits
+        (`probes.ProbeWorker`), GPU ones in this process.
       switch_probes: ProbeResults of the same configurations run in subprocesses with other
         switch values (e.g. TF_CONV2D_USE_FP16_ACCUMULATE=1).
       gpu_kernels: `kernels.KernelEvidence` per conv node when a GPU profile was taken.

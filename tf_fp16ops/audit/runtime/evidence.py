@@ -20,7 +20,28 @@ from ..graph import build_graph
 from ..model import LoadedModel
 from .executed import collect
 from .match import fusion_names, match, match_xla, observe, probe_config
-from .probes import ProbeConfig, process_switches, run_probes, run_probes_subprocess
+from .probes import (
+    ProbeConfig,
+    ProbeResult,
+    ProbeWorker,
+    process_switches,
+    run_probes,
+    run_probes_subprocess,
+)
+
+_worker: ProbeWorker | None = None
+
+
+def guarded_probes(config: ProbeConfig) -> ProbeResult:
+    """The probes of `config` as `tf-fp16-audit --run` takes them: CPU configurations in this
+    process's `ProbeWorker` (memory and time limits; a child with this process's environment),
+    GPU ones in this process (the GPU memory is this process's)."""
+    global _worker
+    if config.device == "gpu":
+        return run_probes(config)
+    if _worker is None:
+        _worker = ProbeWorker()
+    return _worker.run(config)
 
 
 @dataclass(frozen=True)
@@ -83,7 +104,7 @@ def evidence_report(
     cache = probe_cache if probe_cache is not None else {}
     for k, c in configs.items():
         if k not in cache:
-            cache[k] = run_probes(c)
+            cache[k] = guarded_probes(c)
     probes = {k: cache[k] for k in configs}
     switch_probes = []
     for env in switch_envs:

@@ -2,8 +2,12 @@
 
 Each probe is a sum of N products placed so that one output element of the probed op is
 sum_i a_i * b_i, term 0 first in the op's natural order:
-  * fprop (Conv2D, _FusedConv2D, Conv3D, DepthwiseConv2dNative, Fp16Conv2D): a 1 x N window along
-    the width, input [1, 1, N, 1] (Conv3D: [1, 1, 1, N, 1]), filter [1, N, 1, 1];
+  * fprop (Conv2D, _FusedConv2D, Conv3D, Fp16Conv2D): a 1 x N window along the width, input
+    [1, 1, N, 1] (Conv3D: [1, 1, 1, N, 1]), filter [1, N, 1, 1]; DepthwiseConv2dNative: an N x 1
+    window along the height, input [1, N, 1, 1], filter [N, 1, 1, 1] (TensorFlow 2.16's oneDNN
+    3.3.4 never finishes creating its T=half depthwise kernel, brdgmm_dw:avx512_core_fp16, for a
+    filter 16 or more wide: measured with 16, 49 and 64, each past 3 GiB in 20-40 s, while
+    12 wide and 64 high take 0.1 s);
   * dgrad (...BackpropInput): along the output channels, out_backprop [1, 1, 1, N], filter
     [1, 1, 1, N] (depthwise: channel multiplier N), input_sizes [1, 1, 1, 1];
   * wgrad (...BackpropFilter): along the width positions, input and out_backprop [1, 1, N, 1],
@@ -30,16 +34,27 @@ is "fp16" when any probe shows fp16 rounding, "fp32" when all show the fp32 valu
 
 Probes run inside a fresh tf.function so grappler and the oneDNN/Eigen kernel selection are those
 of a model's function; the kernel that ran is read back from the partitioned graph.
+
+`ProbeWorker` (what `tf-fp16-audit --run` and `verify()` use for CPU configurations) runs them in
+one long-lived child process with this process's environment and stops a configuration whose
+probes pass a resident-memory or time limit, so that a kernel that is pathological on some
+TensorFlow or CPU cannot exhaust memory or hang the audit: that configuration is reported
+"not-probed" with the limit, the TensorFlow version and the CPU, and the next one gets a fresh
+child.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
+import select
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
 
 PROBE_ENV = (
     "TF_CONV2D_USE_FP16_ACCUMULATE",
@@ -126,7 +141,8 @@ class ProbeResult:
       kernel: the op type that ran in the partitioned graph (e.g. "_MklNativeConv2D"), with its
         kernel label when set; "" when not seen.
       switches: PROBE_ENV variables as the probing process saw them ((name, value) for set ones).
-      process: "in-process" or "subprocess" (with the switches stated).
+      process: "in-process", "subprocess (same environment)" (`ProbeWorker`) or "subprocess"
+        with the switches stated.
       note: why not probed / the error.
     """
 
@@ -263,6 +279,8 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
             x, w = x.reshape(1, 1, 1, n, 1), w.reshape(1, 1, n, 1, 1)
             fn = lambda x, w: tf.raw_ops.Conv3D(input=x, filter=w, strides=[1] * 5, padding=pad)  # noqa: E731
         elif op == "DepthwiseConv2dNative":
+            # An N x 1 window along the height: see the module docstring.
+            x, w = x.reshape(1, n, 1, 1), w.reshape(n, 1, 1, 1)
 
             def fn(x, w):
                 return tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=s4, padding=pad)
@@ -393,30 +411,266 @@ def _tf_dtype(name: str | None):
 
 
 def run_probes_subprocess(
-    configs: list[ProbeConfig], env: dict[str, str], timeout_s: float = 300.0
+    configs: list[ProbeConfig],
+    env: dict[str, str],
+    timeout_s: float | None = None,
+    memory_mib: float | None = None,
 ) -> list[ProbeResult]:
     """Runs the probes of `configs` in a fresh Python process whose environment is this one's
-    updated with `env` (switches are read once per process, so a new value needs a new process).
+    updated with `env` (switches are read once per process, so a new value needs a new process),
+    under the limits of `ProbeWorker` (default PROBE_TIMEOUT_S per configuration and
+    PROBE_MEMORY_MIB): a configuration past one is "not-probed", one whose process died "error".
 
     Raises:
-      RuntimeError: the subprocess failed (its stderr tail is in the message).
+      ValueError: a limit that is not a positive number.
     """
-    full = dict(os.environ)
-    full.update(env)
-    full.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    cmd = [sys.executable, "-m", "tf_fp16ops.audit.runtime.probes", "--json"] + [
-        c.key() for c in configs
-    ]
-    proc = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"probe subprocess failed ({proc.returncode}): {proc.stderr.strip()[-800:]}"
-        )
     shown = ", ".join(f"{k}={v!r}" for k, v in sorted(env.items())) or "inherited environment"
-    return [
-        ProbeResult(**{**asdict_shallow(r), "process": f"subprocess ({shown})"})
-        for r in (ProbeResult.from_dict(d) for d in json.loads(proc.stdout))
-    ]
+    worker = ProbeWorker(
+        PROBE_MEMORY_MIB if memory_mib is None else memory_mib,
+        PROBE_TIMEOUT_S if timeout_s is None else timeout_s,
+        env=env,
+        label=f"subprocess ({shown})",
+    )
+    try:
+        return [worker.run(c) for c in configs]
+    finally:
+        worker.close()
+
+
+# ProbeWorker's limits. A process running the probes holds 450-650 MiB resident after importing
+# TensorFlow 2.16-2.21 and the probes add little (measured on the Intel Xeon with avx512_fp16 of
+# README "TensorFlow versions"); the pathological 2.16 depthwise kernel passed 3 GiB within 40 s.
+PROBE_MEMORY_MIB = 2048
+PROBE_TIMEOUT_S = 60.0
+# Starting the child: Python, TensorFlow and this package imported.
+WORKER_START_TIMEOUT_S = 180.0
+_POLL_S = 0.05
+_MODULE = "tf_fp16ops.audit.runtime.probes"
+
+
+def _resident_mib(pid: int) -> float:
+    """Resident memory of process `pid` in MiB (Linux /proc; 0 when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "this CPU"
+
+
+def _tensorflow_version() -> str:
+    import importlib.metadata
+
+    for dist in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "(version unknown)"
+
+
+class ProbeWorker:
+    """Runs `run_probes` in a child process, one configuration at a time, under limits.
+
+    The child (`python -m tf_fp16ops.audit.runtime.probes --serve`) is started on first use with
+    this process's environment (so the PROBE_ENV switches are this process's; a change of them
+    starts a new child) and kept for later configurations. While a configuration is probed its
+    resident memory (Linux /proc) and the time are watched; past `memory_mib` or `timeout_s` the
+    child is killed and the configuration is reported `observed="not-probed"` with a note naming
+    the limit, the TensorFlow version and the CPU; a child that dies is reported
+    `observed="error"` with the tail of its stderr. Either way the next configuration gets a new
+    child. The child's output never reaches this process's stdout or stderr.
+
+    Not for GPU configurations: TensorFlow in this process maps nearly all GPU memory by default,
+    so they are probed in this process (`evidence_report`).
+
+    Args:
+      memory_mib: resident-memory limit of the child, MiB (> 0).
+      timeout_s: time limit of one configuration's probes, seconds (> 0).
+      start_timeout_s: time limit for the child to import TensorFlow, seconds (> 0).
+      env: variables set in the child's environment on top of this process's.
+      label: `ProbeResult.process` of its results.
+      command: the child's argv (default: `python -m tf_fp16ops.audit.runtime.probes --serve`
+        with this Python); any program speaking that protocol ("ready", then one line per key).
+    Raises:
+      ValueError: a limit that is not a positive number (its name and value).
+    """
+
+    def __init__(
+        self,
+        memory_mib: float = PROBE_MEMORY_MIB,
+        timeout_s: float = PROBE_TIMEOUT_S,
+        start_timeout_s: float = WORKER_START_TIMEOUT_S,
+        env: dict[str, str] | None = None,
+        label: str = "subprocess (same environment)",
+        command: list[str] | None = None,
+    ):
+        for name, v in (
+            ("memory_mib", memory_mib),
+            ("timeout_s", timeout_s),
+            ("start_timeout_s", start_timeout_s),
+        ):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"{name} must be a positive number, got {v!r}")
+        self.memory_mib, self.timeout_s, self.start_timeout_s = (
+            memory_mib,
+            timeout_s,
+            start_timeout_s,
+        )
+        self.env, self.label = dict(env or {}), label
+        self.command = list(command or [sys.executable, "-m", _MODULE, "--serve"])
+        self._proc: subprocess.Popen | None = None
+        self._parent_switches: tuple[tuple[str, str], ...] = ()
+        self._env_switches: tuple[tuple[str, str], ...] = ()
+        self._stderr = None
+        self._buf = b""
+
+    def close(self) -> None:
+        """Stops the child (if any)."""
+        proc, self._proc = self._proc, None
+        atexit.unregister(self.close)
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            for f in (proc.stdin, proc.stdout):
+                if f is not None:
+                    f.close()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        self._buf = b""
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        lines = self._stderr.read().decode(errors="replace").strip().splitlines()
+        return lines[-1][-300:] if lines else ""
+
+    def _read_line(self, limit_s: float) -> tuple[str | None, str]:
+        """(line, "") from the child, or (None, why) after a limit, its death or EOF."""
+        assert self._proc is not None
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + limit_s
+        while b"\n" not in self._buf:
+            rss = _resident_mib(self._proc.pid)
+            if rss > self.memory_mib:
+                return None, f"its process passed {self.memory_mib:g} MiB resident memory"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, f"it did not finish within {limit_s:g} s"
+            ready, _, _ = select.select([fd], [], [], min(_POLL_S, left))
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    self._proc.wait()
+                    code = self._proc.returncode
+                    tail = self._stderr_tail()
+                    return None, f"the probe process exited with status {code}" + (
+                        f": {tail}" if tail else ""
+                    )
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode(), ""
+
+    def _start(self) -> str:
+        """Starts the child; "" or why it failed."""
+        self.close()
+        self._stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        env.update(self.env)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        self._parent_switches = process_switches()
+        self._env_switches = tuple((k, env[k]) for k in PROBE_ENV if k in env)
+        self._proc = subprocess.Popen(
+            self.command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            start_new_session=True,
+        )
+        atexit.register(self.close)
+        line, why = self._read_line(self.start_timeout_s)
+        if line != "ready":
+            self.close()
+            return why or f"unexpected first line from the probe process: {line[:100]!r}"
+        return ""
+
+    def run(self, config: ProbeConfig) -> ProbeResult:
+        """The probes of `config` (see `run_probes`), run in the child under the limits."""
+        shown = self.label
+        if (
+            self._proc is None
+            or self._proc.poll() is not None
+            or (self._parent_switches != process_switches())
+        ):
+            why = self._start()
+            if why:
+                return ProbeResult(
+                    config,
+                    "error",
+                    switches=self._env_switches,
+                    process=shown,
+                    note=f"probe process did not start: {why}",
+                )
+        try:
+            self._proc.stdin.write((config.key() + "\n").encode())
+            self._proc.stdin.flush()
+        except OSError:
+            self.close()
+            return ProbeResult(
+                config,
+                "error",
+                switches=self._env_switches,
+                process=shown,
+                note="the probe process closed its input",
+            )
+        line, why = self._read_line(self.timeout_s)
+        if line is None:
+            died = why.startswith("the probe process exited")
+            self.close()
+            if died:
+                return ProbeResult(
+                    config, "error", switches=self._env_switches, process=shown, note=why
+                )
+            return ProbeResult(
+                config,
+                "not-probed",
+                switches=self._env_switches,
+                process=shown,
+                note=(
+                    f"not probed on TensorFlow {_tensorflow_version()} on {_cpu_name()}: {why} "
+                    "(stopped)"
+                ),
+            )
+        return replace(ProbeResult.from_dict(json.loads(line)), process=shown)
+
+
+def _serve() -> int:
+    """The child of ProbeWorker: one config key per input line, one ProbeResult JSON per line."""
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # anything else written to stdout (C++ included) goes to stderr
+    import tensorflow  # noqa: F401  (imported before "ready", so its start is not probe time)
+
+    out.write("ready\n")
+    out.flush()
+    for line in sys.stdin:
+        config = ProbeConfig.parse(line.strip())
+        out.write(json.dumps(run_probes(config).to_dict()) + "\n")
+        out.flush()
+    return 0
 
 
 def asdict_shallow(r: ProbeResult) -> dict:
@@ -430,13 +684,22 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m tf_fp16ops.audit.runtime.probes",
         description="Runs accumulation probes (executes tiny convolutions) and prints the results.",
     )
-    p.add_argument("configs", nargs="+", metavar="OP:T:TACC:DEVICE", help="e.g. Conv2D:half:-:cpu")
+    p.add_argument("configs", nargs="*", metavar="OP:T:TACC:DEVICE", help="e.g. Conv2D:half:-:cpu")
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="ProbeWorker's child: config keys on stdin, one JSON result per line on stdout",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (a list of ProbeResult dicts)")
     args = p.parse_args(argv)
+    if args.serve:
+        return _serve()
     try:
         configs = [ProbeConfig.parse(c) for c in args.configs]
     except ValueError as e:
         p.error(str(e))
+    if not configs:
+        p.error("give at least one OP:T:TACC:DEVICE (or --serve)")
     results = [run_probes(c) for c in configs]
     if args.json:
         print(json.dumps([r.to_dict() for r in results]))
