@@ -28,14 +28,9 @@ def main() -> None:
 
     import tensorflow as tf
 
-    if args.strategy == "mirrored":
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
-        )
-        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    else:
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    from local_cluster import strategy as make_strategy
+
+    strategy = make_strategy(args.strategy)
 
     import keras
     import numpy as np

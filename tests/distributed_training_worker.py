@@ -25,18 +25,9 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    import tensorflow as tf
+    from local_cluster import strategy as make_strategy
 
-    if args.strategy == "mirrored":
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
-        )
-        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    elif args.strategy == "multiworker":
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    else:
-        strategy = tf.distribute.get_strategy()
+    strategy = make_strategy(args.strategy)
 
     import train_digits
 

@@ -44,3 +44,23 @@ def run_workers(argv_of, n: int, timeout: float, env: dict) -> list[tuple[int, s
                 p.kill()
                 p.wait()
     return [(p.returncode, err) for p, err in zip(procs, errors, strict=True)]
+
+
+def strategy(kind: str):
+    """The tf.distribute strategy of a worker process: "mirrored", MirroredStrategy over two
+    logical CPU devices of this process (configured here, so before TensorFlow initialises its
+    devices); "multiworker", MultiWorkerMirroredStrategy with the cluster of TF_CONFIG; "single",
+    the default strategy."""
+    import tensorflow as tf
+
+    if kind == "mirrored":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+        )
+        return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    if kind == "multiworker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if kind == "single":
+        return tf.distribute.get_strategy()
+    raise ValueError(f"strategy kind must be mirrored, multiworker or single, got {kind!r}")

@@ -30,13 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    sys.path.insert(0, str(ROOT))
+    from tf_fp16ops.audit.context import read_cpu_model
+
+    return read_cpu_model()
 
 
 def synthetic_saved_model(path: Path, sites: int) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -24,19 +23,9 @@ import tensorflow as tf  # noqa: E402
 
 import tf_fp16ops  # noqa: E402
 from tf_fp16ops import layers as L  # noqa: E402
+from tf_fp16ops.audit.context import read_cpu_model as cpu_name  # noqa: E402
 
 SHAPES = [(256, 512, 512), (64, 768, 3072), (2048, 64, 64), (8, 1024, 1024)]  # rows, Cin, units
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ import tensorflow as tf  # noqa: E402
 
 import tf_fp16ops  # noqa: E402
 from tf_fp16ops import layer_sensitivity  # noqa: E402
+from tf_fp16ops.audit.context import read_cpu_model as cpu_name  # noqa: E402
 
 MODES = (False, True, "stacked")
 
@@ -48,14 +49,6 @@ class SweepClock:
                     clock.seconds += time.perf_counter() - t0
 
         layer_sensitivity._Replicas.__call__ = timed
-
-
-def cpu_name() -> str:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def main() -> None:

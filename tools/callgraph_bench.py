@@ -39,14 +39,10 @@ _MAIN = (
 
 
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    from tf_fp16ops.audit.context import read_cpu_model
+
+    return read_cpu_model()
 
 
 def _write_cases(d: str, chains, diamonds) -> list[tuple[str, str]]:

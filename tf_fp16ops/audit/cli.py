@@ -409,9 +409,7 @@ def main(argv: list[str] | None = None) -> int:
                     report = select_kind(report, args.ops)
             if args.logdir:
                 sub = (
-                    args.logdir
-                    if len(args.paths) == 1
-                    else os.path.join(args.logdir, f"model{i}")
+                    args.logdir if len(args.paths) == 1 else os.path.join(args.logdir, f"model{i}")
                 )
                 _write_logdir(report, sub, model)
                 wrote_logdir = True

@@ -107,6 +107,23 @@ def read_cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, ...] | None:
     return None
 
 
+def read_cpu_model(path: str = "/proc/cpuinfo") -> str:
+    """The CPU's name as `path`'s first "model name" line gives it (e.g. "AMD EPYC 7B13"), else
+    `platform.processor()` or `platform.machine()`: the name benchmarks and probe reports print
+    next to their figures."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
 # Bounds of the --compute-capability / --cudnn-version overrides: real values are single or double
 # digits (compute capability 3.5 .. 12.x; cuDNN 7.x .. 9.x, or the integer form 8907), so larger
 # numbers are typos, rejected rather than carried into the report.

@@ -458,14 +458,9 @@ def _resident_mib(pid: int) -> float:
 
 
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "this CPU"
+    from ..context import read_cpu_model
+
+    return read_cpu_model()
 
 
 def _tensorflow_version() -> str:
