@@ -399,3 +399,11 @@ def test_build_wheel_names_a_missing_input(tmp_path, missing):
     assert r.stderr.splitlines() == [r.stderr.strip()]  # one line
     assert str(tmp_path / "absent") in r.stderr and "make build" in r.stderr
     assert not (tmp_path / "dist").exists()
+
+
+def test_readme_install_commands_name_the_wheel_that_is_built(wheel):
+    # README's "Install from a wheel" commands are copied by users: the file they name must be
+    # the one `make wheel` writes (its platform tag follows the libraries' glibc/libstdc++ needs).
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"dist/(tf_fp16ops-[^\s\"\[:]+\.whl)", readme))
+    assert named == {wheel.name}
