@@ -4,6 +4,7 @@ Formats only."""
 from __future__ import annotations
 
 from ..findings import AuditReport, ConvFinding
+from ..opsets import CONV_OPS
 
 
 def observed_cell(f: ConvFinding) -> str:
@@ -79,7 +80,14 @@ def runtime_lines(report: AuditReport) -> list[str]:
         out.append(f"runtime rewrite ({n} call site{'s' if n > 1 else ''}): {c}")
     for p in rt.switch_probes:
         sw = dict(p.switches)
-        if "TF_CONV2D_USE_FP16_ACCUMULATE" in sw and p.kernel.startswith("_MklNative"):
+        # The switch is read by TensorFlow's Eigen Conv2D kernels for T=half only: no hint for
+        # float convs or matmuls, where it changes nothing on any kernel.
+        if (
+            "TF_CONV2D_USE_FP16_ACCUMULATE" in sw
+            and p.kernel.startswith("_MklNative")
+            and p.config.T == "half"
+            and p.config.op in CONV_OPS
+        ):
             kernel = p.kernel.split("[")[0]
             out.append(
                 f"note: {p.config.key()} ran oneDNN's {kernel} in the subprocess, "
