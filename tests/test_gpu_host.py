@@ -1034,3 +1034,32 @@ def test_matmul_rejects_bad_sizes_and_offsets(lib):
     assert select([2, 2, 2, 2, 1, 2]) == (1, "x_offsets[1] = 1 is outside [0, x_matrices = 1)")
     rc, text = select([2**31 - 1, 2**31 - 1, 2**31 - 1, 1, 1, 1])
     assert rc == 1 and "too large" in text
+
+
+def test_matmul_launch_checks_workspace_and_pointers(lib):
+    """A workspace smaller than the plan's (adj_x copy of 5 x 7 halves: 256 bytes) or a null
+    operand of a non-empty tensor is an InvalidArgument error before anything runs."""
+    abi = _matmul_abi(lib)
+    mdims = np.array([1, 5, 3, 7, 1, 1], np.int64)
+    x = np.ones((7, 5), np.float16)
+    y = np.ones((7, 3), np.float16)
+    out = np.full((5, 3), np.nan, np.float16)
+    ws = np.zeros(256, np.uint8)
+    dev = (ctypes.c_int * 3)(*TURING)
+    msg = ctypes.create_string_buffer(512)
+
+    def launch(xp, nbytes):
+        return abi.tfo_matmul_launch(
+            _p64(mdims), 1, 0, None, None, 0, 0, xp, y.ctypes.data, out.ctypes.data,
+            ws.ctypes.data, nbytes, None, 0, dev, None, msg, 512,
+        )  # fmt: skip
+
+    assert launch(x.ctypes.data, 255) == 1
+    assert (
+        msg.value.decode() == "workspace_bytes = 255 is smaller than the 256 bytes the plan needs"
+    )
+    assert launch(None, 256) == 1
+    assert "null device pointer" in msg.value.decode()
+    assert np.all(np.isnan(out))
+    assert launch(x.ctypes.data, 256) == 0
+    assert np.all(out == 7)
