@@ -212,7 +212,8 @@ gpu-check:
 NVCC_BIN ?= $(or $(NVCC),$(shell command -v nvcc 2>/dev/null))
 GPU_HOST := build/gpu_host
 GPU_SRC := cc/kernels/gpu
-GPU_HOST_SRCS := direct_conv.cu.cc layout_transform.cu.cc conv2d_gpu.cu.cc c_api.cc host_stubs.cc
+GPU_HOST_SRCS := direct_conv.cu.cc layout_transform.cu.cc conv2d_gpu.cu.cc matmul_gpu.cu.cc c_api.cc \
+  host_stubs.cc
 GPU_HOST_HDRS := $(wildcard $(GPU_SRC)/*.h) cc/kernels/conv_problem.h
 GPU_HOST_OBJS := $(patsubst %,$(GPU_HOST)/%.o,$(GPU_HOST_SRCS))
 GPU_HOST_CXXFLAGS := -std=c++17 -O2 -fPIC -Wall -Wextra -Werror -DTF_FP16OPS_HOST_BUILD -I.

@@ -7,6 +7,7 @@ compiled into that library when nvcc is present; the table tests need it."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
@@ -21,7 +22,7 @@ import reference as ref
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "gpu_check"))
 import problems  # noqa: E402
-from abi import AbiError, Library, Problem  # noqa: E402
+from abi import DTYPES, PATH_NAMES, PATHS, AbiError, Library, Problem  # noqa: E402
 
 LIB = os.path.join(ROOT, "build", "gpu_host", "libtf_fp16ops_gpu_host.so")
 # Made-up devices: (driver_version, compute_capability, sm90a_code).
@@ -832,3 +833,233 @@ def test_failed_workspace_falls_back_to_an_implementation_without_one(cutlass):
     )
     assert (used, selections) == ("fallback", 2)
     assert same_bits(got, reference("fprop", p, x, w, dy, "half"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fp16MatMul on the fprop table (cc/kernels/gpu/matmul_gpu.h): [M, K] x [K, N] as the 1x1 fprop
+# of an NHWC image [1, 1, M, K] with an HWIO filter [1, 1, K, N].
+
+
+def _matmul_abi(lib):
+    i, p64, vp, u64 = ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p, ctypes.c_uint64
+    ip, u64p, cp = ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p
+    lib.lib.tfo_matmul_select.argtypes = [p64, i, i, p64, p64, i, i, i, u64, ip, ip, u64p, cp, i]
+    lib.lib.tfo_matmul_launch.argtypes = [
+        p64, i, i, p64, p64, i, i, vp, vp, vp, vp, u64, vp, i, ip, ip, cp, i
+    ]  # fmt: skip
+    return lib.lib
+
+
+def matmul_problem(x_shape, y_shape, adj_x, adj_y):
+    """(mdims, x offsets, y offsets, output shape) of BatchMatMulV2's product, computed here with
+    NumPy's broadcasting (independent of cc/kernels/matmul_shape.cc)."""
+    M, K = (x_shape[-1], x_shape[-2]) if adj_x else (x_shape[-2], x_shape[-1])
+    N = y_shape[-2] if adj_y else y_shape[-1]
+    batch = np.broadcast_shapes(tuple(x_shape[:-2]), tuple(y_shape[:-2]))
+    xm, ym = int(np.prod(x_shape[:-2], dtype=np.int64)), int(np.prod(y_shape[:-2], dtype=np.int64))
+    xo = np.broadcast_to(np.arange(xm).reshape(x_shape[:-2]), batch).ravel()
+    yo = np.broadcast_to(np.arange(ym).reshape(y_shape[:-2]), batch).ravel()
+    nb = int(np.prod(batch, dtype=np.int64))
+    mdims = np.array([nb, M, N, K, xm, ym], np.int64)
+    return (
+        mdims,
+        np.ascontiguousarray(xo, np.int64),
+        np.ascontiguousarray(yo, np.int64),
+        (batch + (M, N)),
+    )
+
+
+def _p64(a):
+    return a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+
+
+def matmul_select(lib, x_shape, y_shape, t, tacc, path="auto", device=TURING, adj=(False, False),
+                  max_bytes=2**64 - 1):  # fmt: skip
+    abi = _matmul_abi(lib)
+    mdims, xo, yo, _ = matmul_problem(x_shape, y_shape, *adj)
+    chosen, nbytes = ctypes.c_int(0), ctypes.c_uint64(0)
+    msg = ctypes.create_string_buffer(512)
+    dev = (ctypes.c_int * 3)(*device)
+    rc = abi.tfo_matmul_select(
+        _p64(mdims), int(adj[0]), int(adj[1]), _p64(xo), _p64(yo), DTYPES[t], DTYPES[tacc],
+        PATHS[path], max_bytes, dev, ctypes.byref(chosen), ctypes.byref(nbytes), msg, 512,
+    )  # fmt: skip
+    if rc != 0:
+        raise AbiError(rc, msg.value.decode())
+    return PATH_NAMES[chosen.value], int(nbytes.value)
+
+
+def matmul_launch(lib, x, y, t, tacc, adj_x=False, adj_y=False, device=TURING, path="auto"):
+    """Runs the matmul on the host library: (out, implementation that ran)."""
+    abi = _matmul_abi(lib)
+    mdims, xo, yo, out_shape = matmul_problem(x.shape, y.shape, adj_x, adj_y)
+    _, nbytes = matmul_select(lib, x.shape, y.shape, t, tacc, path, device, (adj_x, adj_y))
+    xa, ya = np.ascontiguousarray(x, NP_T[t]), np.ascontiguousarray(y, NP_T[t])
+    out = np.full(out_shape, np.nan, NP_T[t])
+    ws = np.zeros(max(nbytes, 1), np.uint8)
+    used = ctypes.c_int(0)
+    msg = ctypes.create_string_buffer(512)
+    dev = (ctypes.c_int * 3)(*device)
+    rc = abi.tfo_matmul_launch(
+        _p64(mdims), int(adj_x), int(adj_y), _p64(xo), _p64(yo), DTYPES[t], DTYPES[tacc],
+        xa.ctypes.data, ya.ctypes.data, out.ctypes.data, ws.ctypes.data, nbytes, None,
+        PATHS[path], dev, ctypes.byref(used), msg, 512,
+    )  # fmt: skip
+    if rc != 0:
+        raise AbiError(rc, msg.value.decode())
+    return out, PATH_NAMES[used.value]
+
+
+MATMUL_CASES = [
+    # (x shape, y shape, adj_x, adj_y)
+    ((5, 7), (7, 3), False, False),  # odd sizes
+    ((7, 5), (7, 3), True, False),
+    ((5, 7), (3, 7), False, True),
+    ((2, 7, 5), (2, 3, 7), True, True),
+    ((3, 1, 4, 6), (2, 6, 5), False, False),  # both operands broadcast: batch (3, 2)
+    ((1, 4, 6), (3, 5, 6), False, True),  # x broadcasts
+    ((2, 3, 6, 4), (6, 5), True, False),  # y broadcasts: the batch is one fprop
+    ((4, 0), (0, 3), False, False),  # K = 0: zeros
+    ((2, 0, 4), (2, 3, 0), True, True),  # K = 0 with both transposes
+    ((2, 0, 3), (2, 3, 4), False, False),  # M = 0: empty output
+    ((2, 19, 33), (33, 9), False, False),  # longest chain, folded batch
+]
+
+
+@pytest.mark.parametrize("case", MATMUL_CASES, ids=lambda c: f"{c[0]}x{c[1]}adj{c[2]:d}{c[3]:d}")
+@pytest.mark.parametrize("t,tacc", PAIRS)
+def test_matmul_direct_is_the_sequential_contract(lib, case, t, tacc):
+    """The host-compiled fallback gives tests/reference.py's batch_matmul bit for bit: the fp16
+    chain over k ascending for Tacc=half; the binary32 FMA chain rounded once to T for
+    Tacc=float (operands are binary16 values, so each product is exact in float64 and the
+    reference's float32 step rounds once). adj_x / adj_y and broadcast batches included."""
+    x_shape, y_shape, adj_x, adj_y = case
+    rng = np.random.default_rng(sum(x_shape) * 31 + sum(y_shape))
+    x = rng.uniform(-1, 1, x_shape).astype(np.float16)
+    y = rng.uniform(-1, 1, y_shape).astype(np.float16)
+    got, used = matmul_launch(lib, x, y, t, tacc, adj_x, adj_y)
+    assert used == "fallback"
+    want = ref.batch_matmul(
+        x, y, adj_x, adj_y, accumulation="half" if tacc == "half" else "float32"
+    ).astype(NP_T[t])
+    assert got.shape == want.shape
+    if t == "half":
+        assert same_bits(got, want)
+    else:
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    if x_shape[-1 if not adj_x else -2] == 0 and got.size:
+        assert np.all(got == 0) and not np.any(np.signbit(got))
+
+
+def test_matmul_half_accumulation_rounds_every_step(lib):
+    """Hand-computed: K = 3 with x = [2048, 1, 1], y = [1, 1, 1]. Sequential fp16: 2048 + 1 = 2049
+    rounds to 2048 (ties to even), twice, so the result is 2048; binary32 gives 2050, which fp16
+    holds exactly."""
+    x = np.array([[2048, 1, 1]], np.float16)
+    y = np.ones((3, 1), np.float16)
+    assert matmul_launch(lib, x, y, "half", "half")[0][0, 0] == 2048
+    assert matmul_launch(lib, x, y, "half", "float")[0][0, 0] == 2050
+
+
+def test_matmul_selection_per_device(cutlass):
+    """The table's rules for the 1x1 fprop: T=half with K and N multiples of 8 takes the tensor
+    cores of each generation (sm90 on an H200, sm80 on an A100, sm70 on a V100) and the direct
+    kernel on a T4-class sm_75; T=float the SIMT kernels on CC >= 8.0 and the direct kernel on
+    Volta. K or N not a multiple of 8 (CUTLASS's 16-byte access) falls back to the direct kernel."""
+    x, y = (3, 40, 64), (64, 24)
+    for tacc in ("half", "float"):
+        assert matmul_select(cutlass, x, y, "half", tacc, device=H200)[0] == "sm90"
+        assert matmul_select(cutlass, x, y, "half", tacc, device=AMPERE)[0] == "sm80"
+        assert matmul_select(cutlass, x, y, "half", tacc, device=VOLTA)[0] == "sm70"
+        assert matmul_select(cutlass, x, y, "half", tacc, device=TURING)[0] == "fallback"
+        for dev in (H200, AMPERE):
+            for xs, ys in (((3, 40, 60), (60, 24)), ((3, 40, 64), (64, 20))):
+                assert matmul_select(cutlass, xs, ys, "half", tacc, device=dev)[0] == "fallback"
+                with pytest.raises(AbiError, match="multiple of 8"):
+                    matmul_select(cutlass, xs, ys, "half", tacc, "sm80", dev)
+    for dev in (H200, AMPERE):
+        assert matmul_select(cutlass, x, y, "float", "float", device=dev)[0] == "simt"
+    assert matmul_select(cutlass, x, y, "float", "float", device=VOLTA)[0] == "fallback"
+    # adj_x / adj_y and per-matrix batches select the same implementations.
+    xb, yb = (2, 3, 64, 40), (3, 24, 64)
+    assert matmul_select(cutlass, xb, yb, "half", "half", device=AMPERE, adj=(True, True))[0] == (
+        "sm80"
+    )
+
+
+def test_matmul_workspace_is_what_it_carves(cutlass):
+    """By hand: the adj_x copy [x_matrices, M, K], the adj_y copy [y_matrices, K, N] and the
+    fprop's KRSC filter [N, 1, 1, K] (sm80), each 256-byte aligned; the direct kernel needs the
+    copies only. A workspace limit below the sm80 total takes the direct kernel (the op's
+    fallback when the allocator cannot give it); below the copies it is ResourceExhausted."""
+    align = lambda n: -(-n // 256) * 256  # noqa: E731
+    xs, ys, adj = (2, 3, 64, 40), (3, 24, 64), (True, True)
+    copies = align(6 * 40 * 64 * 2) + align(3 * 64 * 24 * 2)
+    assert matmul_select(cutlass, xs, ys, "half", "half", device=AMPERE, adj=adj) == (
+        "sm80",
+        copies + align(24 * 64 * 2),
+    )
+    assert matmul_select(cutlass, xs, ys, "half", "half", "fallback", AMPERE, adj) == (
+        "fallback",
+        copies,
+    )
+    assert matmul_select(
+        cutlass, xs, ys, "half", "half", device=AMPERE, adj=adj, max_bytes=copies
+    ) == ("fallback", copies)
+    with pytest.raises(AbiError, match="adj_x / adj_y copies") as err:
+        matmul_select(cutlass, xs, ys, "half", "half", device=AMPERE, adj=adj, max_bytes=copies - 1)
+    assert err.value.code == "ResourceExhausted"
+
+
+def test_matmul_rejects_bad_sizes_and_offsets(lib):
+    """Negative sizes, offsets outside the operand and overflowing products are InvalidArgument
+    errors naming the field and value, before anything runs."""
+    abi = _matmul_abi(lib)
+    dev = (ctypes.c_int * 3)(*TURING)
+    msg = ctypes.create_string_buffer(512)
+
+    def select(mdims, xo=None, yo=None):
+        d = np.array(mdims, np.int64)
+        rc = abi.tfo_matmul_select(
+            _p64(d), 0, 0, None if xo is None else _p64(xo), None if yo is None else _p64(yo),
+            0, 0, 0, 2**64 - 1, dev, None, None, msg, 512,
+        )  # fmt: skip
+        return rc, msg.value.decode()
+
+    assert select([1, -3, 2, 2, 1, 1]) == (1, "M = -3 is out of range [0, 2^31-1]")
+    assert select([2, 2, 2, 2, 2, 1], None, np.array([0, 5], np.int64)) == (
+        1,
+        "y_offsets[1] = 5 is outside [0, y_matrices = 1)",
+    )
+    assert select([2, 2, 2, 2, 1, 2]) == (1, "x_offsets[1] = 1 is outside [0, x_matrices = 1)")
+    rc, text = select([2**31 - 1, 2**31 - 1, 2**31 - 1, 1, 1, 1])
+    assert rc == 1 and "too large" in text
+
+
+def test_matmul_launch_checks_workspace_and_pointers(lib):
+    """A workspace smaller than the plan's (adj_x copy of 5 x 7 halves: 256 bytes) or a null
+    operand of a non-empty tensor is an InvalidArgument error before anything runs."""
+    abi = _matmul_abi(lib)
+    mdims = np.array([1, 5, 3, 7, 1, 1], np.int64)
+    x = np.ones((7, 5), np.float16)
+    y = np.ones((7, 3), np.float16)
+    out = np.full((5, 3), np.nan, np.float16)
+    ws = np.zeros(256, np.uint8)
+    dev = (ctypes.c_int * 3)(*TURING)
+    msg = ctypes.create_string_buffer(512)
+
+    def launch(xp, nbytes):
+        return abi.tfo_matmul_launch(
+            _p64(mdims), 1, 0, None, None, 0, 0, xp, y.ctypes.data, out.ctypes.data,
+            ws.ctypes.data, nbytes, None, 0, dev, None, msg, 512,
+        )  # fmt: skip
+
+    assert launch(x.ctypes.data, 255) == 1
+    assert (
+        msg.value.decode() == "workspace_bytes = 255 is smaller than the 256 bytes the plan needs"
+    )
+    assert launch(None, 256) == 1
+    assert "null device pointer" in msg.value.decode()
+    assert np.all(np.isnan(out))
+    assert launch(x.ctypes.data, 256) == 0
+    assert np.all(out == 7)

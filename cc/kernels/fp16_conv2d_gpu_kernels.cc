@@ -1,5 +1,7 @@
 // GPU kernels of Fp16Conv2D, Fp16Conv2DBackpropInput and Fp16Conv2DBackpropFilter: the one
-// OpKernel template of cc/kernels/conv_kernel.h with the GPU launch functor below.
+// OpKernel template of cc/kernels/conv_kernel.h with the GPU launch functor below; and of
+// Fp16MatMul, whose products run as 1x1 fprops on the same implementation table
+// (cc/kernels/gpu/matmul_gpu.h), with the sizes of cc/kernels/matmul_shape.h.
 //
 // Compiled by the host compiler with TensorFlow headers only (no CUDA headers): the work is
 // enqueued by cc/kernels/gpu/conv2d_gpu.h's Launch (built by clang against CUDA 12.5 and linked
@@ -15,9 +17,12 @@
 #if TF_FP16OPS_CUDA
 
 #include <string>
+#include <vector>
 
 #include "cc/kernels/conv_kernel.h"
 #include "cc/kernels/gpu/conv2d_gpu.h"
+#include "cc/kernels/gpu/matmul_gpu.h"
+#include "cc/kernels/matmul_shape.h"
 #include "tensorflow/core/framework/allocator.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -56,6 +61,18 @@ Status FromGpuStatus(const gpu::Status& s, const std::string& op) {
 cudaStream_t StreamOf(OpKernelContext* ctx) {
   return reinterpret_cast<cudaStream_t>(
       ctx->op_device_context()->stream()->platform_specific_handle().stream);
+}
+
+// Scratch memory as a temporary tensor; with `no_retry` an allocation failure returns null at
+// once (the caller falls back to an implementation with less workspace), so the allocator must
+// not retry or log it.
+void* AllocateScratch(OpKernelContext* ctx, size_t bytes, bool no_retry, Tensor* holder,
+                      Status* status) {
+  tensorflow::AllocationAttributes attrs;
+  attrs.retry_on_failure = !no_retry;
+  *status = ctx->allocate_temp(tensorflow::DT_UINT8, TensorShape({static_cast<int64_t>(bytes)}),
+                               holder, tensorflow::AllocatorAttributes(), attrs);
+  return status->ok() ? holder->flat<uint8_t>().data() : nullptr;
 }
 
 }  // namespace
@@ -102,6 +119,106 @@ namespace {
 
 TF_FP16OPS_REGISTER_CONV_KERNELS(tensorflow::DEVICE_GPU, GpuDevice, Eigen::half);
 TF_FP16OPS_REGISTER_CONV_KERNELS(tensorflow::DEVICE_GPU, GpuDevice, float);
+
+std::vector<int64_t> DimsOf(const Tensor& t) {
+  std::vector<int64_t> d(t.dims());
+  for (int i = 0; i < t.dims(); ++i) d[i] = t.dim_size(i);
+  return d;
+}
+
+// Fp16MatMul on the GPU: the sizes and broadcast offsets of cc/kernels/matmul_shape.h, one plan
+// of the table for the whole call (matmul_gpu.h), its workspace a temporary tensor; when that
+// cannot be allocated, a second plan limited to the adj_x / adj_y copies (the direct kernel).
+template <typename T>
+class Fp16MatMulGpuOp : public tensorflow::OpKernel {
+ public:
+  explicit Fp16MatMulGpuOp(tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    tensorflow::DataType tacc;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("Tacc", &tacc));
+    OP_REQUIRES(
+        ctx,
+        tacc == tensorflow::DT_FLOAT || tensorflow::DataTypeToEnum<T>::value == tensorflow::DT_HALF,
+        errors::InvalidArgument(
+            "Tacc=half requires T=half: a float input would be rounded to half before "
+            "every product; cast the inputs to half, or use Tacc=float (got T=float, "
+            "Tacc=half)"));
+    tacc_ = ToGpuType(tacc);
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("adj_x", &adj_x_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("adj_y", &adj_y_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const char* name = "Fp16MatMul";
+    const Tensor& x = ctx->input(0);
+    const Tensor& y = ctx->input(1);
+    MatMulProblem p;
+    const std::string err = ComputeMatMulProblem(DimsOf(x), DimsOf(y), adj_x_, adj_y_, &p);
+    OP_REQUIRES(ctx, err.empty(), errors::InvalidArgument(err));
+    std::vector<int64_t> out_dims = p.out_batch;
+    out_dims.push_back(p.M);
+    out_dims.push_back(p.N);
+    TensorShape out_shape;
+    OP_REQUIRES_OK(ctx, TensorShape::BuildTensorShape(out_dims, &out_shape));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
+    if (output->NumElements() == 0) return;
+    std::vector<int64_t> x_offsets(p.batch), y_offsets(p.batch);
+    for (int64_t b = 0; b < p.batch; ++b) MatMulBatchOffsets(p, b, &x_offsets[b], &y_offsets[b]);
+    gpu::MatMulShape s;
+    s.batch = p.batch;
+    s.M = p.M;
+    s.N = p.N;
+    s.K = p.K;
+    s.x_matrices = p.x_matrices;
+    s.y_matrices = p.y_matrices;
+    s.adj_x = adj_x_;
+    s.adj_y = adj_y_;
+    s.x_offsets = x_offsets.data();
+    s.y_offsets = y_offsets.data();
+    const gpu::DataType t = ToGpuType(tensorflow::DataTypeToEnum<T>::value);
+    const cudaStream_t stream = StreamOf(ctx);
+    gpu::DeviceInfo device;
+    gpu::Status st = gpu::QueryStreamDevice(stream, &device);
+    OP_REQUIRES_OK(ctx, FromGpuStatus(st, name));
+    st = gpu::CheckDevice(device, gpu::ThisBuild());
+    OP_REQUIRES_OK(ctx, FromGpuStatus(st, name));
+    gpu::MatMulPlan plan;
+    st = gpu::MatMulPlanOn(device, s, t, tacc_, gpu::ConvPath::kAuto, SIZE_MAX, &plan);
+    OP_REQUIRES_OK(ctx, FromGpuStatus(st, name));
+    Tensor scratch;
+    Status alloc;
+    void* workspace = nullptr;
+    if (plan.workspace_bytes > 0) {
+      workspace = AllocateScratch(ctx, plan.workspace_bytes, /*no_retry=*/true, &scratch, &alloc);
+      if (workspace == nullptr) {
+        st = gpu::MatMulPlanOn(device, s, t, tacc_, gpu::ConvPath::kAuto, plan.transpose_bytes,
+                               &plan);
+        OP_REQUIRES_OK(ctx, FromGpuStatus(st, name));
+        if (plan.workspace_bytes > 0) {
+          workspace =
+              AllocateScratch(ctx, plan.workspace_bytes, /*no_retry=*/false, &scratch, &alloc);
+          OP_REQUIRES_OK(ctx, alloc);
+        }
+      }
+    }
+    gpu::ConvPath used = gpu::ConvPath::kAuto;
+    st = gpu::MatMulRunPlan(plan, stream, s, t, tacc_, x.data(), y.data(), output->data(),
+                            workspace, plan.workspace_bytes, &used);
+    if (st.ok()) VLOG(1) << name << " ran " << gpu::ConvPathName(used);
+    OP_REQUIRES_OK(ctx, FromGpuStatus(st, name));
+  }
+
+ private:
+  gpu::DataType tacc_ = gpu::DataType::kFloat;
+  bool adj_x_ = false, adj_y_ = false;
+};
+
+REGISTER_KERNEL_BUILDER(
+    Name("Fp16MatMul").Device(tensorflow::DEVICE_GPU).TypeConstraint<Eigen::half>("T"),
+    Fp16MatMulGpuOp<Eigen::half>);
+REGISTER_KERNEL_BUILDER(
+    Name("Fp16MatMul").Device(tensorflow::DEVICE_GPU).TypeConstraint<float>("T"),
+    Fp16MatMulGpuOp<float>);
 
 }  // namespace
 }  // namespace tf_fp16ops

@@ -10,6 +10,8 @@
 // dtype codes: 0 half, 1 float. path codes: 0 auto, 1 sm90, 2 sm80, 3 simt, 4 fallback, 5 sm70.
 // device (where taken): 3 ints {driver_version, compute_capability, sm90a_code}, or null for
 // the current device (QueryDevice).
+// matmul (matmul_gpu.h): mdims: 6 int64 values batch, M, N, K, x_matrices, y_matrices;
+// x_offsets / y_offsets: `batch` int64 matrix indices each, or null (matrix b for output b).
 // Return value: the StatusCode (0 ok, 1 invalid argument, 2 internal, 3 failed precondition,
 // 4 unimplemented); `msg` (msg_len bytes, may be null) receives the status text.
 #include <cstdint>
@@ -17,6 +19,7 @@
 
 #include "cc/kernels/gpu/conv2d_gpu.h"
 #include "cc/kernels/gpu/direct_conv.h"
+#include "cc/kernels/gpu/matmul_gpu.h"
 
 namespace {
 
@@ -76,6 +79,22 @@ bool GetDevice(const int* device, DeviceInfo* info, Status* st) {
   info->compute_capability = device[1];
   info->sm90a_code = device[2] != 0;
   return true;
+}
+
+tf_fp16ops::gpu::MatMulShape MatMulShapeOf(const int64_t* d, int adj_x, int adj_y,
+                                           const int64_t* x_offsets, const int64_t* y_offsets) {
+  tf_fp16ops::gpu::MatMulShape s;
+  s.batch = d[0];
+  s.M = d[1];
+  s.N = d[2];
+  s.K = d[3];
+  s.x_matrices = d[4];
+  s.y_matrices = d[5];
+  s.adj_x = adj_x != 0;
+  s.adj_y = adj_y != 0;
+  s.x_offsets = x_offsets;
+  s.y_offsets = y_offsets;
+  return s;
 }
 
 bool ValidOp(int op) { return op >= 0 && op <= 2; }
@@ -154,6 +173,42 @@ TFO_EXPORT int tfo_launch_with_allocator(int op, const int64_t* dims, int nchw, 
       allocator, &used, &n);
   if (used_path != nullptr) *used_path = static_cast<int>(used);
   if (selections != nullptr) *selections = n;
+  return Finish(st, msg, msg_len);
+}
+
+// The matmul's plan on `device` within `max_bytes` of workspace: the implementation and bytes.
+TFO_EXPORT int tfo_matmul_select(const int64_t* mdims, int adj_x, int adj_y,
+                                 const int64_t* x_offsets, const int64_t* y_offsets, int t,
+                                 int tacc, int path, uint64_t max_bytes, const int* device,
+                                 int* chosen, uint64_t* bytes, char* msg, int msg_len) {
+  DeviceInfo info;
+  Status st;
+  if (!GetDevice(device, &info, &st)) return Finish(st, msg, msg_len);
+  tf_fp16ops::gpu::MatMulPlan plan;
+  st = tf_fp16ops::gpu::MatMulPlanOn(info, MatMulShapeOf(mdims, adj_x, adj_y, x_offsets, y_offsets),
+                                     static_cast<DataType>(t), static_cast<DataType>(tacc),
+                                     static_cast<ConvPath>(path), max_bytes, &plan);
+  if (chosen != nullptr) *chosen = static_cast<int>(plan.conv.path);
+  if (bytes != nullptr) *bytes = plan.workspace_bytes;
+  return Finish(st, msg, msg_len);
+}
+
+// Plans and runs the matmul on `stream`; *used_path receives the implementation that ran.
+TFO_EXPORT int tfo_matmul_launch(const int64_t* mdims, int adj_x, int adj_y,
+                                 const int64_t* x_offsets, const int64_t* y_offsets, int t,
+                                 int tacc, const void* x, const void* y, void* out, void* workspace,
+                                 uint64_t workspace_bytes, void* stream, int path,
+                                 const int* device, int* used_path, char* msg, int msg_len) {
+  DeviceInfo info;
+  Status st;
+  if (!GetDevice(device, &info, &st)) return Finish(st, msg, msg_len);
+  ConvPath used = ConvPath::kAuto;
+  st = tf_fp16ops::gpu::MatMulLaunchOn(info, static_cast<cudaStream_t>(stream),
+                                       MatMulShapeOf(mdims, adj_x, adj_y, x_offsets, y_offsets),
+                                       static_cast<DataType>(t), static_cast<DataType>(tacc), x, y,
+                                       out, workspace, workspace_bytes, static_cast<ConvPath>(path),
+                                       &used);
+  if (used_path != nullptr) *used_path = static_cast<int>(used);
   return Finish(st, msg, msg_len);
 }
 
