@@ -171,7 +171,7 @@ def _selector(layers: LayerSelection, model) -> Callable[[keras.layers.Layer], b
     by_name = {layer.name: layer for layer in _all_layers(model)}
     unknown = sorted(names - by_name.keys())
     if unknown:
-        raise ValueError(f"layers names {unknown} that are not in model '{model.name}'")
+        raise ValueError(f"layers: no layer named {unknown} in model '{model.name}'")
     wrong_kind = sorted(n for n in names if not _is_convertible(by_name[n]))
     if wrong_kind:
         kinds = ", ".join(f"'{n}' is a {type(by_name[n]).__name__}" for n in wrong_kind)
