@@ -292,6 +292,11 @@ def test_cli(digits, tmp_path, capsys):
         "float16"
     }
 
+    # stdout not a terminal (captured here, redirected by a user): no progress bar in the table
+    assert cli_main([path, "--random-inputs", "4", "--tolerance", "1e9"]) == 0
+    out = capsys.readouterr().out
+    assert "fp16 set:" in out and "\r" not in out and "\x1b[" not in out and "batch" not in out
+
     assert cli_main([path, "--random-inputs", "0"]) == 2
     assert "--random-inputs must be >= 1" in capsys.readouterr().err
     assert cli_main([str(tmp_path / "missing.keras"), "--random-inputs", "2"]) == 2

@@ -68,7 +68,12 @@ def _parser() -> argparse.ArgumentParser:
         "--logdir", help="write TensorBoard summaries (scalars per layer, a text table) here"
     )
     p.add_argument("--save-model", help="save the converted model for the fp16 set (.keras)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (there is none either when stdout is not a terminal: the table "
+        "there stays plain text)",
+    )
     return p
 
 
@@ -171,7 +176,7 @@ def main(argv=None) -> int:
             others=args.others,
             search=args.search,
             batch_size=args.batch_size,
-            progress=not args.no_progress,
+            progress=not args.no_progress and sys.stdout.isatty(),
             logdir=args.logdir,
         )
     except (ValueError, TypeError) as e:
