@@ -299,10 +299,23 @@ def test_cli(digits, tmp_path, capsys):
 
     assert cli_main([path, "--random-inputs", "0"]) == 2
     assert "--random-inputs must be >= 1" in capsys.readouterr().err
-    assert cli_main([str(tmp_path / "missing.keras"), "--random-inputs", "2"]) == 2
-    assert "cannot load model" in capsys.readouterr().err
-    assert cli_main([path, "--random-inputs", "4", "--tolerance", "0", "--no-progress"]) == 2
-    assert capsys.readouterr().err.strip().endswith("tolerance must be a positive number, got 0.0")
+    missing = str(tmp_path / "missing.keras")
+    assert cli_main([missing, "--random-inputs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"tf-fp16-sensitivity: error: model {missing!r}: no such file\n"
+    assert cli_main([str(tmp_path), "--random-inputs", "2"]) == 2
+    assert "is a directory (a SavedModel?)" in capsys.readouterr().err
+    # flags are named as flags, and checked before the model is loaded (a missing model here)
+    for flags, message in (
+        (["--tolerance", "0"], "--tolerance must be a positive number, got 0.0"),
+        (["--tolerance", "nan"], "--tolerance must be a positive number, got nan"),
+        (["--metric-tolerance", "-1"], "--metric-tolerance must be a number >= 0, got -1.0"),
+        (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    ):
+        assert cli_main([missing, "--random-inputs", "4", *flags]) == 2
+        assert capsys.readouterr().err == f"tf-fp16-sensitivity: error: {message}\n"
+    assert cli_main([path, "--inputs", str(tmp_path / "nope.npy")]) == 2
+    assert "--inputs '" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -345,7 +358,7 @@ def test_cli_checks_outputs_before_the_run(tmp_path, capsys):
         assert err.count("\n") == 1
     assert not os.path.exists(tmp_path / "r.json")
     cli_main([missing, "--random-inputs", "2", "--json", str(tmp_path / "r.json")])
-    assert "cannot load model" in capsys.readouterr().err
+    assert f"model {missing!r}: no such file" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "r.json")  # the probe leaves nothing behind
 
 

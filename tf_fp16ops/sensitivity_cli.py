@@ -120,8 +120,16 @@ def main(argv=None) -> int:
         print(f"tf-fp16-sensitivity: error: {message}", file=sys.stderr)
         return 2
 
+    # Flags and files are checked here, before TensorFlow is imported and the model loaded
+    # (seconds), with the flags' names; the library checks the same values again.
     if args.random_inputs is not None and args.random_inputs < 1:
         return fail(f"--random-inputs must be >= 1, got {args.random_inputs}")
+    if not args.tolerance > 0:  # also NaN
+        return fail(f"--tolerance must be a positive number, got {args.tolerance}")
+    if args.metric_tolerance is not None and not args.metric_tolerance >= 0:
+        return fail(f"--metric-tolerance must be a number >= 0, got {args.metric_tolerance}")
+    if args.batch_size < 1:
+        return fail(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.save_model and not args.save_model.endswith(".keras"):
         return fail(f"--save-model must name a .keras file, got {args.save_model!r}")
     # Outputs are checked before the (long) run, not after it.
@@ -132,6 +140,14 @@ def main(argv=None) -> int:
     why = _unwritable_dir(args.logdir) if args.logdir is not None else None
     if why:
         return fail(f"--logdir {args.logdir!r}: cannot write: {why}")
+    if os.path.isdir(args.model):
+        return fail(
+            f"model {args.model!r} is a directory (a SavedModel?): tf-fp16-sensitivity takes a "
+            ".keras file"
+        )
+    for flag, path in (("model", args.model), ("--inputs", args.inputs), ("--labels", args.labels)):
+        if path is not None and not os.path.isfile(path):
+            return fail(f"{flag} {path!r}: no such file")
     from tf_fp16ops._quiet import import_tensorflow
 
     try:
