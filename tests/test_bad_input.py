@@ -113,6 +113,13 @@ def test_bad_attrs_and_shapes(call, message, mode):
         ),
         (dict(strides="two"), "strides must be an int or a list of 1, 2 or 4 ints, got 'two'"),
         (dict(dilations=[1, 1, 1]), "dilations must be an int or a list of 1, 2 or 4 ints"),
+        (dict(strides=0), "strides must be positive, got 0"),
+        (dict(strides=[1, -2]), "strides must be positive, got [1, -2]"),
+        (dict(dilations=[1, 0, 1, 1]), "dilations must be positive, got [1, 0, 1, 1]"),
+        (
+            dict(padding=[[0, 0], [-1, 1], [1, 1], [0, 0]]),
+            "explicit padding must be non-negative, got [[0, 0], [-1, 1], [1, 1], [0, 0]]",
+        ),
         (dict(data_format="NCWH"), "data_format must be 'NHWC' or 'NCHW', got 'NCWH'"),
         (dict(accumulation="bfloat16"), "accumulation must be 'float16' or 'float32'"),
         (dict(accumulation=tf.int32), "accumulation must be 'float16' or 'float32'"),

@@ -96,11 +96,13 @@ def _window_attr(name: str, value, data_format: str) -> list[int]:
         values = _int_list(name, value, what)
         if len(values) == 1:
             values = values * 2
+    if len(values) not in (2, 4):
+        raise ValueError(f"{name} must be an int or a list of 1, 2 or 4 ints, got {value!r}")
+    if any(v < 1 for v in values):
+        raise ValueError(f"{name} must be positive, got {value!r}")
     if len(values) == 2:
         return [1, 1] + values if data_format == "NCHW" else [1] + values + [1]
-    if len(values) == 4:
-        return values
-    raise ValueError(f"{name} must be an int or a list of 1, 2 or 4 ints, got {value!r}")
+    return values
 
 
 def _padding_attrs(padding) -> tuple[str, list[int]]:
@@ -123,7 +125,10 @@ def _padding_attrs(padding) -> tuple[str, list[int]]:
         raise ValueError(
             f"explicit padding must be 4 [before, after] pairs (one per dimension), got {padding!r}"
         )
-    return "EXPLICIT", [v for p in pairs for v in p]
+    flat = [v for p in pairs for v in p]
+    if any(v < 0 for v in flat):
+        raise ValueError(f"explicit padding must be non-negative, got {padding!r}")
+    return "EXPLICIT", flat
 
 
 def _data_format(data_format: str) -> str:
