@@ -381,14 +381,19 @@ sys.meta_path.insert(0, _Hide())
     ],
     ids=["tf-fp16-sensitivity", "demo"],
 )
-def test_without_tensorflow_one_line(run):
+def test_without_tensorflow_one_line(run, tmp_path):
     import subprocess
 
+    # files that exist (the CLI checks them before importing TensorFlow); never read here
+    (tmp_path / "m.keras").write_bytes(b"")
+    (tmp_path / "x").write_bytes(b"")
     p = subprocess.run(
         [sys.executable, "-c", _HIDE_TF + run],
         capture_output=True,
         text=True,
         timeout=60,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=REPO),
     )
     assert p.returncode == 2, p.stderr
     assert p.stderr.count("\n") == 1, p.stderr
