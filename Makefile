@@ -24,7 +24,7 @@ demo: install
 	$(PY) -m tf_fp16ops.demo
 
 # The host test of the size rules (cc/kernels/conv_shape_test.cc), the suite
-# (tests/test_wheel.py installs the wheel just built into a fresh virtualenv), then the style check.
+# (tests/package/test_wheel.py installs the wheel just built into a fresh virtualenv), then the style check.
 test: install wheel gpu-host-lib
 	$(BAZEL) run //:conv_shape_test
 	TF_FP16OPS_WHEEL="$$(ls dist/tf_fp16ops-*.whl)" $(PY) -m pytest $(PYTEST_ARGS)
@@ -34,10 +34,11 @@ test: install wheel gpu-host-lib
 # stock conv (what a CPU without avx512_fp16/amx_fp16/avx_ne_convert does for T=half): CI covers
 # both TensorFlow CPU paths on whatever CPU it runs. Left out: the tests that run no stock kernel
 # (our own ISA paths are covered by TF_FP16OPS_CPU_ISA caps in the first run).
-ONEDNN_INDEPENDENT_TESTS := test_wheel.py test_no_tensorflow.py test_gpu_host.py \
-	test_softfloat_oracle.py test_fuzz.py test_isa_paths.py test_subnormals.py \
-	test_tb_plugin_browser.py test_tb_plugin_routes.py test_audit_malformed.py test_audit_layering.py \
-	test_float_order.py test_benchmark_cpu.py test_cuda_toolchain.py test_tf_matrix.py
+ONEDNN_INDEPENDENT_TESTS := package/test_wheel.py package/test_no_tensorflow.py \
+	package/test_tf_matrix.py gpu/test_gpu_host.py gpu/test_cuda_toolchain.py \
+	ops/test_softfloat_oracle.py ops/test_fuzz.py ops/test_isa_paths.py ops/test_subnormals.py \
+	ops/test_float_order.py ops/test_benchmark_cpu.py tensorboard_plugin/test_tb_plugin_browser.py \
+	tensorboard/test_tb_plugin_routes.py audit/test_audit_malformed.py audit/test_audit_layering.py
 # Also left out: the multi-process tf.distribute runs (-k), which compare a sharded run with the
 # one-device run of the same kernels: ~2 min of CI for no kernel choice of their own.
 test-eigen: install
@@ -163,7 +164,7 @@ benchmark: install
 FUZZ_CASES ?= 40000
 fuzz: install
 	FUZZ_CASES=$(FUZZ_CASES) SOFTFLOAT_RANDOM=20000000 $(PY) -m pytest -q \
-	  tests/test_fuzz.py tests/test_softfloat_oracle.py tests/test_hostile_sizes.py
+	  tests/ops/test_fuzz.py tests/ops/test_softfloat_oracle.py tests/ops/test_hostile_sizes.py
 
 # The op library with its CUDA kernels. CUDA_COMPILER=clang (default): TensorFlow's own CUDA
 # stack, as its --config=cuda_clang builds it: Debian's clang-19 (CLANG_CUDA_COMPILER_PATH
@@ -206,7 +207,7 @@ gpu-check:
 	$(GPU_BUNDLE)/run.sh $(or $(OUT),$(GPU_BUNDLE)/results)
 
 # The GPU sources compiled as host C++ (TF_FP16OPS_HOST_BUILD: kernel bodies run as loops on the
-# CPU) into a ctypes library for tests/test_gpu_host.py. CUTLASS's can_implement is compiled in
+# CPU) into a ctypes library for tests/gpu/test_gpu_host.py. CUTLASS's can_implement is compiled in
 # with nvcc when nvcc is found (host code only, no kernel instantiated); without nvcc the table
 # tests skip and say so.
 NVCC_BIN ?= $(or $(NVCC),$(shell command -v nvcc 2>/dev/null))

@@ -4,5 +4,5 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# tests/reference.py is imported by several suites as `reference`.
+# tests/ on sys.path: the areas' test files import the shared helpers as the `support` package.
 sys.path.insert(0, os.path.dirname(__file__))

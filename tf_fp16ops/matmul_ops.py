@@ -8,7 +8,7 @@ the contraction index k ascending.
   accumulation="float16" (inputs must be float16): each step is acc = round_fp16(x*y + acc),
     the exact product and one round-to-nearest-even (the semantics of CUDA's __hfma, CUDA Math
     API "Half Precision Intrinsics"), on every CPU instruction-set path. Bit-exact against the
-    NumPy reference of tests/reference.py (`batch_matmul`).
+    NumPy reference of tests/support/reference.py (`batch_matmul`).
 Shapes and broadcasting are those of `tf.linalg.matmul` on rank >= 2 tensors (TensorFlow's
 BatchMatMulV2): x [..., M, K], y [..., K, N] -> [broadcast batch..., M, N].
 """

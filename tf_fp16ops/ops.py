@@ -6,7 +6,7 @@ Numerics contract (README "Numerics"; docs/design.md "Numerics contract"):
     at +0; each step is acc = round_fp16(x*w + acc) with the exact product and one
     round-to-nearest-even (the semantics of CUDA's __hfma, CUDA Math API "Half Precision
     Intrinsics"), over (kh, kw, in_channel) ascending on the CPU. The forward result of the
-    float16 path is bit-exact against a NumPy reference (tests/reference.py).
+    float16 path is bit-exact against a NumPy reference (tests/support/reference.py).
 
 Sizes: output sizes follow tf.nn.conv2d's shape function; zero-size inputs give empty outputs
 (zeros for an empty sum); there is no limit on filter size x dilation other than padded extents

@@ -16,8 +16,8 @@ then tagged by `auditwheel repair --exclude libtensorflow_framework.so.2`: the m
 the libraries' glibc and libstdc++ symbol versions allow (manylinux_2_24 for Debian 12's g++),
 nothing grafted (TensorFlow's framework library comes with the tensorflow wheel).
 SOURCE_DATE_EPOCH fixes the archive timestamps, so the same inputs give the same wheel bytes
-(tests/test_wheel.py keys its virtualenv cache by the wheel's hash). Old tf_fp16ops wheels in
---dist are removed first; the path of the new one is printed.
+(tests/package/test_wheel.py keys its virtualenv cache by the wheel's hash). Old tf_fp16ops
+wheels in --dist are removed first; the path of the new one is printed.
 
 Errors: a missing library or build info, or a failed `pip wheel` or `auditwheel repair` (whose
 output is shown), exit with status 1 and one line on stderr.

@@ -1,8 +1,8 @@
 """Call-graph benchmark of the static audit (not a timed test): chains and diamonds.
 
-Each case is a GraphDef built by tests/callgraph_models.py: a PartitionedCall chain of N functions
-(each passing its two arguments on, one conv at the bottom) or a diamond of depth D (each level
-calls the next twice: 2**(D-1) call paths to the conv). Each (tree, case) runs
+Each case is a GraphDef built by tests/support/callgraph_models.py: a PartitionedCall chain of N
+functions (each passing its two arguments on, one conv at the bottom) or a diamond of depth D (each
+level calls the next twice: 2**(D-1) call paths to the conv). Each (tree, case) runs
 `tf-fp16-audit --format json` in a fresh process (PYTHONPATH = that source tree), so trees can be
 compared side by side in one run: CPU time (user + sys) and wall time of the child, its peak RSS
 (ru_maxrss), the call sites it reported and its exit status. A run past --timeout seconds or its

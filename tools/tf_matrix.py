@@ -43,22 +43,18 @@ MATRIX_DIR = ROOT / "build" / "matrix"
 # The tests whose result depends on the TensorFlow and Keras versions: op exactness, gradients,
 # the Keras layers (save/load), convert, the demo, the audit's --run, the plugin's routes.
 TESTS = (
-    "test_conv2d_reference.py",
-    "test_gradients.py",
-    "test_keras_layer.py",
-    "test_layers_exact.py",
-    "test_convert.py",
-    "test_savedmodel.py",
-    "test_demo.py",
-    "test_audit_runtime.py",
-    "test_tb_plugin_routes.py",
+    "ops/test_conv2d_reference.py",
+    "ops/test_gradients.py",
+    "layers/test_layers_conv2d.py",
+    "layers/test_layers_exact.py",
+    "models/test_conversion.py",
+    "models/test_saved_model.py",
+    "models/test_demo.py",
+    "audit/runtime/test_audit_runtime.py",
+    "tensorboard_plugin/test_tb_plugin_routes.py",
 )
-# Helpers the tests import (every tests/*.py that is not a test file, so that a new helper
-# needs no entry here), and their data.
-SUPPORT = (
-    *sorted(p.name for p in (ROOT / "tests").glob("*.py") if not p.name.startswith("test_")),
-    "data",
-)
+# What the tests need beside themselves: pytest's set-up, the support package and the data.
+SUPPORT = ("conftest.py", "support", "data")
 # Test tools pinned as in the development virtualenv.
 TEST_TOOLS = ("pytest", "hypothesis", "networkx")
 
@@ -191,13 +187,26 @@ def test(e: Entry, wheel: Path, log: Path, tests: tuple[str, ...] = TESTS) -> No
         copy = Path(tmp) / "tests"
         copy.mkdir()
         for name in (*SUPPORT, *tests):
-            src = ROOT / "tests" / name
+            src, dst = ROOT / "tests" / name, copy / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
             if src.is_dir():
-                shutil.copytree(src, copy / name)
+                shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
             elif src.is_file():
-                shutil.copy(src, copy / name)
+                shutil.copy(src, dst)
+        # --rootdir: the copy's tests/ (conftest.py there), whichever areas are run.
         _run(
-            [e.python, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", *tests],
+            [
+                e.python,
+                "-m",
+                "pytest",
+                "-q",
+                "-rfE",
+                "-p",
+                "no:cacheprovider",
+                "--rootdir",
+                copy,
+                *tests,
+            ],
             log,
             cwd=copy,
             env=env,

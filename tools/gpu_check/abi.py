@@ -1,5 +1,5 @@
 """ctypes binding of the C ABI in cc/kernels/gpu/c_api.cc, shared by the GPU check (device
-library libtf_fp16ops_gpu.so, torch tensors) and tests/test_gpu_host.py (host library
+library libtf_fp16ops_gpu.so, torch tensors) and tests/gpu/test_gpu_host.py (host library
 libtf_fp16ops_gpu_host.so, NumPy arrays). Needs only the standard library.
 
 Problem sizes are elements; layouts as TensorFlow's: activations NHWC (NCHW when `nchw`), filter

@@ -1,6 +1,6 @@
 """The shapes of the GPU check and benchmark, and which implementations must run them on an
 H200 (compute capability 9.0, sm_90a code present). Standard library only: imported by
-check.py on the GPU machine and by tests/test_gpu_host.py, which checks on a CPU that the
+check.py on the GPU machine and by tests/gpu/test_gpu_host.py, which checks on a CPU that the
 implementation table of cc/kernels/gpu/conv2d_gpu.cu.cc (with CUTLASS's own can_implement)
 agrees with h200_paths() for every shape here, so that a silent fallback to the direct kernel is
 caught before a GPU is involved.

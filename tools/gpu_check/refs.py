@@ -1,6 +1,6 @@
 """References and acceptance rules of the GPU check, written once for two array backends: NumPy
-(tests/test_gpu_host.py checks them on a CPU against tests/reference.py) and PyTorch on the GPU
-(check.py). Layouts: activations NHWC, filter HWIO; problems as abi.Problem.
+(tests/gpu/test_gpu_host.py checks them on a CPU against tests/support/reference.py) and PyTorch
+on the GPU (check.py). Layouts: activations NHWC, filter HWIO; problems as abi.Problem.
 
 - seq_half: the CPU contract's sequential binary16 sum (fprop over (kh, kw, ci), dgrad over
   (kh, kw, ko), wgrad over (n, p, q)), each step round_binary16(x*w + acc). The step is computed

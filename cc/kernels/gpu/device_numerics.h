@@ -5,8 +5,8 @@
 // is GCC's _Float16 and the step is computed as binary16(binary64(a) * binary64(b) + binary64(acc))
 // -- the product of two binary16 numbers is exact in binary64, and the binary64 sum is exact
 // whenever its rounding could move the result across a binary16 rounding boundary; GCC converts
-// binary64 to _Float16 with one rounding (libgcc __truncdfhf2). tests/reference.py uses the same
-// argument for its NumPy reference.
+// binary64 to _Float16 with one rounding (libgcc __truncdfhf2). tests/support/reference.py uses
+// the same argument for its NumPy reference.
 #ifndef TF_FP16OPS_CC_KERNELS_GPU_DEVICE_NUMERICS_H_
 #define TF_FP16OPS_CC_KERNELS_GPU_DEVICE_NUMERICS_H_
 

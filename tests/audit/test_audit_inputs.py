@@ -1,0 +1,279 @@
+"""Audit inputs and graph walking: formats, malformed files, nested functions, CLI and gates."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+from google.protobuf import text_format
+from tensorflow.core.framework import function_pb2, graph_pb2, types_pb2
+from tensorflow.core.protobuf import saved_model_pb2
+
+from support.audit_helpers import CPU, add_node, conv_graph
+from tf_fp16ops.audit import SCHEMA_VERSION, AuditInputError, audit
+from tf_fp16ops.audit.cli import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+X = tf.TensorSpec([1, 8, 8, 8], tf.float16)
+W = tf.TensorSpec([3, 3, 8, 8], tf.float16)
+
+
+def _conv(x, w):
+    return tf.nn.conv2d(x, w, 1, "SAME")
+
+
+def test_if_while_case_branches_are_walked():
+    @tf.function(input_signature=[X, W, tf.TensorSpec([], tf.bool), tf.TensorSpec([], tf.int32)])
+    def f(x, w, p, k):
+        a = tf.cond(p, lambda: _conv(x, w), lambda: _conv(x, w) * 2)
+        b = tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, _conv(y, w)), [0, x])[1]
+        c = tf.switch_case(k, [lambda: _conv(x, w), lambda: x, lambda: _conv(x, w) + 1])
+        return a + b + c
+
+    r = audit(f, CPU)
+    paths = sorted(f.function_path[-1].split("_")[0] if f.function_path else "" for f in r.findings)
+    assert r.summary.call_sites == 5  # two If branches, one While body, two Case branches
+    assert all(f.function_path for f in r.findings)
+    ops = {f.call_nodes[-1] for f in r.findings}
+    assert len(ops) == 3, ops
+    assert all(f.T == "half" and f.data.crossed for f in r.findings), paths
+
+
+def _fn_with_placeholder_T(name="conv_T"):
+    f = function_pb2.FunctionDef()
+    f.signature.name = name
+    a = f.signature.attr.add()
+    a.name, a.type = "T", "type"
+    for arg in ("x", "w"):
+        ia = f.signature.input_arg.add()
+        ia.name, ia.type_attr = arg, "T"
+    oa = f.signature.output_arg.add()
+    oa.name, oa.type_attr = "y", "T"
+    add_node(f.node_def, "c", "Conv2D", ["x", "w"], T="T", strides=[1, 1, 1, 1], padding=b"VALID")
+    f.ret["y"] = "c:output:0"
+    return f
+
+
+def test_attr_placeholders_resolved_per_call_site_and_direct_calls():
+    gd = graph_pb2.GraphDef()
+    gd.library.function.add().CopyFrom(_fn_with_placeholder_T())
+    for dt in ("DT_HALF", "DT_FLOAT"):
+        add_node(gd.node, f"x_{dt}", "Placeholder", dtype=dt)
+        call = add_node(gd.node, f"call_{dt}", "PartitionedCall", [f"x_{dt}", f"x_{dt}"])
+        call.attr["f"].func.name = "conv_T"
+        call.attr["f"].func.attr["T"].type = getattr(types_pb2, dt)
+    direct = add_node(gd.node, "direct", "conv_T", ["x_DT_HALF", "x_DT_HALF"])
+    direct.attr["T"].type = types_pb2.DT_HALF
+    r = audit(gd, CPU)
+    got = sorted((f.call_nodes[0], f.T, f.data.source_node) for f in r.findings)
+    assert got == [
+        ("call_DT_FLOAT", "float", "x_DT_FLOAT"),
+        ("call_DT_HALF", "half", "x_DT_HALF"),
+        ("direct", "half", "x_DT_HALF"),
+    ]
+    assert r.summary.conv_nodes == 1 and r.summary.call_sites == 3
+
+
+def test_recursion_is_cut_and_reported():
+    gd = graph_pb2.GraphDef()
+    f = _fn_with_placeholder_T("rec")
+    rec = add_node(f.node_def, "again", "PartitionedCall", ["x", "w"])
+    rec.attr["f"].func.name = "rec"
+    rec.attr["f"].func.attr["T"].placeholder = "T"
+    gd.library.function.add().CopyFrom(f)
+    add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    call = add_node(gd.node, "call", "StatefulPartitionedCall", ["x", "x"])
+    call.attr["f"].func.name = "rec"
+    call.attr["f"].func.attr["T"].type = types_pb2.DT_HALF
+    r = audit(gd, CPU)
+    assert r.summary.call_sites == 1 and r.findings[0].T == "half"
+    assert any("recursive" in n and "rec" in n for n in r.notes)
+
+
+def test_multiple_meta_graphs_and_pbtxt(tmp_path):
+    sm = saved_model_pb2.SavedModel()
+    for tags, dt in (("serve", "DT_HALF"), ("train", "DT_FLOAT")):
+        mg = sm.meta_graphs.add()
+        mg.meta_info_def.tags.append(tags)
+        mg.graph_def.CopyFrom(conv_graph(T=dt))
+    d = tmp_path / "two_mg"
+    d.mkdir()
+    (d / "saved_model.pbtxt").write_text(text_format.MessageToString(sm))
+    r = audit(str(d), CPU)
+    assert sorted((f.unit, f.T) for f in r.findings) == [
+        ("meta_graph[0] tags=serve", "half"),
+        ("meta_graph[1] tags=train", "float"),
+    ]
+    (tmp_path / "g.pbtxt").write_text(text_format.MessageToString(conv_graph()))
+    assert audit(str(tmp_path / "g.pbtxt"), CPU).findings[0].T == "half"
+
+
+def test_graph_def_binary_and_frozen_shapes(tmp_path):
+    p = tmp_path / "g.pb"
+    p.write_bytes(conv_graph().SerializeToString())
+    (f,) = audit(str(p), CPU).findings
+    # x [1,8,8,16], w [3,3,16,16] VALID -> [1,6,6,16]: 2 * 6*6*16 * 3*3*16 FLOPs.
+    assert f.output_shape == (1, 6, 6, 16) and f.flops == 2 * 6 * 6 * 16 * 3 * 3 * 16
+    assert f.flops_note == "for the graph's batch size"
+
+
+@pytest.mark.parametrize(
+    "name,content,needle",
+    [
+        ("missing.pb", None, "no such file"),
+        ("trunc.pb", "TRUNC", "truncated or malformed"),
+        ("junk.pb", b"\xff\xfe\x00garbage\x13", "GraphDef"),
+        ("empty.pb", b"", "GraphDef"),
+        ("bad.pbtxt", b"node { name: 'x' op: ", "not a valid text GraphDef"),
+        ("bad.keras", b"not a zip", "not a valid .keras (zip) archive"),
+        ("dir_without_model", "DIR", "not a SavedModel"),
+    ],
+)
+def test_bad_inputs_raise_clear_errors(tmp_path, name, content, needle):
+    p = tmp_path / name
+    if content == "TRUNC":
+        p.write_bytes(conv_graph().SerializeToString()[:-7])
+    elif content == "DIR":
+        p.mkdir()
+    elif content is not None:
+        p.write_bytes(content)
+    with pytest.raises(AuditInputError) as e:
+        audit(str(p), CPU)
+    assert needle in str(e.value) and str(p) in str(e.value)
+
+
+def test_truncated_saved_model(tmp_path):
+    d = tmp_path / "sm"
+    d.mkdir()
+    sm = saved_model_pb2.SavedModel()
+    sm.meta_graphs.add().graph_def.CopyFrom(conv_graph())
+    (d / "saved_model.pb").write_bytes(sm.SerializeToString()[:40])
+    with pytest.raises(AuditInputError, match="truncated or malformed|no MetaGraph"):
+        audit(str(d), CPU)
+
+
+def test_cli_formats_output_and_gates(tmp_path, capsys):
+    p = tmp_path / "g.pb"
+    p.write_bytes(conv_graph().SerializeToString())
+    out = tmp_path / "r.json"
+    assert main([str(p), "--device", "cpu", "--format", "json", "--output", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert (
+        d["schema_version"] == SCHEMA_VERSION and d["findings"][0]["audit_class"] == "fp16-storage"
+    )
+    assert main([str(p), "--device", "cpu", "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("# fp16 convolution and matmul audit") and "| fp16-storage | 1 |" in md
+    # fp16 share is 1.0 (T=half) but nothing accumulates in fp16 on CPU by default.
+    assert main([str(p), "--device", "cpu", "--fail-under", "1.0"]) == 0
+    assert main([str(p), "--device", "cpu", "--require", "fp16-accumulate"]) == 1
+    # The switch selects fp16 on TensorFlow's Eigen kernel (a CPU where oneDNN does not take half).
+    assert (
+        main(
+            [
+                str(p),
+                "--device",
+                "cpu",
+                "--cpu-onednn-fp16",
+                "no",
+                "--env",
+                "TF_CONV2D_USE_FP16_ACCUMULATE=1",
+                "--require",
+                "fp16-accumulate",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                str(p),
+                "--device",
+                "gpu",
+                "--env",
+                "TF_FP16_CONV_USE_FP32_COMPUTE=false",
+                "--require",
+                "fp16-accumulate",
+            ]
+        )
+        == 1
+    )
+    assert main([str(p), "--env", "NOEQUALS"]) == 2
+    assert main([str(p), "--compute-capability", "eight"]) == 2
+    err = capsys.readouterr().err
+    assert "--env expects NAME=VALUE, got 'NOEQUALS'" in err and "'eight'" in err
+
+
+def test_cli_bad_path_among_several_is_one_error_and_the_rest_are_audited(tmp_path, capsys):
+    good = tmp_path / "g.pb"
+    good.write_bytes(conv_graph().SerializeToString())
+    trunc = tmp_path / "trunc.pb"
+    trunc.write_bytes(conv_graph().SerializeToString()[:-7])
+    missing = tmp_path / "nope.pb"
+    paths = [str(good), str(missing), str(trunc), str(good)]
+    assert main([*paths, "--device", "cpu", "--format", "json"]) == 2
+    cap = capsys.readouterr()
+    reports = json.loads(cap.out)
+    assert [r["source"] for r in reports] == [str(good), str(good)]
+    errors = cap.err.splitlines()
+    assert len(errors) == 2 and all(e.startswith("tf-fp16-audit: error: ") for e in errors)
+    assert str(missing) in errors[0] and str(trunc) in errors[1]
+    # every path bad: no report at all, status 2
+    assert main([str(missing), "--format", "json"]) == 2
+    assert capsys.readouterr().out == ""
+    # a failed gate is status 1, a bad path 2 (the worse wins)
+    assert main([str(good), "--device", "cpu", "--require", "fp16-accumulate"]) == 1
+    assert main([str(good), str(missing), "--device", "cpu", "--require", "fp16-accumulate"]) == 2
+    assert "gate failed" in capsys.readouterr().err
+
+
+def test_cli_subprocess_errors_have_no_traceback(tmp_path):
+    bad = tmp_path / "trunc.pb"
+    bad.write_bytes(conv_graph().SerializeToString()[:-7])
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+    for args in ([str(bad)], [str(tmp_path / "nope")]):
+        p = subprocess.run(
+            [sys.executable, "-m", "tf_fp16ops.audit", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert p.returncode == 2
+        assert "Traceback" not in p.stderr and "tf-fp16-audit: error:" in p.stderr
+    h = subprocess.run(
+        [sys.executable, "-m", "tf_fp16ops.audit", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert (
+        h.returncode == 0
+        and "TF_FP16_CONV_USE_FP32_COMPUTE" in h.stdout
+        and "--fail-under" in h.stdout
+    )
+
+
+def test_demo_example_is_generated_once_and_audited(tmp_path):
+    from tf_fp16ops.audit import demo_example
+
+    path = demo_example(str(tmp_path / "demo"))
+    mtime = os.path.getmtime(os.path.join(path, "saved_model.pb"))
+    assert (
+        demo_example(path) == path
+        and os.path.getmtime(os.path.join(path, "saved_model.pb")) == mtime
+    )
+    r = audit(path, CPU)
+    by_sig = {f.signatures[0]: f.audit_class for f in r.findings}
+    assert by_sig == {
+        "conv16": "fp16-storage",
+        "conv32": "fp32",
+        "conv16_32": "fake-fp16",
+        "ours_half": "fp16-accumulate",
+        "ours_float": "fp16-storage",
+    }

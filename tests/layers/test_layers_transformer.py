@@ -1,0 +1,189 @@
+"""EinsumDense and MultiHeadAttention twins and `convert` on a Keras Transformer encoder: float32
+accumulation matches the Keras model within fp32 rounding, every matrix product of a
+float16-accumulation layer is bit-exact against tests/support/reference.py (einsum_half), and the
+converted model round-trips through .keras and SavedModel."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_fp16ops
+from support import reference as R
+from tf_fp16ops import layers as L
+from tf_fp16ops import matmul_ops
+
+SEQ, DIM, HEADS, KEY_DIM, FF = 12, 32, 4, 8, 64
+
+
+def encoder(blocks=2, seed=0):
+    """A post-norm Transformer encoder (Vaswani et al. 2017, as the Keras example
+    'Text classification with Transformer' builds it): MultiHeadAttention, residual,
+    LayerNormalization, a Dense feed-forward network, residual, LayerNormalization."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((SEQ, DIM))
+    x = inp
+    for b in range(blocks):
+        att = keras.layers.MultiHeadAttention(HEADS, KEY_DIM, name=f"mha_{b}")(x, x)
+        x = keras.layers.LayerNormalization(epsilon=1e-6, name=f"ln1_{b}")(x + att)
+        ff = keras.layers.Dense(FF, activation="relu", name=f"ff1_{b}")(x)
+        ff = keras.layers.EinsumDense("abc,cd->abd", (None, DIM), bias_axes="d", name=f"ff2_{b}")(
+            ff
+        )
+        x = keras.layers.LayerNormalization(epsilon=1e-6, name=f"ln2_{b}")(x + ff)
+    return keras.Model(inp, x)
+
+
+def inputs(n=3, seed=0):
+    return np.random.default_rng(seed).standard_normal((n, SEQ, DIM)).astype("float32")
+
+
+def bits_equal(a, b):
+    a, b = np.asarray(a, np.float16), np.asarray(b, np.float16)
+    return a.shape == b.shape and bool(
+        np.all((a.view(np.uint16) == b.view(np.uint16)) | (np.isnan(a) & np.isnan(b)))
+    )
+
+
+@pytest.fixture(scope="module")
+def model():
+    return encoder()
+
+
+def test_encoder_converts_completely_and_float32_matches(model):
+    x = inputs()
+    conv = tf_fp16ops.convert_with_report(model, "float32")
+    assert conv.report.not_converted == ()
+    assert conv.report.counts() == {"MultiHeadAttention": 2, "Dense": 2, "EinsumDense": 2}
+    # Every matrix product of the converted model is an Fp16MatMul (or the Dense's Fp16Conv2D).
+    graph = (
+        tf.function(lambda t: conv.model(t))
+        .get_concrete_function(tf.TensorSpec(x.shape, tf.float32))
+        .graph
+    )
+    types = {op.type for op in graph.get_operations()}
+    assert "Fp16MatMul" in types
+    assert not types & {"Einsum", "BatchMatMulV2", "MatMul", "BatchMatMulV3"}
+    r32 = tf_fp16ops.compare(model, conv.model, x)
+    assert r32.max_rel < 1e-5, r32.summary()
+    r16 = tf_fp16ops.compare(model, tf_fp16ops.convert(model, "float16"), x)
+    assert 1e-4 < r16.max_rel < 0.1, r16.summary()
+
+
+def test_mha_float32_matches_keras_with_masks_and_scores():
+    keras.utils.set_random_seed(1)
+    ours = L.MultiHeadAttention(HEADS, KEY_DIM, accumulation="float32")
+    theirs = keras.layers.MultiHeadAttention(HEADS, KEY_DIM)
+    q, v = inputs(2, 1), inputs(2, 2)[:, :7]
+    ours(q, v)
+    theirs(q, v)
+    ours.set_weights(theirs.get_weights())
+    mask = np.random.default_rng(3).random((2, SEQ, 7)) < 0.7
+    for kw in ({}, {"attention_mask": mask}, {"use_causal_mask": True}):
+        a, sa = ours(q, v, return_attention_scores=True, **kw)
+        b, sb = theirs(q, v, return_attention_scores=True, **kw)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(sa.numpy(), sb.numpy(), rtol=1e-5, atol=1e-7)
+        c = ours(q, v, **kw)  # Keras's fused dot_product_attention path for the original
+        np.testing.assert_allclose(c.numpy(), theirs(q, v, **kw).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def record_einsums(monkeypatch):
+    calls = []
+    real = matmul_ops.einsum
+
+    def spy(equation, a, b, accumulation="float16", name=None):
+        out = real(equation, a, b, accumulation=accumulation, name=name)
+        calls.append((equation, a.numpy(), b.numpy(), out.numpy(), accumulation))
+        return out
+
+    monkeypatch.setattr(matmul_ops, "einsum", spy)
+    return calls
+
+
+def test_mha_float16_every_product_is_bit_exact(monkeypatch):
+    # A float16 model: every product (3 projections, scores, combine, output projection) is
+    # checked against the reference on the operands the layer really passed.
+    keras.utils.set_random_seed(2)
+    layer = L.MultiHeadAttention(HEADS, KEY_DIM, dtype="float16")
+    q = inputs(2, 4).astype(np.float16)
+    layer(q, q)
+    calls = record_einsums(monkeypatch)
+    out, scores = layer(q, q, return_attention_scores=True)
+    equations = [c[0] for c in calls]
+    assert equations == [
+        "abc,cde->abde",
+        "abc,cde->abde",
+        "abc,cde->abde",
+        "aecd,abcd->acbe",
+        "acbe,aecd->abcd",
+        "abcd,cde->abe",
+    ]
+    for equation, a, b, got, acc in calls:
+        assert acc == "float16" and a.dtype == np.float16 and b.dtype == np.float16
+        assert bits_equal(got, R.einsum_half(equation, a, b)), equation
+    # The combine's left operand is Keras's softmax of the raw scores (no dropout here).
+    np.testing.assert_array_equal(calls[4][1], scores.numpy())
+    assert out.dtype == "float16"
+
+
+def test_einsum_dense_float16_is_bit_exact_in_a_float32_model():
+    keras.utils.set_random_seed(5)
+    layer = L.EinsumDense("abc,cde->abde", (SEQ, HEADS, KEY_DIM), bias_axes="de")
+    x = inputs(2, 6)
+    y = layer(x).numpy()
+    x16 = x.astype(np.float16)
+    w16 = layer.kernel.numpy().astype(np.float16)
+    prod = R.einsum_half("abc,cde->abde", x16, w16).astype(np.float32)
+    np.testing.assert_array_equal(y, prod + layer.bias.numpy())
+
+
+def test_einsum_dense_kernel_gradient_is_the_reference_chain():
+    keras.utils.set_random_seed(6)
+    layer = L.EinsumDense("abc,cd->abd", (SEQ, 5), dtype="float16")  # no bias_axes: no bias
+    x = tf.constant(inputs(2, 7).astype(np.float16))
+    with tf.GradientTape() as tape:
+        y = layer(x)
+    g = np.random.default_rng(8).standard_normal(y.shape).astype(np.float16)
+    dw = tape.gradient(y, layer.kernel, output_gradients=tf.constant(g))
+    ref = R.batch_matmul(x.numpy().reshape(-1, DIM), g.reshape(-1, 5), adj_x=True)
+    assert bits_equal(tf.cast(dw, tf.float16).numpy(), ref)
+
+
+def test_converted_encoder_round_trips(model, tmp_path):
+    x = inputs(2, 9)
+    conv = tf_fp16ops.convert(model, "float16")
+    want = conv(x).numpy()
+    path = tmp_path / "enc.keras"
+    conv.save(path)
+    loaded = keras.models.load_model(path)
+    assert type(loaded.get_layer("mha_0")) is L.MultiHeadAttention
+    assert type(loaded.get_layer("mha_0")._query_dense) is L.EinsumDense
+    assert loaded.get_layer("ff2_1").accumulation == "float16"
+    np.testing.assert_array_equal(loaded(x).numpy(), want)
+    export = tmp_path / "enc_savedmodel"
+    conv.export(str(export), verbose=False)
+    served = tf.saved_model.load(str(export))
+    np.testing.assert_array_equal(served.serve(tf.constant(x)).numpy(), want)
+
+
+def test_equations_convert_takes():
+    # convert leaves an EinsumDense whose equation einsum does not take, with this reason.
+    assert matmul_ops.equation_problem("abc,cd->abd") is None
+    assert matmul_ops.equation_problem("...b,bc->...c") is None
+    assert matmul_ops.equation_problem("abcd,cde->abe") is None
+    assert "summed within one operand only" in matmul_ops.equation_problem("abc,cd->ad")
+    assert "a label repeats" in matmul_ops.equation_problem("aac,cd->acd")
+
+
+def test_convert_reports_the_equation_of_an_einsum_dense_it_leaves():
+    """The report names the equation's problem (it used to give a dtype reason for a float32
+    layer whose dtype is fine)."""
+    inp = keras.Input((4, 6))
+    out = keras.layers.EinsumDense("abc,cd->ad", output_shape=(3,), name="sum_b")(inp)
+    report = tf_fp16ops.convert_with_report(keras.Model(inp, out)).report
+    text = report.summary()
+    assert "sum_b" in text and "summed within one operand only" in text
+    assert "dtype policy" not in text

@@ -1,0 +1,57 @@
+"""tools/benchmark_cpu.py: the ceiling is the op library's own Tacc=half fprop micro-kernel (the
+probe runs the step it claims, on the tile it claims), and a shape above its ceiling is a
+benchmark error, never a figure. No timing is asserted."""
+
+import ctypes
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tf_fp16ops import _library, ops
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("benchmark_cpu", ROOT / "tools/benchmark_cpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_row_above_the_ceiling_is_an_error_not_a_figure():
+    cell = _benchmark().ceiling_cell
+    assert cell(0.43) == ("43%", True)
+    assert cell(1.0) == ("100%", True)
+    text, ok = cell(1.45)
+    assert not ok and "benchmark error" in text and "145%" in text
+    assert not cell(float("nan"))[1]
+
+
+def test_ceiling_probe_runs_the_half_step_on_the_tile_of_the_path_in_use():
+    isa = ops.cpu_isa()
+    probe = ctypes.CDLL(str(_library.LIBRARY_PATH)).TfFp16opsFpropHalfCeilingProbe
+    probe.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_float)]
+    probe.restype = ctypes.c_int64
+    sink = ctypes.c_float(-1.0)
+    # Tiles (cc/kernels/cpu/conv2d_cpu.h): AVX512-FP16 8 channels x 96 positions; otherwise
+    # 8 rows x 16 lanes (AVX-512, scalar) or x 32 lanes (AVX2); 256 terms per run.
+    tile = {"avx512fp16": 8 * 96, "avx512": 8 * 16, "avx2": 8 * 32, "scalar": 8 * 16}[isa]
+    assert probe(3, ctypes.byref(sink)) == 3 * 256 * tile
+    # By hand: the fp16 path starts at +0 and adds 1 * 0.25 exactly (768 steps: 192); the others
+    # start at 1024, where 1024 + 0.25 rounds back to 1024 (binary16 spacing 1).
+    assert sink.value == (192.0 if isa == "avx512fp16" else 1024.0)
+    # 4096 steps: from 512 on, 512 + 0.25 is a binary16 tie (spacing 0.5) that rounds to the
+    # even 512, so the sum stagnates there (an fp32 sum would reach 1024).
+    assert probe(16, ctypes.byref(sink)) == 16 * 256 * tile
+    assert sink.value == (512.0 if isa == "avx512fp16" else 1024.0)
+    assert probe(0, ctypes.byref(sink)) == 0
+
+
+@pytest.mark.parametrize("reps", [-1])
+def test_ceiling_probe_does_nothing_for_no_reps(reps):
+    probe = ctypes.CDLL(str(_library.LIBRARY_PATH)).TfFp16opsFpropHalfCeilingProbe
+    probe.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_float)]
+    probe.restype = ctypes.c_int64
+    assert probe(reps, ctypes.byref(ctypes.c_float())) == 0

@@ -1,0 +1,246 @@
+"""The Fp16DepthwiseConv2D op (tf_fp16ops.depthwise_conv2d) that DepthwiseConv2D and
+SeparableConv2D run: bit-exact against tests/support/reference.depthwise_conv2d with float16
+accumulation on every CPU instruction-set path (TF_FP16OPS_CPU_ISA caps it, in a fresh process),
+within fp32 rounding of tf.nn.depthwise_conv2d with float32 accumulation, and clear errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_fp16ops
+from support import reference
+from tf_fp16ops import ops
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+from support import reference as R
+from tf_fp16ops import ops
+rng = np.random.default_rng(11)
+bad = compared = 0
+for trial in range(10):
+    c, m = int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    shape = (2, int(rng.integers(3, 9)), int(rng.integers(3, 9)), c)
+    kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    s, d = (1 + trial % 2, 1 + trial % 3 // 2), (1 + trial % 4 // 3, 1)
+    pad = "SAME" if trial % 2 else "VALID"
+    if trial % 3 == 1:   # many binades: binary16 subnormals and midpoints
+        x = rng.integers(-8, 8, shape) * 2.0 ** rng.integers(-20, 4, shape)
+        w = rng.integers(-8, 8, (kh, kw, c, m)) * 2.0 ** rng.integers(-12, 6, (kh, kw, c, m))
+    else:
+        x, w = rng.normal(size=shape) * 30, rng.normal(size=(kh, kw, c, m))
+    x, w = x.astype(np.float16), w.astype(np.float16)
+    try:
+        ref = R.depthwise_conv2d(x, w, s, d, pad, "half")
+    except ValueError:
+        continue
+    if min(ref.shape) == 0:
+        continue
+    ours = ops.depthwise_conv2d(x, w, list(s), pad, list(d), accumulation="float16").numpy()
+    same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+    bad += int((~same).sum())
+    compared += same.size
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    ours32 = ops.depthwise_conv2d(x32, w32, list(s), pad, list(d), accumulation="float32").numpy()
+    exact = R.depthwise_conv2d(x32.astype(np.float64), w32.astype(np.float64), s, d, pad, "float64")
+    absum = R.depthwise_conv2d(np.abs(x32).astype(np.float64), np.abs(w32).astype(np.float64), s, d,
+                               pad, "float64")
+    bad += int((np.abs(ours32 - exact) > R.gamma_bound(kh * kw, absum, 2.0 ** -24)).sum())
+print("isa", ops.cpu_isa())
+print("compared", compared)
+print("mismatches", bad)
+"""
+
+
+def test_float16_bit_exact_native_isa_path(capsys):
+    exec(SCRIPT.format(tests=TESTS), {})  # this process: the best path of the CPU
+    out = dict(line.split(" ", 1) for line in capsys.readouterr().out.splitlines() if " " in line)
+    assert out["mismatches"] == "0" and int(out["compared"]) > 1000, out
+
+
+@pytest.mark.parametrize("isa", ["avx2", "scalar"])
+def test_float16_bit_exact_capped_isa_path(isa):
+    env = dict(os.environ, TF_FP16OPS_CPU_ISA=isa)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(tests=TESTS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+    if isa == "avx2" and lines["isa"] != "avx2":
+        pytest.skip(f"this CPU has no AVX2 path (runs {lines['isa']})")
+    assert lines["isa"] == isa and lines["mismatches"] == "0" and int(lines["compared"]) > 1000
+
+
+def test_same_bits_as_grouped_conv2d():
+    rng = np.random.default_rng(3)
+    x = (rng.normal(size=(2, 9, 7, 5)) * 10).astype(np.float16)
+    w = rng.normal(size=(3, 3, 5, 2)).astype(np.float16)
+    ours = ops.depthwise_conv2d(x, w, 2, "SAME", accumulation="float16").numpy()
+    grouped = ops.conv2d(x, w.reshape(3, 3, 1, 10), 2, "SAME", accumulation="float16").numpy()
+    np.testing.assert_array_equal(ours.view(np.uint16), grouped.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_float32_accumulation_matches_tf(dtype):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 8, 8, 6)).astype(dtype)
+    w = rng.normal(size=(3, 3, 6, 2)).astype(dtype)
+    ours = ops.depthwise_conv2d(x, w, 1, "SAME", dilations=2, accumulation="float32").numpy()
+    exact = reference.depthwise_conv2d(
+        x.astype(np.float64), w.astype(np.float64), (1, 1), (2, 2), "SAME", "float64"
+    )
+    # float32: 9 terms, gamma_9 * sum|x w| <= 9 * 2^-24 * sum|x w|; float16 output: one rounding.
+    absum = reference.depthwise_conv2d(
+        np.abs(x).astype(np.float64),
+        np.abs(w).astype(np.float64),
+        (1, 1),
+        (2, 2),
+        "SAME",
+        "float64",
+    )
+    u = 2.0**-24 if dtype == "float32" else 2.0**-11
+    assert np.all(np.abs(ours - exact) <= 10 * 2.0**-24 * absum + u * np.abs(exact) + 2.0**-24)
+    tf_out = tf.nn.depthwise_conv2d(
+        x.astype("float32"), w.astype("float32"), [1, 1, 1, 1], "SAME", dilations=[2, 2]
+    ).numpy()
+    assert np.abs(ours.astype(np.float64) - tf_out).max() <= 2 * u * np.abs(tf_out).max()
+
+
+def test_layer_runs_the_op():
+    layer = tf_fp16ops.layers.DepthwiseConv2D(3, accumulation="float16")
+    graph = tf.function(layer).get_concrete_function(tf.TensorSpec([1, 5, 5, 4], tf.float32)).graph
+    types = [o.type for o in graph.get_operations()]
+    assert "Fp16DepthwiseConv2D" in types and "Fp16Conv2D" not in types
+
+
+def test_bad_inputs():
+    x16 = np.ones((1, 5, 5, 3), np.float16)
+    w16 = np.ones((3, 3, 3, 1), np.float16)
+    with pytest.raises(ValueError, match=r"accumulation='float16' needs float16 inputs"):
+        ops.depthwise_conv2d(x16.astype("float32"), w16.astype("float32"), 1, "VALID")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Tacc=half .* needs T=half"):
+        ops._ops.fp16_depthwise_conv2d(
+            x16.astype("float32"),
+            w16.astype("float32"),
+            Tacc=tf.float16,
+            strides=[1, 1, 1, 1],
+            padding="VALID",
+            dilations=[1, 1, 1, 1],
+        )
+    with pytest.raises(
+        (tf.errors.InvalidArgumentError, ValueError), match="must equal the input channels"
+    ):
+        ops.depthwise_conv2d(x16, np.ones((3, 3, 2, 1), np.float16), 1, "VALID")
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="rank 4|4-D"):
+        ops.depthwise_conv2d(x16[0], w16, 1, "VALID")
+    with pytest.raises(ValueError, match="padding must be 'SAME' or 'VALID', got 'EXPLICIT'"):
+        ops.depthwise_conv2d(x16, w16, 1, "EXPLICIT")
+    with pytest.raises(ValueError, match="strides must be"):
+        ops.depthwise_conv2d(x16, w16, "2", "VALID")
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="strides"):
+        ops.depthwise_conv2d(x16, w16, [0, 1], "VALID")
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+        ops.depthwise_conv2d(x16, np.ones((7, 7, 3, 1), np.float16), 1, "VALID")  # output size <= 0
+    with pytest.raises(
+        ValueError, match=r"filter must have the dtype of input \(float16\), got float32"
+    ):
+        ops.depthwise_conv2d(x16, w16.astype("float32"), 1, "VALID")
+
+
+def _tf_static_shape(x_shape, w_shape, strides, padding):
+    # TensorFlow's shape function for tf.nn.depthwise_conv2d (its eager CPU kernel returns an
+    # input-shaped empty tensor instead for an empty input, so the graph shape is the reference).
+    fn = tf.function(lambda a, b: tf.nn.depthwise_conv2d(a, b, strides, padding))
+    spec = [tf.TensorSpec(x_shape, tf.float16), tf.TensorSpec(w_shape, tf.float16)]
+    return tuple(fn.get_concrete_function(*spec).structured_outputs.shape)
+
+
+EMPTY = [  # (input, filter, padding): zero H (SAME), zero batch, zero channels, zero multiplier
+    ((1, 0, 4, 3), (3, 3, 3, 2), "SAME"),
+    ((1, 4, 0, 3), (3, 3, 3, 2), "SAME"),
+    ((0, 5, 5, 3), (3, 3, 3, 2), "SAME"),
+    ((0, 5, 5, 3), (3, 3, 3, 2), "VALID"),
+    ((1, 5, 5, 0), (3, 3, 0, 2), "SAME"),
+    ((1, 5, 5, 3), (3, 3, 3, 0), "VALID"),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,padding", EMPTY)
+@pytest.mark.parametrize("accumulation", ["float16", "float32"])
+def test_empty_outputs_as_tf(x_shape, w_shape, padding, accumulation):
+    expected = _tf_static_shape(x_shape, w_shape, [1, 1, 1, 1], padding)
+    assert 0 in expected
+    x = tf.constant(np.ones(x_shape, np.float16))
+    w = tf.constant(np.ones(w_shape, np.float16))
+    with tf.GradientTape() as tape:
+        tape.watch([x, w])
+        y = ops.depthwise_conv2d(x, w, 1, padding, accumulation=accumulation)
+    assert tuple(y.shape) == expected
+    dx, dw = tape.gradient(y, [x, w])
+    assert dx.shape == x.shape and dw.shape == w.shape
+    assert not np.any(dx.numpy()) and not np.any(dw.numpy())
+    graph_shape = tf.function(
+        lambda a, b: ops.depthwise_conv2d(a, b, 1, padding, accumulation=accumulation)
+    ).get_concrete_function(tf.TensorSpec(x_shape, tf.float16), tf.TensorSpec(w_shape, tf.float16))
+    assert tuple(graph_shape.structured_outputs.shape) == expected
+    # the grouped conv2d (groups = C, filter [KH, KW, 1, C*M]) agrees where it accepts the sizes
+    if x_shape[3] > 0:
+        wg = np.ones(w_shape[:2] + (1, w_shape[2] * w_shape[3]), np.float16)
+        yg = ops.conv2d(x, wg, 1, padding, accumulation=accumulation)
+        assert tuple(yg.shape) == expected
+
+
+def test_sizes_tf_rejects():
+    x = np.ones((1, 2, 2, 3), np.float16)
+    with pytest.raises(ValueError):  # TF's shape function rejects it too
+        _tf_static_shape((1, 2, 2, 3), (3, 3, 3, 2), [1, 1, 1, 1], "VALID")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="output height would be negative"):
+        ops.depthwise_conv2d(x, np.ones((3, 3, 3, 2), np.float16), 1, "VALID")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="filter sizes .* must be positive"):
+        ops.depthwise_conv2d(x, np.ones((0, 3, 3, 2), np.float16), 1, "SAME")
+
+
+UNKNOWN_SCRIPT = r"""
+import numpy as np, tensorflow as tf
+from tf_fp16ops import ops
+spec = [tf.TensorSpec([None, None, None, 3], tf.float16), tf.TensorSpec([3, 3, None, None],
+        tf.float16)]
+@tf.function(input_signature=spec)
+def f(x, w):
+    with tf.GradientTape() as tape:
+        tape.watch([x, w])
+        y = ops.depthwise_conv2d(x, w, 2, "SAME")
+    return (y,) + tuple(tape.gradient(y, [x, w]))
+print("static", f.get_concrete_function().structured_outputs[0].shape)
+for xs, ws in [((1, 0, 4, 3), (3, 3, 3, 2)), ((2, 5, 5, 3), (3, 3, 3, 0)), ((0, 5, 5, 3),
+               (3, 3, 3, 1)), ((1, 5, 5, 3), (3, 3, 3, 1))]:
+    y, dx, dw = f(np.ones(xs, np.float16), np.ones(ws, np.float16))
+    print("shapes", tuple(y.shape), tuple(dx.shape), tuple(dw.shape))
+"""
+
+
+def test_unknown_dims_in_graph_mode():
+    out = subprocess.run(
+        [sys.executable, "-c", UNKNOWN_SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith(("static", "shapes"))]
+    assert lines == [
+        "static (None, None, None, None)",
+        "shapes (1, 0, 2, 6) (1, 0, 4, 3) (3, 3, 3, 2)",
+        "shapes (2, 3, 3, 0) (2, 5, 5, 3) (3, 3, 3, 0)",
+        "shapes (0, 3, 3, 3) (0, 5, 5, 3) (3, 3, 3, 1)",
+        "shapes (1, 3, 3, 3) (1, 5, 5, 3) (3, 3, 3, 1)",
+    ]

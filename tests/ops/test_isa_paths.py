@@ -1,0 +1,53 @@
+"""Every CPU instruction-set path (AVX512-FP16, AVX-512, AVX2, scalar) is bit-exact against the
+NumPy reference: each runs in a fresh process with TF_FP16OPS_CPU_ISA capping the path. The
+ops run on TensorFlow's threads, which set MXCSR.FTZ/DAZ: the "binades" trials (binary16
+subnormal products, sums and results) show that the fp16 path does not depend on them."""
+
+import pytest
+
+from support.cpu_features import run_on_isa
+
+SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+import tf_fp16ops
+from support import reference as R
+rng = np.random.default_rng(7)
+bad = 0
+for trial in range(15):
+    c, k = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+    if trial >= 12:  # lane tails of the 32-lane FP16 blocks: 16, 17..31, 33..48
+        k = (16, 23, 41)[trial - 12]
+    shape = (2, int(rng.integers(3, 8)), int(rng.integers(3, 8)), c)
+    if trial % 3 == 0:
+        x, w = rng.random(shape), rng.random((3, 3, c, k)) - 0.5
+    elif trial % 3 == 1:   # many binades: binary16 subnormals and midpoints
+        x = rng.integers(-8, 8, shape) * 2.0 ** rng.integers(-20, 4, shape)
+        w = rng.integers(-8, 8, (3, 3, c, k)) * 2.0 ** rng.integers(-12, 6, (3, 3, c, k))
+    else:
+        x, w = rng.integers(0, 2049, shape), rng.integers(-3, 4, (3, 3, c, k))
+    x, w = x.astype(np.float16), w.astype(np.float16)
+    for acc in ("float16", "float32"):
+        ours = tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation=acc).numpy()
+        if acc == "float16":
+            ref = R.conv2d(x, w, padding="SAME")
+            same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+            bad += int((~same).sum())
+        else:
+            x64, w64 = x.astype(np.float64), w.astype(np.float64)
+            ref = R.conv2d(x64, w64, padding="SAME", accumulation="float64")
+            absr = R.conv2d(np.abs(x64), np.abs(w64), padding="SAME", accumulation="float64")
+            bound = R.gamma_bound(9 * c, absr, 2.0 ** -24) + np.maximum(
+                np.abs(ref) * 2.0 ** -11, 2.0 ** -25
+            ) * 1.001
+            ok = np.abs(ours.astype(np.float64) - ref) <= bound
+            bad += int((~ok[np.isfinite(ref) & (np.abs(ref) < 65504)]).sum())
+print("isa", tf_fp16ops.ops.cpu_isa())
+print("mismatches", bad)
+"""
+
+
+@pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
+def test_isa_path_is_exact(isa):
+    lines = run_on_isa(SCRIPT, isa)
+    assert lines == [f"isa {isa}", "mismatches 0"]
