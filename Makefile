@@ -65,7 +65,7 @@ configure: venv
 build: configure
 	$(BAZEL) build //:_fp16ops.so
 	install -m 0755 bazel-bin/_fp16ops.so tf_fp16ops/_fp16ops.so
-	$(PY) -c "import json; from tf_fp16ops._quiet import import_tensorflow; tf = import_tensorflow(); json.dump({'tensorflow_version': tf.__version__}, open('tf_fp16ops/_build_info.json', 'w'))"
+	$(PY) -c "import json; from tf_fp16ops._platform.quiet import import_tensorflow; tf = import_tensorflow(); json.dump({'tensorflow_version': tf.__version__}, open('tf_fp16ops/_build_info.json', 'w'))"
 
 install: build
 	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e .
@@ -98,7 +98,7 @@ WHEEL_LIBS = --library tf_fp16ops/_fp16ops.so --build-info tf_fp16ops/_build_inf
 ifeq ($(CUDA),1)
 wheel: build-cuda
 	mkdir -p build
-	$(PY) -c "import json; from tf_fp16ops._quiet import import_tensorflow; tf = import_tensorflow(); print(json.dumps({'tensorflow_version': tf.__version__}))" > build/cuda_build_info.json
+	$(PY) -c "import json; from tf_fp16ops._platform.quiet import import_tensorflow; tf = import_tensorflow(); print(json.dumps({'tensorflow_version': tf.__version__}))" > build/cuda_build_info.json
 	$(PY) tools/build_wheel.py --cuda --library bazel-bin/_fp16ops.so --build-info build/cuda_build_info.json --dist $(DIST)
 else
 wheel: build

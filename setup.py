@@ -8,7 +8,7 @@
   `tensorflow>=2.16,<2.22` for 2.16-2.21, with `!=2.x.*` for a minor missing in between. Outside
   a wheel build it falls back to `tf_fp16ops/_build_info.json` (`make build`), then to the pin
   in requirements.txt. The install requirements name no TensorFlow version: the package loads
-  the library of the installed TensorFlow when it is first used (tf_fp16ops/_library.py).
+  the library of the installed TensorFlow when it is first used (tf_fp16ops/_platform/library.py).
 """
 
 import json

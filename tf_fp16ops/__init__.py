@@ -9,7 +9,7 @@ subpackages (`tf_fp16ops.audit` for the static audit, `tf_fp16ops.tensorboard_pl
 imports TensorFlow nor loads the compiled op library. The ops, the Keras layer (registered as
 "tf_fp16ops>Conv2D") and the conversion helpers are imported on first attribute access
 (`tf_fp16ops.conv2d`, `tf_fp16ops.layers`, ...), which loads the `_fp16ops.so` built for the
-installed TensorFlow (tf_fp16ops/_library.py). When there is none, that access raises
+installed TensorFlow (tf_fp16ops/_platform/library.py). When there is none, that access raises
 `OpLibraryError` (an ImportError) whose one-line message names the installed TensorFlow, the
 versions the libraries present were built for and the fix; it is raised from the attribute
 access itself, with no import machinery frames in its traceback.
@@ -40,7 +40,7 @@ _LAZY = {
     "einsum": "tf_fp16ops.matmul_ops",
     "load_saved_model": "tf_fp16ops.saved_model",
     "matmul": "tf_fp16ops.matmul_ops",
-    "sensitivity": "tf_fp16ops.layer_sensitivity",
+    "sensitivity": "tf_fp16ops.layer_sensitivity.analysis",
 }
 _SUBMODULES = ("layers",)
 
@@ -58,7 +58,7 @@ def __getattr__(name: str):
     if name not in _SUBMODULES and name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:
-        from tf_fp16ops._quiet import import_tensorflow
+        from tf_fp16ops._platform.quiet import import_tensorflow
 
         # When not yet imported: without TensorFlow's start-up lines; the user's stderr is
         # given back as it was.

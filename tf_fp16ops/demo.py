@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tf_fp16ops._quiet import import_tensorflow
+from tf_fp16ops._platform.quiet import import_tensorflow
 
 try:
     tf = import_tensorflow()  # without TensorFlow's start-up lines on stderr
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        from tf_fp16ops import _library
+        from tf_fp16ops._platform import library as _library
 
         _library.load()
     except tf_fp16ops.OpLibraryError as e:

@@ -20,8 +20,8 @@ import string
 import numpy as np
 import tensorflow as tf
 
-from tf_fp16ops import _library
-from tf_fp16ops._xla import check_not_in_xla
+from tf_fp16ops._platform import library as _library
+from tf_fp16ops._platform.xla import check_not_in_xla
 from tf_fp16ops.ops import _check_dtypes, accumulation_dtype
 
 _ops = _library.load()

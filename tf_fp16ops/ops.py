@@ -22,8 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_fp16ops import _library
-from tf_fp16ops._xla import check_not_in_xla
+from tf_fp16ops._platform import library as _library
+from tf_fp16ops._platform.xla import check_not_in_xla
 
 _ops = _library.load()
 

@@ -19,7 +19,7 @@ import os
 
 import tensorflow as tf
 
-from tf_fp16ops import _library
+from tf_fp16ops._platform import library as _library
 
 _NOT_REGISTERED = "Op type not registered"
 
@@ -36,7 +36,7 @@ def load_saved_model(path: str | os.PathLike, tags=None, options=None):
 
     Raises:
       tf_fp16ops.OpLibraryError (an ImportError): the op library cannot be loaded (see
-        `tf_fp16ops._library.load`).
+        `tf_fp16ops._platform.library.load`).
       tf.errors.NotFoundError or RuntimeError (TensorFlow raises either, depending on whether the
         op sits in the top-level graph or in a function body): the SavedModel needs another op
         that is not registered; the message keeps TensorFlow's and says the Fp16Conv2D library

@@ -54,7 +54,8 @@ def ceiling_steps_per_s(threads: int, repeats: int) -> tuple[str, float]:
     import ctypes
     import threading
 
-    from tf_fp16ops import _library, ops
+    from tf_fp16ops import ops
+    from tf_fp16ops._platform import library as _library
 
     isa = ops.cpu_isa()  # loads the op library (and fixes its path choice)
     probe = ctypes.CDLL(str(_library.LIBRARY_PATH)).TfFp16opsFpropHalfCeilingProbe
@@ -149,7 +150,7 @@ def flops(xs, ws, padding):
 
 
 def tf_only(repeats: int) -> dict:
-    from tf_fp16ops._quiet import import_tensorflow
+    from tf_fp16ops._platform.quiet import import_tensorflow
 
     tf = import_tensorflow()  # TensorFlow's noise lines filtered, as in the package's tools
 
@@ -228,7 +229,7 @@ def main(argv=None) -> int:
     )
     tf_fp16acc = json.loads(sub.stdout.strip().splitlines()[-1])
 
-    from tf_fp16ops._quiet import import_tensorflow
+    from tf_fp16ops._platform.quiet import import_tensorflow
 
     tf = import_tensorflow()  # TensorFlow's noise lines filtered, as in the package's tools
 

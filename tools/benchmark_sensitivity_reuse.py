@@ -25,8 +25,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tf_fp16ops  # noqa: E402
-from tf_fp16ops import layer_sensitivity  # noqa: E402
 from tf_fp16ops.audit.context import read_cpu_model as cpu_name  # noqa: E402
+from tf_fp16ops.layer_sensitivity import analysis as layer_sensitivity  # noqa: E402
 
 MODES = (False, True, "stacked")
 

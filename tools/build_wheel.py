@@ -5,19 +5,19 @@
         [--library build/matrix/lib-2.16/_fp16ops.so \
          --build-info build/matrix/lib-2.16/build_info.json ...] [--cuda] [--dist dist]
 
-Each `--library` is paired with the `--build-info` at the same position (JSON naming the
-TensorFlow version it was built against); each goes to tf_fp16ops/_libs/tf<major>.<minor>/
-(`_fp16ops.so`, `build_info.json`), where tf_fp16ops/_library.py finds the one of the installed
-TensorFlow; two libraries for one minor are an error. setup.py turns the minors present into
-the `[tf]` extra. The package is staged in build/wheel/src (the sources of tf_fp16ops/ plus the
-given libraries, so a CUDA build never replaces the CPU library of the source tree) and built with
-`pip wheel --no-build-isolation --no-deps` (setuptools from the virtualenv, nothing downloaded),
-then tagged by `auditwheel repair --exclude libtensorflow_framework.so.2`: the manylinux tag
-the libraries' glibc and libstdc++ symbol versions allow (manylinux_2_24 for Debian 12's g++),
-nothing grafted (TensorFlow's framework library comes with the tensorflow wheel).
-SOURCE_DATE_EPOCH fixes the archive timestamps, so the same inputs give the same wheel bytes
-(tests/package/test_wheel.py keys its virtualenv cache by the wheel's hash). Old tf_fp16ops
-wheels in --dist are removed first; the path of the new one is printed.
+Each `--library` is paired with the `--build-info` at the same position (JSON naming the TensorFlow
+version it was built against); each goes to tf_fp16ops/_libs/tf<major>.<minor>/ (`_fp16ops.so`,
+`build_info.json`), where tf_fp16ops/_platform/library.py finds the one of the installed TensorFlow;
+two libraries for one minor are an error. setup.py turns the minors present into the `[tf]` extra.
+The package is staged in build/wheel/src (the sources of tf_fp16ops/ plus the given libraries, so a
+CUDA build never replaces the CPU library of the source tree) and built with `pip wheel
+--no-build-isolation --no-deps` (setuptools from the virtualenv, nothing downloaded), then tagged by
+`auditwheel repair --exclude libtensorflow_framework.so.2`: the manylinux tag the libraries' glibc
+and libstdc++ symbol versions allow (manylinux_2_24 for Debian 12's g++), nothing grafted
+(TensorFlow's framework library comes with the tensorflow wheel). SOURCE_DATE_EPOCH fixes the
+archive timestamps, so the same inputs give the same wheel bytes (tests/package/test_wheel.py keys
+its virtualenv cache by the wheel's hash). Old tf_fp16ops wheels in --dist are removed first; the
+path of the new one is printed.
 
 Errors: a missing library or build info, or a failed `pip wheel` or `auditwheel repair` (whose
 output is shown), exit with status 1 and one line on stderr.

@@ -86,10 +86,10 @@ def run(cmd: list[str]) -> subprocess.CompletedProcess:
 
 
 def check_op_library(path: str, failures: list) -> None:
-    # TensorFlow without its start-up lines (tf_fp16ops/_quiet.py, loaded by path: importing the
-    # package would load its own op library and register the ops before this one).
+    # TensorFlow without its start-up lines (tf_fp16ops/_platform/quiet.py, loaded by path:
+    # importing the package would load its own op library and register the ops before this one).
     spec = importlib.util.spec_from_file_location(
-        "_quiet", os.path.join(os.path.dirname(HERE), "tf_fp16ops", "_quiet.py")
+        "quiet", os.path.join(os.path.dirname(HERE), "tf_fp16ops", "_platform", "quiet.py")
     )
     quiet = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(quiet)

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
 
     sys.path.insert(0, str(ROOT))
     try:
-        from tf_fp16ops import _library
+        from tf_fp16ops._platform import library as _library
 
         _library.load()
     except ImportError as e:

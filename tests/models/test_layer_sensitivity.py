@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import tf_fp16ops
-from tf_fp16ops.layer_sensitivity import SUMMARY_PREFIX, sensitivity
-from tf_fp16ops.sensitivity_cli import main as cli_main
+from tf_fp16ops.layer_sensitivity.analysis import SUMMARY_PREFIX, sensitivity
+from tf_fp16ops.layer_sensitivity.cli import main as cli_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "examples"))
@@ -376,7 +376,8 @@ sys.meta_path.insert(0, _Hide())
 @pytest.mark.parametrize(
     "run",
     [
-        "from tf_fp16ops.sensitivity_cli import main; sys.exit(main(['m.keras', '--inputs', 'x']))",
+        "from tf_fp16ops.layer_sensitivity.cli import main; "
+        "sys.exit(main(['m.keras', '--inputs', 'x']))",
         "import runpy; runpy.run_module('tf_fp16ops.demo', run_name='__main__')",
     ],
     ids=["tf-fp16-sensitivity", "demo"],
@@ -498,7 +499,7 @@ def test_stacked_reuse_gives_the_results_of_full_runs(others, digits, monkeypatc
     # 2 puts 2 states in a call, so the 6 layers of the skip model take 3 groups.
     from test_layers_transformer import encoder, inputs
 
-    from tf_fp16ops import layer_sensitivity
+    from tf_fp16ops.layer_sensitivity import analysis as layer_sensitivity
 
     monkeypatch.setattr(layer_sensitivity, "STACK_ROWS", 4)
     rng = np.random.default_rng(4)
@@ -534,7 +535,7 @@ def test_stacked_reuse_gives_the_results_of_full_runs(others, digits, monkeypatc
 
 
 def test_reuse_recomputes_only_downstream_nodes():
-    from tf_fp16ops.layer_sensitivity import _Reuse
+    from tf_fp16ops.layer_sensitivity.analysis import _Reuse
 
     model = _skip_model()
     reuse = _Reuse(model)
@@ -602,7 +603,7 @@ def test_paths_and_positions_count_the_layers_inside_layers():
         "ff1_1": (f"{m}/ff1_1", 21),
         "ff2_1": (f"{m}/ff2_1", 22),
     }
-    from tf_fp16ops.layer_sensitivity import _layer_paths
+    from tf_fp16ops.layer_sensitivity.analysis import _layer_paths
 
     paths = _layer_paths(model)
     assert paths["query"] == (f"{m}/mha_0/query", 3)

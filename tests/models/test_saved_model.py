@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tf_fp16ops
-from tf_fp16ops import _library
+from tf_fp16ops._platform import library as _library
 from tf_fp16ops.layers import Conv2D
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import tf_fp16ops
-from tf_fp16ops import _library
+from tf_fp16ops._platform import library as _library
 
 _ops = _library.load()
 X = np.zeros((1, 5, 5, 4), np.float16)

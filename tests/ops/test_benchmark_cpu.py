@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tf_fp16ops import _library, ops
+from tf_fp16ops import ops
+from tf_fp16ops._platform import library as _library
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -447,7 +447,7 @@ def test_empty_shapes_match_tensorflow(x_shape, w_shape, padding):
     import numpy as np
     import tensorflow as tf
 
-    from tf_fp16ops import _library
+    from tf_fp16ops._platform import library as _library
 
     ops = _library.load()
     attrs = dict(

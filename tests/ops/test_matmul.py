@@ -14,7 +14,7 @@ import tensorflow as tf
 import tf_fp16ops
 from support import reference as R
 from support.cpu_features import run_on_isa
-from tf_fp16ops import _library
+from tf_fp16ops._platform import library as _library
 
 OPS = _library.load()
 

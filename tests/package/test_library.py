@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import tf_fp16ops
-from tf_fp16ops import _library
+from tf_fp16ops._platform import library as _library
 
 PKG = Path(tf_fp16ops.__file__).resolve().parent
 
@@ -135,7 +135,7 @@ def test_the_library_of_the_installed_minor_is_loaded_from_the_wheel_layout(tmp_
     )
     code = (
         "import numpy as np, tensorflow as tf, tf_fp16ops\n"
-        "from tf_fp16ops import _library\n"
+        "from tf_fp16ops._platform import library as _library\n"
         "y = tf_fp16ops.conv2d(np.ones([1, 2, 2, 1], np.float16), np.ones([1, 1, 1, 1], "
         "np.float16), 1, 'VALID')\n"
         "print(float(y.numpy().sum()), _library.loaded())"

@@ -60,7 +60,7 @@ _CHECK_NOTHING_HEAVY = """
 import sys
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras", "tf_keras"))
 assert not heavy, heavy
-assert "tf_fp16ops._library" not in sys.modules
+assert "tf_fp16ops._platform.library" not in sys.modules
 with open("/proc/self/maps") as f:
     assert "_fp16ops.so" not in f.read(), "op library mapped"
 """

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_fp16ops._quiet import is_noise, is_startup_noise
+from tf_fp16ops._platform.quiet import is_noise, is_startup_noise
 
 REPO = Path(__file__).resolve().parents[2]
 # Lines TensorFlow 2.21 wrote on this machine (CPU only) at import and first device query.
@@ -94,7 +94,7 @@ def _stand_in_tensorflow(tmp_path, conv_writes: bytes, then: str = "") -> Path:
 
 def _run_with_stand_in(tmp_path, code: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", "from tf_fp16ops._quiet import import_tensorflow\n" + code],
+        [sys.executable, "-c", "from tf_fp16ops._platform.quiet import import_tensorflow\n" + code],
         capture_output=True,
         timeout=60,
         env={**_env(), "PYTHONPATH": f"{tmp_path}:{REPO}"},
@@ -143,7 +143,7 @@ def test_import_replays_real_lines_and_drops_startup_lines(tmp_path):
     """)
     )
     code = (
-        "from tf_fp16ops._quiet import import_tensorflow\n"
+        "from tf_fp16ops._platform.quiet import import_tensorflow\n"
         "tf = import_tensorflow()\nprint(tf.__name__)"
     )
     r = subprocess.run(

@@ -41,7 +41,7 @@ def main() -> None:
     import numpy as np
 
     import tf_fp16ops.layers  # noqa: F401  (registers the layers so .keras files load)
-    from tf_fp16ops.layer_sensitivity import sensitivity
+    from tf_fp16ops.layer_sensitivity.analysis import sensitivity
 
     model = keras.saving.load_model(args.model)
     x, y = np.load(args.inputs), np.load(args.labels)

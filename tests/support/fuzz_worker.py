@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from support import reference as R  # noqa: E402
-from tf_fp16ops import _library  # noqa: E402
+from tf_fp16ops._platform import library as _library  # noqa: E402
 
 OPS = _library.load()
 FN = {

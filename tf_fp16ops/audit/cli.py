@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.run or args.build_keras:
         # Only these execute or build the model; the static audit never imports TensorFlow.
-        from .._quiet import import_tensorflow
+        from .._platform.quiet import import_tensorflow
 
         try:
             import_tensorflow()

@@ -168,7 +168,7 @@ def load_saved_model_for_run(path: str):
     Raises AuditInputError naming the problem (e.g. an op type not registered)."""
     import tensorflow as tf
 
-    from ... import _library
+    from ..._platform import library as _library
 
     _library.load()
     try:

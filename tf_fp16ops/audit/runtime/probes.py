@@ -397,7 +397,7 @@ def _kernel_name(node) -> str:
 
 
 def _ours():
-    from ... import _library
+    from ..._platform import library as _library
 
     return _library.load()
 

@@ -31,7 +31,8 @@ from tensorflow.core.framework import op_def_pb2
 
 from tf_fp16ops import OpLibraryError
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+# tf_fp16ops/, where the libraries lie (this module is tf_fp16ops/_platform/library.py).
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # The source tree's own build (`make build`).
 LIBRARY_PATH = PACKAGE_DIR / "_fp16ops.so"
 BUILD_INFO_PATH = LIBRARY_PATH.with_name("_build_info.json")

@@ -14,8 +14,8 @@ without avx512_fp16, and not an error: the Eigen kernel runs).
 `import_tensorflow()`, called by the demo, `tf-fp16-audit --run/--build-keras`,
 `tf-fp16-sensitivity` and `make build`, sets TF_CPP_MIN_LOG_LEVEL=2 unless it is set and points
 file descriptor 2 of the process, for the rest of its life, at a pipe read by a small filter
-process (`python -m tf_fp16ops._quiet`). The filter writes every line that is not one of the
-lines above (`is_noise`) to the original stderr, partial lines (progress bars) within 0.2 s, and
+process (`python -m tf_fp16ops._platform.quiet`). The filter writes every line that is not one of
+the lines above (`is_noise`) to the original stderr, partial lines (progress bars) within 0.2 s, and
 drains the pipe until every writer has closed it, so a line written just before a crash (a
 TensorFlow `F` check failure followed by abort) still reaches the terminal. In a user's own
 process (the first op use of `tf_fp16ops.conv2d`, the layers, ...) only the import is filtered,
@@ -122,7 +122,7 @@ def _start_filter():
         return None
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tf_fp16ops._quiet"],
+            [sys.executable, "-m", "tf_fp16ops._platform.quiet"],
             stdin=subprocess.PIPE,
             stdout=saved,
             stderr=subprocess.DEVNULL,
@@ -160,7 +160,8 @@ def quiet_stderr() -> None:
 
 
 def _package_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # The folder holding tf_fp16ops/ (this module is tf_fp16ops/_platform/quiet.py).
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def import_tensorflow(keep_filtering: bool = True):

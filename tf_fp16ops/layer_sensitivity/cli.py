@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     for flag, path in (("model", args.model), ("--inputs", args.inputs), ("--labels", args.labels)):
         if path is not None and not os.path.isfile(path):
             return fail(f"{flag} {path!r}: no such file")
-    from tf_fp16ops._quiet import import_tensorflow
+    from tf_fp16ops._platform.quiet import import_tensorflow
 
     try:
         import_tensorflow()
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     import numpy as np
 
     import tf_fp16ops.layers  # noqa: F401  (registers the layers so .keras files load)
-    from tf_fp16ops.layer_sensitivity import sensitivity
+    from tf_fp16ops.layer_sensitivity.analysis import sensitivity
 
     try:
         model = keras.saving.load_model(args.model)

@@ -1,0 +1,11 @@
+"""The runtime's plumbing, private to the package: what every public module stands on and no user
+calls.
+
+  library.py  finds and loads the op library built for the installed TensorFlow (`load()`), or
+              raises `tf_fp16ops.OpLibraryError` in one line
+  quiet.py    imports TensorFlow with its start-up lines filtered from stderr, and the filter
+              process itself (`python -m tf_fp16ops._platform.quiet`)
+  xla.py      refuses to build the ops inside an XLA compilation, with a message that says why
+
+Importing this package imports nothing: `library` and `xla` import TensorFlow, `quiet` does not.
+"""
