@@ -14,21 +14,28 @@ the keras.layers class of the same name, plus `accumulation`):
                    tf_fp16ops.einsum; softmax as Keras computes it.
 Gradients are those registered for the ops (tf_fp16ops.ops), with the same accumulation.
 
-`Conv2D` is `keras.layers.Conv2D` with one more argument, `accumulation`; it takes every
-other argument of `keras.layers.Conv2D` (filters, kernel_size, strides, padding, data_format,
-dilation_rate, groups, activation, use_bias, initializers, regularizers, constraints, dtype,
-name, lora_rank, ...), keeps the same weights (kernel HWIO [KH, KW, C / groups, filters],
-bias [filters]) under the same names, and is registered serializable as "tf_fp16ops>Conv2D",
-so `get_config`/`from_config` and `.keras` files round-trip once `tf_fp16ops` is imported.
+Each class is the keras.layers class with one more argument, `accumulation` (keyword only; every
+other argument, positional ones included, is the Keras class's: filters, kernel_size, strides,
+padding, data_format, dilation_rate, groups, activation, use_bias, initializers, regularizers,
+constraints, dtype, name, lora_rank, ...). It keeps the same weights (e.g. Conv2D's kernel HWIO
+[KH, KW, C / groups, filters] and bias [filters]) under the same names and is registered
+serializable, so `get_config`/`from_config` and `.keras` files round-trip once `tf_fp16ops` is
+imported. What every class adds is one mixin, `_Fp16AccumulationMixin`.
 
-Which dtype the convolution runs in (T of the op):
-  accumulation="float16": T=half. Inputs and kernel are cast to float16 when the layer's
-    compute dtype is float32, and the result is cast back to the compute dtype, so one layer of
-    a float32 model can be switched to true fp16 arithmetic.
-  accumulation="float32": T = the layer's compute dtype (float16 under the "float16" and
-    "mixed_float16" policies, float32 under "float32"), fp32 accumulation.
-Under "mixed_float16" the variables stay float32 and are cast to float16 for the call (Keras
-autocasting), as for keras.layers.Conv2D. Bias and activation run in the compute dtype.
+`accumulation` is the layer's state, set at construction, saved in its config and changeable at
+any time (`layer.accumulation = ...`):
+  "float16": T=half. Inputs and kernel are cast to float16 when the layer's compute dtype is
+    float32, and the result is cast back to the compute dtype, so one layer of a float32 model
+    can be switched to true fp16 arithmetic.
+  "float32": T = the layer's compute dtype (float16 under the "float16" and "mixed_float16"
+    policies, float32 under "float32"), fp32 accumulation.
+  "keras" (KERAS): the Keras class's own computation, TensorFlow's stock kernels with their
+    accumulation, as the original layer computes it; `tf_fp16ops.sensitivity` puts the layers it
+    is not measuring in this state for others='original'.
+The constructor and the setter take 'float16'/'float32' (or tf.float16/tf.float32,
+np.float16/np.float32, saved as the name) and "keras". Under "mixed_float16" the variables stay
+float32 and are cast to float16 for the call (Keras autocasting), as for the Keras layers. Bias
+and activation run in the compute dtype.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ import tensorflow as tf
 from tf_fp16ops import matmul_ops, ops
 
 _SUPPORTED_COMPUTE_DTYPES = ("float16", "float32")
+# The accumulation state that runs the Keras class's own computation (module docstring).
+KERAS = "keras"
 
 
 def canonical_accumulation(accumulation) -> str:
@@ -50,13 +59,255 @@ def canonical_accumulation(accumulation) -> str:
     return ops.accumulation_dtype(accumulation).name
 
 
+def layer_accumulation(accumulation) -> str:
+    """A layer's accumulation state: KERAS for "keras", else `canonical_accumulation`'s name.
+
+    Raises:
+      ValueError: as `canonical_accumulation`.
+    """
+    if isinstance(accumulation, str) and accumulation == KERAS:
+        return KERAS
+    return canonical_accumulation(accumulation)
+
+
+class _Fp16AccumulationMixin:
+    """What every layer of this module adds to its Keras class (see the module docstring).
+
+    - `accumulation`, a keyword argument and a state (float16, float32 or KERAS), in the config;
+    - the check that the compute dtype is float16 or float32, and no XLA: `supports_jit` is
+      False, so Keras compiles models that hold the layer with `jit_compile=False` (an explicit
+      `tf.function(jit_compile=True)` raises the ValueError of the ops);
+    - `call`: the Keras class's call in the KERAS state, else the class's `_fp16_call(inputs)`,
+      its computation through the ops (MultiHeadAttention keeps Keras's call and switches in
+      `_compute_attention` and its EinsumDense projections);
+    - the casts around the op and the bias and activation after it (`_cast_in`, `_finish`).
+
+    Raises (constructor):
+      ValueError: `accumulation` not one of the states; a dtype policy whose compute dtype is not
+        float16 or float32 (e.g. "bfloat16", "float64"); any argument the Keras class rejects.
+    """
+
+    def __init__(self, *args, accumulation="float16", **kwargs):
+        self.accumulation = accumulation
+        super().__init__(*args, **kwargs)
+        if self.compute_dtype not in _SUPPORTED_COMPUTE_DTYPES:
+            raise ValueError(
+                f"tf_fp16ops.layers.{type(self).__name__} '{self.name}': the dtype policy "
+                f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; the "
+                f"Fp16Conv2D op computes in float16 or float32 only (use dtype 'float32', "
+                f"'float16' or 'mixed_float16')"
+            )
+        self.supports_jit = False
+
+    @property
+    def accumulation(self) -> str:
+        """'float16', 'float32' or 'keras' (KERAS); see the module docstring."""
+        return self._accumulation
+
+    @accumulation.setter
+    def accumulation(self, value) -> None:
+        self._accumulation = layer_accumulation(value)
+        self._share_accumulation()
+
+    def _share_accumulation(self) -> None:
+        """Passes the state on to sublayers that follow it (none but MultiHeadAttention's)."""
+
+    def call(self, inputs, **kwargs):
+        """The Keras class's call in the KERAS state (with `kwargs`), else `_fp16_call(inputs)`."""
+        if self.accumulation == KERAS:
+            return super().call(inputs, **kwargs)
+        return self._fp16_call(inputs)
+
+    def _op_dtype(self) -> str:
+        return "float16" if self.accumulation == "float16" else self.compute_dtype
+
+    def _cast_in(self, *tensors):
+        dtype = self._op_dtype()
+        return [tf.cast(t, dtype) for t in tensors]
+
+    def _finish(self, outputs, channels=None):
+        """Cast back to the compute dtype, then bias and activation as the Keras layer does: a
+        convolution's bias [channels] on the channel axis of data_format, Dense's and
+        EinsumDense's as it is shaped (channels None)."""
+        outputs = tf.cast(outputs, self.compute_dtype)
+        if self.bias is not None:
+            bias = tf.cast(self.bias, self.compute_dtype)
+            if channels is not None:
+                rank = len(outputs.shape) - 2
+                if self.data_format == "channels_last":
+                    shape = (1,) * (rank + 1) + (channels,)
+                else:
+                    shape = (1, channels) + (1,) * rank
+                bias = tf.reshape(bias, shape)
+            outputs = outputs + bias
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return outputs
+
+    def _check_not_quantized(self, op_type: str) -> None:
+        if getattr(self, "quantization_mode", None):
+            raise ValueError(
+                f"tf_fp16ops.layers.{type(self).__name__} '{self.name}' is quantized "
+                f"({self.quantization_mode}); the {op_type} op runs float kernels only"
+            )
+
+    def get_config(self):
+        config = super().get_config()
+        config["accumulation"] = self.accumulation
+        return config
+
+
+# ----------------------------------------------------------------------------------------------
+# The computations of the convolution layers. Each keeps the Keras layer's weights (names,
+# shapes, layouts) and routes its reduction through the Fp16Conv2D op family (fprop Fp16Conv2D,
+# dgrad Fp16Conv2DBackpropInput) or Fp16DepthwiseConv2D, so its gradients are the registered
+# gradients of those ops (tf_fp16ops.ops) with the same accumulation. A rank-1 layer runs the
+# 2-D op with height 1.
+
+
+def _nhwc_or_nchw(data_format) -> str:
+    return "NHWC" if data_format == "channels_last" else "NCHW"
+
+
+def _height_axis(layer) -> int:
+    return 2 if layer.data_format == "channels_first" else 1
+
+
+def _to_2d(layer, x, kernel):
+    """Rank 1: x [N, L, C] -> [N, 1, L, C] (or [N, C, L] -> [N, C, 1, L]), kernel [K, ...] ->
+    [1, K, ...]; rank 2: as they are."""
+    if layer.rank == 1:
+        return tf.expand_dims(x, _height_axis(layer)), tf.expand_dims(kernel, 0)
+    return x, kernel
+
+
+def _from_2d(layer, y):
+    """The 2-D op's result in the layer's rank (drops the height 1 of a rank-1 layer)."""
+    return tf.squeeze(y, _height_axis(layer)) if layer.rank == 1 else y
+
+
+def _window(values, layer) -> list[int]:
+    """`strides` or `dilation_rate` as the 2-D op's [height, width] (rank 1: height 1)."""
+    return [1] * (2 - layer.rank) + list(values)
+
+
+def depthwise_filters(kernel):
+    """Keras depthwise kernel [KH, KW, C, M] as the grouped-conv filter [KH, KW, 1, C*M].
+
+    Output channel c*M + m of keras.layers.DepthwiseConv2D (tf.nn.depthwise_conv2d's order) is
+    output channel c*M + m of the grouped convolution with groups = C: group c owns output
+    channels [c*M, (c+1)*M), which read input channel c (tf_fp16ops.conv2d's grouping).
+    """
+    kh, kw, c, m = kernel.shape
+    return tf.reshape(kernel, [kh, kw, 1, c * m])
+
+
+def _conv(layer, inputs):
+    """Conv2D and Conv1D: Fp16Conv2D; padding 'causal' pads dilation_rate * (K - 1) zeros on the
+    left and runs VALID, as keras.layers.Conv1D does."""
+    x, w = layer._cast_in(inputs, layer.kernel)
+    padding = layer.padding
+    if padding == "causal":
+        x = tf.pad(x, layer._compute_causal_padding())
+        padding = "valid"
+    x, w = _to_2d(layer, x, w)
+    y = ops.conv2d(
+        x,
+        w,
+        strides=_window(layer.strides, layer),
+        padding=padding.upper(),
+        data_format=_nhwc_or_nchw(layer.data_format),
+        dilations=_window(layer.dilation_rate, layer),
+        accumulation=layer.accumulation,
+    )
+    return layer._finish(_from_2d(layer, y), layer.filters)
+
+
+def _depthwise(layer, inputs, kernel):
+    """Fp16DepthwiseConv2D (NHWC; channels_first is transposed around it)."""
+    x, w = _to_2d(layer, *layer._cast_in(inputs, kernel))
+    nchw = layer.data_format == "channels_first"
+    if nchw:
+        x = tf.transpose(x, [0, 2, 3, 1])
+    y = ops.depthwise_conv2d(
+        x,
+        w,
+        strides=_window(layer.strides, layer),
+        padding=layer.padding.upper(),
+        dilations=_window(layer.dilation_rate, layer),
+        accumulation=layer.accumulation,
+    )
+    if nchw:
+        y = tf.transpose(y, [0, 3, 1, 2])
+    return _from_2d(layer, y)
+
+
+def _depthwise_conv(layer, inputs):
+    """DepthwiseConv2D and DepthwiseConv1D."""
+    channels = layer.depth_multiplier * layer._get_input_channel(inputs.shape)
+    return layer._finish(_depthwise(layer, inputs, layer.kernel), channels)
+
+
+def _separable_conv(layer, inputs):
+    """SeparableConv2D and SeparableConv1D: the depthwise step, its result rounded to the op
+    dtype, then the pointwise step as a 1x1 Fp16Conv2D."""
+    depthwise = _depthwise(layer, inputs, layer.depthwise_kernel)
+    (pointwise,) = layer._cast_in(layer.pointwise_kernel)
+    depthwise, pointwise = _to_2d(layer, depthwise, pointwise)
+    y = ops.conv2d(
+        depthwise,
+        pointwise,
+        strides=1,
+        padding="VALID",
+        data_format=_nhwc_or_nchw(layer.data_format),
+        accumulation=layer.accumulation,
+    )
+    return layer._finish(_from_2d(layer, y), layer.filters)
+
+
+def _conv_transpose(layer, inputs):
+    """Conv2DTranspose and Conv1DTranspose: Fp16Conv2DBackpropInput with Keras's output size."""
+    from keras.src.backend.common.backend_utils import compute_conv_transpose_output_shape
+
+    x, w = layer._cast_in(inputs, layer.kernel)
+    dynamic = tf.shape(x)
+    shape = [dynamic[i] if d is None else d for i, d in enumerate(x.shape)]
+    out_shape = list(
+        compute_conv_transpose_output_shape(
+            shape,
+            layer.kernel_size,
+            layer.filters,
+            layer.strides,
+            layer.padding,
+            layer.output_padding,
+            layer.data_format,
+            layer.dilation_rate,
+        )
+    )
+    if layer.rank == 1:
+        out_shape.insert(_height_axis(layer), 1)
+    x, w = _to_2d(layer, x, w)
+    y = ops.conv2d_backprop_input(
+        tf.stack([tf.cast(d, tf.int32) for d in out_shape]),
+        w,
+        x,
+        strides=_window(layer.strides, layer),
+        padding=layer.padding.upper(),
+        data_format=_nhwc_or_nchw(layer.data_format),
+        dilations=_window(layer.dilation_rate, layer),
+        accumulation=layer.accumulation,
+    )
+    return layer._finish(_from_2d(layer, y), layer.filters)
+
+
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv2D")
-class Conv2D(keras.layers.Conv2D):
+class Conv2D(_Fp16AccumulationMixin, keras.layers.Conv2D):
     """2-D convolution layer with a selectable accumulation precision (Fp16Conv2D op).
 
     Args:
-      accumulation: 'float16' (default; true fp16 accumulation, see `tf_fp16ops.conv2d`) or
-        'float32'; or tf.float16/tf.float32, np.float16/np.float32 (saved as the name).
+      accumulation (keyword): 'float16' (default; true fp16 accumulation, see
+        `tf_fp16ops.conv2d`) or 'float32'; or tf.float16/tf.float32, np.float16/np.float32 (saved
+        as the name); or 'keras', the Keras layer's own computation (module docstring).
       All other arguments: as `keras.layers.Conv2D`.
 
     Input/output: as `keras.layers.Conv2D`: [N, H, W, C] ("channels_last") or [N, C, H, W]
@@ -72,147 +323,7 @@ class Conv2D(keras.layers.Conv2D):
         `keras.layers.Conv2D` rejects.
     """
 
-    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
-        self.accumulation = canonical_accumulation(accumulation)
-        super().__init__(filters, kernel_size, **kwargs)
-        if self.compute_dtype not in _SUPPORTED_COMPUTE_DTYPES:
-            raise ValueError(
-                f"tf_fp16ops.layers.Conv2D '{self.name}': the dtype policy "
-                f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; "
-                "the Fp16Conv2D op computes in float16 or float32 only (use dtype 'float32', "
-                "'float16' or 'mixed_float16')"
-            )
-        self.supports_jit = False
-
-    def convolution_op(self, inputs, kernel):
-        if getattr(self, "_keras_path", False):  # set by tf_fp16ops.sensitivity only
-            return super().convolution_op(inputs, kernel)
-        op_dtype = "float16" if self.accumulation == "float16" else self.compute_dtype
-        outputs = ops.conv2d(
-            tf.cast(inputs, op_dtype),
-            tf.cast(kernel, op_dtype),
-            strides=list(self.strides),
-            padding=self.padding.upper(),
-            data_format="NHWC" if self.data_format == "channels_last" else "NCHW",
-            dilations=list(self.dilation_rate),
-            accumulation=self.accumulation,
-        )
-        return tf.cast(outputs, self.compute_dtype)
-
-    def get_config(self):
-        config = super().get_config()
-        config["accumulation"] = self.accumulation
-        return config
-
-
-# ----------------------------------------------------------------------------------------------
-# The other conv-like layers and Dense. Each keeps the Keras layer's arguments, weights (names,
-# shapes, layouts) and config, adds `accumulation`, and routes its reduction through the
-# Fp16Conv2D op family (fprop Fp16Conv2D, dgrad Fp16Conv2DBackpropInput) or Fp16DepthwiseConv2D,
-# so its gradients are the registered gradients of those ops (tf_fp16ops.ops) with the same
-# accumulation.
-
-
-class _Fp16AccumulationMixin:
-    """`accumulation` handling shared by the layers below (see the module docstring)."""
-
-    def _init_accumulation(self, accumulation):
-        self.accumulation = canonical_accumulation(accumulation)
-
-    def _check_compute_dtype(self):
-        if self.compute_dtype not in _SUPPORTED_COMPUTE_DTYPES:
-            raise ValueError(
-                f"tf_fp16ops.layers.{type(self).__name__} '{self.name}': the dtype policy "
-                f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; the "
-                f"Fp16Conv2D op computes in float16 or float32 only (use dtype 'float32', "
-                f"'float16' or 'mixed_float16')"
-            )
-        self.supports_jit = False
-
-    def _op_dtype(self) -> str:
-        return "float16" if self.accumulation == "float16" else self.compute_dtype
-
-    def _cast_in(self, *tensors):
-        dtype = self._op_dtype()
-        return [tf.cast(t, dtype) for t in tensors]
-
-    def _finish(self, outputs, channels):
-        """Cast back to the compute dtype, then bias and activation as the Keras layer does."""
-        outputs = tf.cast(outputs, self.compute_dtype)
-        if self.use_bias:
-            rank = len(outputs.shape) - 2
-            if self.data_format == "channels_last":
-                shape = (1,) * (rank + 1) + (channels,)
-            else:
-                shape = (1, channels) + (1,) * rank
-            outputs = outputs + tf.reshape(tf.cast(self.bias, self.compute_dtype), shape)
-        if self.activation is not None:
-            outputs = self.activation(outputs)
-        return outputs
-
-    def get_config(self):
-        config = super().get_config()
-        config["accumulation"] = self.accumulation
-        return config
-
-
-def _nhwc_or_nchw(data_format) -> str:
-    return "NHWC" if data_format == "channels_last" else "NCHW"
-
-
-def depthwise_filters(kernel):
-    """Keras depthwise kernel [KH, KW, C, M] as the grouped-conv filter [KH, KW, 1, C*M].
-
-    Output channel c*M + m of keras.layers.DepthwiseConv2D (tf.nn.depthwise_conv2d's order) is
-    output channel c*M + m of the grouped convolution with groups = C: group c owns output
-    channels [c*M, (c+1)*M), which read input channel c (tf_fp16ops.conv2d's grouping).
-    """
-    kh, kw, c, m = kernel.shape
-    return tf.reshape(kernel, [kh, kw, 1, c * m])
-
-
-def _depthwise(layer, inputs, kernel):
-    """Fp16DepthwiseConv2D (NHWC; channels_first is transposed around it). Rank-1 layers run
-    with height 1: x [N, L, C] -> [N, 1, L, C], kernel [K, C, M] -> [1, K, C, M]."""
-    x, w = layer._cast_in(inputs, kernel)
-    nchw = layer.data_format == "channels_first"
-    one_d = layer.rank == 1
-    strides, dilations = list(layer.strides), list(layer.dilation_rate)
-    if one_d:
-        x = tf.expand_dims(x, 2 if nchw else 1)
-        w = tf.expand_dims(w, 0)
-        strides, dilations = [1] + strides, [1] + dilations
-    if nchw:
-        x = tf.transpose(x, [0, 2, 3, 1])
-    y = ops.depthwise_conv2d(
-        x,
-        w,
-        strides=strides,
-        padding=layer.padding.upper(),
-        dilations=dilations,
-        accumulation=layer.accumulation,
-    )
-    if nchw:
-        y = tf.transpose(y, [0, 3, 1, 2])
-    return tf.squeeze(y, 2 if nchw else 1) if one_d else y
-
-
-def _pointwise(layer, depthwise):
-    """The 1x1 Fp16Conv2D of a separable layer (rank 1: height 1)."""
-    (pointwise,) = layer._cast_in(layer.pointwise_kernel)
-    nchw = layer.data_format == "channels_first"
-    if layer.rank == 1:
-        depthwise = tf.expand_dims(depthwise, 2 if nchw else 1)
-        pointwise = tf.expand_dims(pointwise, 0)
-    y = ops.conv2d(
-        depthwise,
-        pointwise,
-        strides=1,
-        padding="VALID",
-        data_format=_nhwc_or_nchw(layer.data_format),
-        accumulation=layer.accumulation,
-    )
-    return tf.squeeze(y, 2 if nchw else 1) if layer.rank == 1 else y
+    _fp16_call = _conv
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="DepthwiseConv2D")
@@ -235,16 +346,7 @@ class DepthwiseConv2D(_Fp16AccumulationMixin, keras.layers.DepthwiseConv2D):
         `keras.layers.DepthwiseConv2D`.
     """
 
-    def __init__(self, kernel_size, accumulation="float16", **kwargs):
-        self._init_accumulation(accumulation)
-        super().__init__(kernel_size, **kwargs)
-        self._check_compute_dtype()
-
-    def call(self, inputs):
-        if getattr(self, "_keras_path", False):
-            return super().call(inputs)
-        outputs = _depthwise(self, inputs, self.kernel)
-        return self._finish(outputs, self.depth_multiplier * self._get_input_channel(inputs.shape))
+    _fp16_call = _depthwise_conv
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="SeparableConv2D")
@@ -263,54 +365,7 @@ class SeparableConv2D(_Fp16AccumulationMixin, keras.layers.SeparableConv2D):
       ValueError: as `DepthwiseConv2D` and `keras.layers.SeparableConv2D`.
     """
 
-    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
-        self._init_accumulation(accumulation)
-        super().__init__(filters, kernel_size, **kwargs)
-        self._check_compute_dtype()
-
-    def call(self, inputs):
-        if getattr(self, "_keras_path", False):
-            return super().call(inputs)
-        depthwise = _depthwise(self, inputs, self.depthwise_kernel)
-        return self._finish(_pointwise(self, depthwise), self.filters)
-
-
-def _conv_transpose(layer, inputs):
-    """Fp16Conv2DBackpropInput with Keras's output size (rank 1: height 1)."""
-    from keras.src.backend.common.backend_utils import compute_conv_transpose_output_shape
-
-    x, w = layer._cast_in(inputs, layer.kernel)
-    dynamic = tf.shape(x)
-    shape = [dynamic[i] if d is None else d for i, d in enumerate(x.shape)]
-    out_shape = compute_conv_transpose_output_shape(
-        shape,
-        layer.kernel_size,
-        layer.filters,
-        layer.strides,
-        layer.padding,
-        layer.output_padding,
-        layer.data_format,
-        layer.dilation_rate,
-    )
-    strides, dilations = list(layer.strides), list(layer.dilation_rate)
-    nchw = layer.data_format == "channels_first"
-    if layer.rank == 1:
-        x = tf.expand_dims(x, 2 if nchw else 1)
-        w = tf.expand_dims(w, 0)
-        out_shape = list(out_shape)
-        out_shape.insert(2 if nchw else 1, 1)
-        strides, dilations = [1] + strides, [1] + dilations
-    y = ops.conv2d_backprop_input(
-        tf.stack([tf.cast(d, tf.int32) for d in out_shape]),
-        w,
-        x,
-        strides=strides,
-        padding=layer.padding.upper(),
-        data_format=_nhwc_or_nchw(layer.data_format),
-        dilations=dilations,
-        accumulation=layer.accumulation,
-    )
-    return tf.squeeze(y, 2 if nchw else 1) if layer.rank == 1 else y
+    _fp16_call = _separable_conv
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv2DTranspose")
@@ -334,15 +389,7 @@ class Conv2DTranspose(_Fp16AccumulationMixin, keras.layers.Conv2DTranspose):
       ValueError: as `tf_fp16ops.layers.Conv2D` and `keras.layers.Conv2DTranspose`.
     """
 
-    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
-        self._init_accumulation(accumulation)
-        super().__init__(filters, kernel_size, **kwargs)
-        self._check_compute_dtype()
-
-    def call(self, inputs):
-        if getattr(self, "_keras_path", False):
-            return super().call(inputs)
-        return self._finish(_conv_transpose(self, inputs), self.filters)
+    _fp16_call = _conv_transpose
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv1D")
@@ -361,32 +408,7 @@ class Conv1D(_Fp16AccumulationMixin, keras.layers.Conv1D):
       ValueError: as `tf_fp16ops.layers.Conv2D` and `keras.layers.Conv1D`.
     """
 
-    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
-        self._init_accumulation(accumulation)
-        super().__init__(filters, kernel_size, **kwargs)
-        self._check_compute_dtype()
-
-    def call(self, inputs):
-        if getattr(self, "_keras_path", False):
-            return super().call(inputs)
-        x, w = self._cast_in(inputs, self.kernel)
-        padding = self.padding
-        if padding == "causal":
-            x = tf.pad(x, self._compute_causal_padding())
-            padding = "valid"
-        last = self.data_format == "channels_last"
-        x = tf.expand_dims(x, 1 if last else 2)
-        outputs = ops.conv2d(
-            x,
-            tf.expand_dims(w, 0),
-            strides=[1, self.strides[0]],
-            padding=padding.upper(),
-            data_format=_nhwc_or_nchw(self.data_format),
-            dilations=[1, self.dilation_rate[0]],
-            accumulation=self.accumulation,
-        )
-        outputs = tf.squeeze(outputs, 1 if last else 2)
-        return self._finish(outputs, self.filters)
+    _fp16_call = _conv
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="DepthwiseConv1D")
@@ -400,16 +422,7 @@ class DepthwiseConv1D(_Fp16AccumulationMixin, keras.layers.DepthwiseConv1D):
       ValueError: as `DepthwiseConv2D` and `keras.layers.DepthwiseConv1D`.
     """
 
-    def __init__(self, kernel_size, accumulation="float16", **kwargs):
-        self._init_accumulation(accumulation)
-        super().__init__(kernel_size, **kwargs)
-        self._check_compute_dtype()
-
-    def call(self, inputs):
-        if getattr(self, "_keras_path", False):
-            return super().call(inputs)
-        outputs = _depthwise(self, inputs, self.kernel)
-        return self._finish(outputs, self.depth_multiplier * self._get_input_channel(inputs.shape))
+    _fp16_call = _depthwise_conv
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="SeparableConv1D")
@@ -424,16 +437,7 @@ class SeparableConv1D(_Fp16AccumulationMixin, keras.layers.SeparableConv1D):
       ValueError: as `SeparableConv2D` and `keras.layers.SeparableConv1D`.
     """
 
-    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
-        self._init_accumulation(accumulation)
-        super().__init__(filters, kernel_size, **kwargs)
-        self._check_compute_dtype()
-
-    def call(self, inputs):
-        if getattr(self, "_keras_path", False):
-            return super().call(inputs)
-        depthwise = _depthwise(self, inputs, self.depthwise_kernel)
-        return self._finish(_pointwise(self, depthwise), self.filters)
+    _fp16_call = _separable_conv
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv1DTranspose")
@@ -449,15 +453,11 @@ class Conv1DTranspose(_Fp16AccumulationMixin, keras.layers.Conv1DTranspose):
       ValueError: as `Conv2DTranspose` and `keras.layers.Conv1DTranspose`.
     """
 
-    def __init__(self, filters, kernel_size, accumulation="float16", **kwargs):
-        self._init_accumulation(accumulation)
-        super().__init__(filters, kernel_size, **kwargs)
-        self._check_compute_dtype()
+    _fp16_call = _conv_transpose
 
-    def call(self, inputs):
-        if getattr(self, "_keras_path", False):
-            return super().call(inputs)
-        return self._finish(_conv_transpose(self, inputs), self.filters)
+
+# ----------------------------------------------------------------------------------------------
+# Dense, EinsumDense and MultiHeadAttention.
 
 
 def dense_matmul(x, kernel, accumulation):
@@ -512,27 +512,10 @@ class Dense(_Fp16AccumulationMixin, keras.layers.Dense):
       ValueError: as `tf_fp16ops.layers.Conv2D` and `keras.layers.Dense`.
     """
 
-    def __init__(self, units, accumulation="float16", **kwargs):
-        self._init_accumulation(accumulation)
-        super().__init__(units, **kwargs)
-        self._check_compute_dtype()
-
-    def call(self, inputs, training=None):
-        if getattr(self, "_keras_path", False):
-            return super().call(inputs, training=training)
-        if getattr(self, "quantization_mode", None):
-            raise ValueError(
-                f"tf_fp16ops.layers.Dense '{self.name}' is quantized "
-                f"({self.quantization_mode}); the Fp16Conv2D op runs float kernels "
-                f"only"
-            )
+    def _fp16_call(self, inputs):
+        self._check_not_quantized("Fp16Conv2D")
         x, w = self._cast_in(inputs, self.kernel)
-        outputs = tf.cast(dense_matmul(x, w, self.accumulation), self.compute_dtype)
-        if self.bias is not None:
-            outputs = outputs + tf.cast(self.bias, self.compute_dtype)
-        if self.activation is not None:
-            outputs = self.activation(outputs)
-        return outputs
+        return self._finish(dense_matmul(x, w, self.accumulation))
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="EinsumDense")
@@ -556,27 +539,10 @@ class EinsumDense(_Fp16AccumulationMixin, keras.layers.EinsumDense):
         `tf_fp16ops.einsum` does not take (at the first call).
     """
 
-    def __init__(self, equation, output_shape, accumulation="float16", **kwargs):
-        self._init_accumulation(accumulation)
-        super().__init__(equation, output_shape, **kwargs)
-        self._check_compute_dtype()
-
-    def call(self, inputs, training=None):
-        if getattr(self, "_keras_path", False):
-            return super().call(inputs, training=training)
-        if getattr(self, "quantization_mode", None):
-            raise ValueError(
-                f"tf_fp16ops.layers.EinsumDense '{self.name}' is quantized "
-                f"({self.quantization_mode}); the Fp16MatMul op runs float kernels only"
-            )
+    def _fp16_call(self, inputs):
+        self._check_not_quantized("Fp16MatMul")
         x, w = self._cast_in(inputs, self.kernel)
-        outputs = matmul_ops.einsum(self.equation, x, w, accumulation=self.accumulation)
-        outputs = tf.cast(outputs, self.compute_dtype)
-        if self.bias is not None:
-            outputs = outputs + tf.cast(self.bias, self.compute_dtype)
-        if self.activation is not None:
-            outputs = self.activation(outputs)
-        return outputs
+        return self._finish(matmul_ops.einsum(self.equation, x, w, accumulation=self.accumulation))
 
 
 _MHA_PROJECTIONS = ("_query_dense", "_key_dense", "_value_dense", "_gate_dense", "_output_dense")
@@ -609,10 +575,10 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
         (`flash_attention` with `return_attention_scores`).
     """
 
-    def __init__(self, num_heads, key_dim, accumulation="float16", **kwargs):
-        self._init_accumulation(accumulation)
-        super().__init__(num_heads, key_dim, **kwargs)
-        self._check_compute_dtype()
+    # Keras's own call in every state: its projections are this module's EinsumDense layers,
+    # which follow this layer's accumulation (_share_accumulation), and both attention products
+    # run in _compute_attention below.
+    call = keras.layers.MultiHeadAttention.call
 
     def build(self, query_shape, value_shape, key_shape=None):
         super().build(query_shape, value_shape, key_shape)
@@ -620,41 +586,14 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
             sub = getattr(self, name, None)
             if sub is not None and type(sub) is keras.layers.EinsumDense:
                 sub.__class__ = EinsumDense
-                sub.accumulation = self.accumulation
                 sub.supports_jit = False
+        self._share_accumulation()
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-    ):
-        # The projections follow this layer's accumulation (tf_fp16ops.sensitivity switches it).
-        keras_path = getattr(self, "_keras_path", False)
+    def _share_accumulation(self) -> None:
         for name in _MHA_PROJECTIONS:
             sub = getattr(self, name, None)
             if isinstance(sub, EinsumDense):
                 sub.accumulation = self.accumulation
-                sub._keras_path = keras_path
-        return super().call(
-            query,
-            value,
-            key=key,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            key_mask=key_mask,
-            attention_mask=attention_mask,
-            return_attention_scores=return_attention_scores,
-            training=training,
-            use_causal_mask=use_causal_mask,
-        )
 
     def _einsum(self, equation, a, b):
         a, b = self._cast_in(a, b)
@@ -671,7 +610,7 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
         return_attention_scores=False,
         use_causal_mask=False,
     ):
-        if getattr(self, "_keras_path", False):
+        if self.accumulation == KERAS:
             return super()._compute_attention(
                 query,
                 key,

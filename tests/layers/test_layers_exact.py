@@ -531,12 +531,12 @@ _KERAS_PATH_CASES = CASES[::2] + [
 
 @pytest.mark.parametrize("case", _KERAS_PATH_CASES, ids=[c[0] for c in _KERAS_PATH_CASES])
 def test_keras_path_switch_runs_the_keras_kernel(case):
-    """`_keras_path` (set by tf_fp16ops.sensitivity for others='original') runs the Keras
-    layer's own call: no Fp16 op in the graph, the Keras layer's bits (or, where this CPU's
-    stock kernel refuses the layer, the original's error)."""
+    """The accumulation state "keras" (set by tf_fp16ops.sensitivity for others='original') runs
+    the Keras layer's own call: no Fp16 op in the graph, the Keras layer's bits (or, where this
+    CPU's stock kernel refuses the layer, the original's error)."""
     _, keras_cls, ours_cls, args, shape = case
     x, ref, ours = _pair_of_layers(keras_cls, ours_cls, args, shape, "float16")
-    ours._keras_path = True
+    ours.accumulation = "keras"
     if ref.runner is None:
         np.testing.assert_array_equal(ours(x).numpy(), ref(x).numpy())
     else:  # this CPU's stock kernel refuses the layer: the Keras path fails as the original does
@@ -545,7 +545,7 @@ def test_keras_path_switch_runs_the_keras_kernel(case):
                 layer(x)
     graph = tf.function(ours).get_concrete_function(tf.TensorSpec(shape, tf.float32)).graph
     assert not [o.type for o in graph.get_operations() if o.type.startswith("Fp16")]
-    ours._keras_path = False
+    ours.accumulation = "float16"
     graph = tf.function(ours).get_concrete_function(tf.TensorSpec(shape, tf.float32)).graph
     assert [o.type for o in graph.get_operations() if o.type.startswith("Fp16")]
 

@@ -100,6 +100,7 @@ import keras
 import numpy as np
 
 from tf_fp16ops.conversion import LayerSelection, convert_with_report
+from tf_fp16ops.layers import KERAS
 
 SUMMARY_PREFIX = "fp16_sensitivity"
 _OTHERS = ("float32", "original")
@@ -830,20 +831,21 @@ def sensitivity(
     probe = probe_conv.model
     paths = _layer_paths(model)
 
-    # 'original': a Keras layer runs its Keras kernel; a layer that already was a tf_fp16ops
-    # layer runs with the accumulation it had.
-    own_accumulation = {
-        layer.name: getattr(layer, "accumulation", None)
+    # The layers not in fp16: with others='original', a Keras layer in the KERAS state (its own
+    # Keras computation) and a layer that already was a tf_fp16ops layer with the accumulation
+    # it had; with others='float32', float32.
+    original = {
+        layer.name: getattr(layer, "accumulation", KERAS)
         for layer in model._flatten_layers(include_self=False, recursive=True)
         if layer.name in by_name
     }
 
     def set_state(fp16: set):
         for name, layer in by_name.items():
-            half = name in fp16
-            own = own_accumulation.get(name) if others == "original" else None
-            layer.accumulation = "float16" if half else (own or "float32")
-            layer._keras_path = not half and others == "original" and own is None
+            if name in fp16:
+                layer.accumulation = "float16"
+            else:
+                layer.accumulation = original[name] if others == "original" else "float32"
 
     reuser = _Reuse(probe) if reuse else None
     if reuser is not None and not reuser.usable:
@@ -997,8 +999,6 @@ def sensitivity(
     if bar is not None:
         bar.update(bar.target, finalize=True)
     set_state(set())
-    for layer in by_name.values():
-        layer._keras_path = False
 
     ranked = sorted(names, key=lambda nm: (-sweep[nm][0], -sweep[nm][1]))
     classes = dict(
