@@ -432,7 +432,7 @@ def test_transformer_sweep_matches_independent_conversions(others):
     # MultiHeadAttention (projections and both attention products), EinsumDense and Dense of a
     # 2-block encoder are candidates; each one-at-a-time error equals that of the model
     # converted with only this layer at float16 (the others at float32, or left as Keras's).
-    from test_layers_transformer import encoder, inputs
+    from support.transformer import encoder, inputs
 
     model, x = encoder(), inputs(4, 1)
     r = sensitivity(model, x, tolerance=1e-3, others=others, progress=False)
@@ -473,7 +473,7 @@ def _skip_model():
 
 @pytest.mark.parametrize("others", ["float32", "original"])
 def test_reuse_gives_the_results_of_full_runs(others, digits):
-    from test_layers_transformer import encoder, inputs
+    from support.transformer import encoder, inputs
 
     rng = np.random.default_rng(4)
     cases = [
@@ -497,8 +497,7 @@ def test_reuse_gives_the_results_of_full_runs(others, digits):
 def test_stacked_reuse_gives_the_results_of_full_runs(others, digits, monkeypatch):
     # reuse='stacked' runs the sweep states of a batch together; STACK_ROWS = 4 with batches of
     # 2 puts 2 states in a call, so the 6 layers of the skip model take 3 groups.
-    from test_layers_transformer import encoder, inputs
-
+    from support.transformer import encoder, inputs
     from tf_fp16ops.layer_sensitivity import analysis as layer_sensitivity
 
     monkeypatch.setattr(layer_sensitivity, "STACK_ROWS", 4)
@@ -589,7 +588,7 @@ def test_paths_and_positions_count_the_layers_inside_layers():
     # The encoder's model.layers: input, then per block mha, ln1, ff1, ff2, ln2. Keras's
     # MultiHeadAttention holds six layers of its own (query, key, value EinsumDense, softmax,
     # dropout, attention_output EinsumDense), which follow it depth first.
-    from test_layers_transformer import encoder, inputs
+    from support.transformer import encoder, inputs
 
     model = encoder()
     r = sensitivity(model, inputs(2, 3), tolerance=1e-3, progress=False)
