@@ -137,6 +137,49 @@ def _data_format(data_format: str) -> str:
     return data_format.upper()
 
 
+def _conv_attrs(strides, padding, data_format, dilations, accumulation) -> dict:
+    """The attrs of the Fp16Conv2D family from the arguments of `conv2d` and its backprops, each
+    checked (a ValueError naming it): Tacc, strides and dilations as 4 ints in data_format
+    order, padding with its explicit_paddings, data_format."""
+    data_format = _data_format(data_format)
+    tacc = accumulation_dtype(accumulation)
+    strides = _window_attr("strides", strides, data_format)
+    dilations = _window_attr("dilations", 1 if dilations is None else dilations, data_format)
+    padding, explicit = _padding_attrs(padding)
+    return dict(
+        Tacc=tacc,
+        strides=strides,
+        padding=padding,
+        explicit_paddings=explicit,
+        data_format=data_format,
+        dilations=dilations,
+    )
+
+
+# The op function of each op type of the family.
+_CONV_OPS = {
+    "Fp16Conv2D": _ops.fp16_conv2d,
+    "Fp16Conv2DBackpropInput": _ops.fp16_conv2d_backprop_input,
+    "Fp16Conv2DBackpropFilter": _ops.fp16_conv2d_backprop_filter,
+}
+
+
+def _run_conv_op(op_type: str, name: str | None, attrs: dict, **operands) -> tf.Tensor:
+    """Builds `op_type` (not inside XLA) on `operands`, given in the op's input order, in a name
+    scope: a `*_sizes` operand is an int32 [4] (`_sizes`), the others are tensors of one float
+    dtype (`_check_dtypes`, which names the first)."""
+    check_not_in_xla(op_type)
+    with tf.name_scope(name or op_type):
+        tensors = {
+            k: tf.convert_to_tensor(v, name=k)
+            for k, v in operands.items()
+            if not k.endswith("_sizes")
+        }
+        _check_dtypes(attrs["Tacc"], **tensors)
+        args = [_sizes(k, v) if k.endswith("_sizes") else tensors[k] for k, v in operands.items()]
+        return _CONV_OPS[op_type](*args, **attrs)
+
+
 def conv2d(
     input,
     filters,
@@ -180,26 +223,8 @@ def conv2d(
         or dilations, strides/dilations other than 1 on batch or channel, negative or misplaced
         explicit paddings, output size ≤ 0, element counts that overflow.
     """
-    data_format = _data_format(data_format)
-    tacc = accumulation_dtype(accumulation)
-    strides_attr = _window_attr("strides", strides, data_format)
-    dilations_attr = _window_attr("dilations", 1 if dilations is None else dilations, data_format)
-    padding_attr, explicit = _padding_attrs(padding)
-    check_not_in_xla("Fp16Conv2D")
-    with tf.name_scope(name or "Fp16Conv2D"):
-        input = tf.convert_to_tensor(input, name="input")
-        filters = tf.convert_to_tensor(filters, name="filters")
-        _check_dtypes(tacc, input=input, filters=filters)
-        return _ops.fp16_conv2d(
-            input,
-            filters,
-            Tacc=tacc,
-            strides=strides_attr,
-            padding=padding_attr,
-            explicit_paddings=explicit,
-            data_format=data_format,
-            dilations=dilations_attr,
-        )
+    attrs = _conv_attrs(strides, padding, data_format, dilations, accumulation)
+    return _run_conv_op("Fp16Conv2D", name, attrs, input=input, filters=filters)
 
 
 def _attrs_of(op) -> dict:
@@ -287,24 +312,15 @@ def conv2d_backprop_input(
       ValueError / tf.errors.InvalidArgumentError: as `conv2d`, and when `input_sizes` is not 4
         non-negative ints or `out_backprop`'s shape is not the convolution's output shape.
     """
-    data_format = _data_format(data_format)
-    padding_attr, explicit = _padding_attrs(padding)
-    check_not_in_xla("Fp16Conv2DBackpropInput")
-    with tf.name_scope(name or "Fp16Conv2DBackpropInput"):
-        filters = tf.convert_to_tensor(filters, name="filters")
-        out_backprop = tf.convert_to_tensor(out_backprop, name="out_backprop")
-        _check_dtypes(accumulation_dtype(accumulation), filters=filters, out_backprop=out_backprop)
-        return _ops.fp16_conv2d_backprop_input(
-            _sizes("input_sizes", input_sizes),
-            filters,
-            out_backprop,
-            Tacc=accumulation_dtype(accumulation),
-            strides=_window_attr("strides", strides, data_format),
-            padding=padding_attr,
-            explicit_paddings=explicit,
-            data_format=data_format,
-            dilations=_window_attr("dilations", 1 if dilations is None else dilations, data_format),
-        )
+    attrs = _conv_attrs(strides, padding, data_format, dilations, accumulation)
+    return _run_conv_op(
+        "Fp16Conv2DBackpropInput",
+        name,
+        attrs,
+        input_sizes=input_sizes,
+        filters=filters,
+        out_backprop=out_backprop,
+    )
 
 
 def conv2d_backprop_filter(
@@ -338,24 +354,15 @@ def conv2d_backprop_filter(
     Raises:
       ValueError / tf.errors.InvalidArgumentError: as `conv2d_backprop_input`, for `filter_sizes`.
     """
-    data_format = _data_format(data_format)
-    padding_attr, explicit = _padding_attrs(padding)
-    check_not_in_xla("Fp16Conv2DBackpropFilter")
-    with tf.name_scope(name or "Fp16Conv2DBackpropFilter"):
-        input = tf.convert_to_tensor(input, name="input")
-        out_backprop = tf.convert_to_tensor(out_backprop, name="out_backprop")
-        _check_dtypes(accumulation_dtype(accumulation), input=input, out_backprop=out_backprop)
-        return _ops.fp16_conv2d_backprop_filter(
-            input,
-            _sizes("filter_sizes", filter_sizes),
-            out_backprop,
-            Tacc=accumulation_dtype(accumulation),
-            strides=_window_attr("strides", strides, data_format),
-            padding=padding_attr,
-            explicit_paddings=explicit,
-            data_format=data_format,
-            dilations=_window_attr("dilations", 1 if dilations is None else dilations, data_format),
-        )
+    attrs = _conv_attrs(strides, padding, data_format, dilations, accumulation)
+    return _run_conv_op(
+        "Fp16Conv2DBackpropFilter",
+        name,
+        attrs,
+        input=input,
+        filter_sizes=filter_sizes,
+        out_backprop=out_backprop,
+    )
 
 
 # Gradients, as TensorFlow's nn_grad.py registers them for Conv2D and its backprops, with the
