@@ -174,6 +174,20 @@ def build(e: Entry, log: Path, bazel: str) -> None:
     )
 
 
+def copy_tests(tests: tuple[str, ...], dest: Path) -> Path:
+    """Copies `tests` (paths below tests/) and SUPPORT into dest/tests/, keeping their folders;
+    returns dest/tests."""
+    copy = dest / "tests"
+    for name in (*SUPPORT, *tests):
+        src, dst = ROOT / "tests" / name, copy / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.is_file():
+            shutil.copy(src, dst)
+    return copy
+
+
 def test(e: Entry, wheel: Path, log: Path, tests: tuple[str, ...] = TESTS) -> None:
     """Installs `wheel` into e's virtualenv and runs `tests` from a copy outside the source tree."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
@@ -184,15 +198,7 @@ def test(e: Entry, wheel: Path, log: Path, tests: tuple[str, ...] = TESTS) -> No
     # no longer requires tensorboard), resolved with TensorFlow and Keras held at their pins.
     _run([*pip, wheel, f"tensorflow=={e.tensorflow}", f"keras=={e.keras}"], log, env=env)
     with tempfile.TemporaryDirectory(prefix=f"tf_fp16ops_matrix_{e.minor}_") as tmp:
-        copy = Path(tmp) / "tests"
-        copy.mkdir()
-        for name in (*SUPPORT, *tests):
-            src, dst = ROOT / "tests" / name, copy / name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if src.is_dir():
-                shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-            elif src.is_file():
-                shutil.copy(src, dst)
+        copy = copy_tests(tests, Path(tmp))
         # --rootdir: the copy's tests/ (conftest.py there), whichever areas are run.
         _run(
             [
