@@ -26,18 +26,18 @@ import tensorflow as tf  # noqa: E402
 
 import tf_fp16ops  # noqa: E402
 from tf_fp16ops.audit.context import read_cpu_model as cpu_name  # noqa: E402
-from tf_fp16ops.layer_sensitivity import analysis as layer_sensitivity  # noqa: E402
+from tf_fp16ops.layer_sensitivity import replicas  # noqa: E402
 
 MODES = (False, True, "stacked")
 
 
 class SweepClock:
-    """Sums the wall time of the sweep's per-batch model calls (`_Replicas.__call__` with the
+    """Sums the wall time of the sweep's per-batch model calls (`Replicas.__call__` with the
     sweep function) while installed."""
 
     def __init__(self):
         self.seconds = 0.0
-        self._call = layer_sensitivity._Replicas.__call__
+        self._call = replicas.Replicas.__call__
         clock = self
 
         def timed(replicas, fn, xb):
@@ -48,7 +48,7 @@ class SweepClock:
                 if fn.__name__ == "sweep_fn":
                     clock.seconds += time.perf_counter() - t0
 
-        layer_sensitivity._Replicas.__call__ = timed
+        replicas.Replicas.__call__ = timed
 
 
 def main() -> None:

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import tf_fp16ops
-from tf_fp16ops.layer_sensitivity.analysis import SUMMARY_PREFIX, sensitivity
+from tf_fp16ops.layer_sensitivity.analysis import sensitivity
 from tf_fp16ops.layer_sensitivity.cli import main as cli_main
+from tf_fp16ops.layer_sensitivity.result import SUMMARY_PREFIX
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "examples"))
@@ -534,10 +535,10 @@ def test_stacked_reuse_gives_the_results_of_full_runs(others, digits, monkeypatc
 
 
 def test_reuse_recomputes_only_downstream_nodes():
-    from tf_fp16ops.layer_sensitivity.analysis import _Reuse
+    from tf_fp16ops.layer_sensitivity.reuse import Reuse
 
     model = _skip_model()
-    reuse = _Reuse(model)
+    reuse = Reuse(model)
     assert reuse.usable
     by_id = {
         id(n): n.operation.name
@@ -602,9 +603,9 @@ def test_paths_and_positions_count_the_layers_inside_layers():
         "ff1_1": (f"{m}/ff1_1", 21),
         "ff2_1": (f"{m}/ff2_1", 22),
     }
-    from tf_fp16ops.layer_sensitivity.analysis import _layer_paths
+    from tf_fp16ops.layer_sensitivity.reuse import layer_paths
 
-    paths = _layer_paths(model)
+    paths = layer_paths(model)
     assert paths["query"] == (f"{m}/mha_0/query", 3)
     assert paths["attention_output"] == (f"{m}/mha_0/attention_output", 8)
     # Nested twice: a Sequential inside a functional model inside the model.
