@@ -38,10 +38,14 @@ ONEDNN_INDEPENDENT_TESTS := package/test_wheel.py package/test_no_tensorflow.py 
 	package/test_tf_matrix.py gpu/test_gpu_host.py gpu/test_cuda_toolchain.py \
 	ops/test_softfloat_oracle.py ops/test_fuzz.py ops/test_isa_paths.py ops/test_subnormals.py \
 	ops/test_float_order.py ops/test_benchmark_cpu.py tensorboard_plugin/test_tb_plugin_browser.py \
-	tensorboard/test_tb_plugin_routes.py audit/test_audit_malformed.py audit/test_audit_layering.py
+	tensorboard_plugin/test_tb_plugin_routes.py audit/test_audit_malformed.py \
+	audit/test_audit_layering.py
 # Also left out: the multi-process tf.distribute runs (-k), which compare a sharded run with the
 # one-device run of the same kernels: ~2 min of CI for no kernel choice of their own.
 test-eigen: install
+	@for f in $(ONEDNN_INDEPENDENT_TESTS); do \
+	  test -f tests/$$f || { echo "ONEDNN_INDEPENDENT_TESTS: no file tests/$$f"; exit 2; }; \
+	done
 	TF_ENABLE_ONEDNN_OPTS=0 $(PY) -m pytest $(PYTEST_ARGS) -k "not mirrored_strategy" \
 	  $(addprefix --ignore=tests/,$(ONEDNN_INDEPENDENT_TESTS))
 
