@@ -48,7 +48,7 @@ def _cpu_name() -> str:
 def _write_cases(d: str, chains, diamonds) -> list[tuple[str, str]]:
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     sys.path.insert(0, os.path.join(HERE, ".."))
-    from callgraph_models import chain, diamond
+    from support.callgraph_models import chain, diamond
 
     out = []
     for n in chains:

@@ -36,7 +36,7 @@ def test_random_cases():
 
 def test_the_check_detects_a_wrong_result():
     # The checker itself: one ulp off in one output of a real case is reported.
-    import fuzz_worker as W
+    from support import fuzz_worker as W
 
     case = {
         "id": "0",
@@ -87,7 +87,7 @@ def test_random_matmul_cases():
 
 
 def test_the_matmul_check_detects_a_wrong_result():
-    import fuzz_worker as W
+    from support import fuzz_worker as W
 
     case = {
         "id": "0",
