@@ -245,6 +245,7 @@ class Library:
         lib.tfo_direct_wgrad_splits.restype = ctypes.c_int64
         # Fp16MatMul (absent from libraries built before it).
         self.has_matmul = hasattr(lib, "tfo_matmul_launch")
+        self._matmul_arrays: dict = {}
         if self.has_matmul:
             lib.tfo_matmul_select.argtypes = [p64, i, i, p64, p64, i, i, i, u64, ip, ip, u64p]
             lib.tfo_matmul_select.argtypes += [cp, i]
@@ -361,14 +362,19 @@ class Library:
         return PATH_NAMES.get(used.value, str(used.value)), selections.value
 
     def _matmul_args(self, m: MatMul):
+        """The C arrays of mdims and offsets, made once per MatMul (a timed launch of a batch of
+        192 matrices would otherwise pay for building them in Python)."""
         if not self.has_matmul:
             raise AbiError(4, f"{self.path} has no tfo_matmul_launch (built before Fp16MatMul)")
-        n = max(1, m.batch)
-        return (
-            (ctypes.c_int64 * 6)(*m.dims()),
-            (ctypes.c_int64 * n)(*m.x_offsets()),
-            (ctypes.c_int64 * n)(*m.y_offsets()),
-        )
+        args = self._matmul_arrays.get(m)
+        if args is None:
+            n = max(1, m.batch)
+            args = self._matmul_arrays[m] = (
+                (ctypes.c_int64 * 6)(*m.dims()),
+                (ctypes.c_int64 * n)(*m.x_offsets()),
+                (ctypes.c_int64 * n)(*m.y_offsets()),
+            )
+        return args
 
     def matmul_select(
         self,
