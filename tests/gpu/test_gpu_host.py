@@ -22,7 +22,7 @@ from support import reference as ref
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools", "gpu_check"))
 import problems  # noqa: E402
-from abi import DTYPES, PATH_NAMES, PATHS, AbiError, Library, Problem  # noqa: E402
+from abi import AbiError, Library, MatMul, Problem  # noqa: E402
 
 LIB = os.path.join(ROOT, "build", "gpu_host", "libtf_fp16ops_gpu_host.so")
 # Made-up devices: (driver_version, compute_capability, sm90a_code).
@@ -671,7 +671,7 @@ def test_check_end_to_end_without_a_gpu_writes_its_summary(lib, tmp_path):
             "--out",
             str(out),
             "--skip",
-            "exactness,random,cases,bench",
+            "exactness,random,cases,matmul,bench,matmul_bench",
         ],
         capture_output=True,
         text=True,
@@ -744,9 +744,9 @@ def test_check_references_on_the_torch_backend(p):
         )
 
 
-def test_check_cpu_dry_run(lib, tmp_path):
-    """Where PyTorch is installed: check.py --cpu-dry-run runs the check's own PyTorch code on
-    the host library and CPU tensors (direct kernels only) and every asserted result passes."""
+def cpu_dry_run(tmp_path, skip: str) -> dict:
+    """check.py --cpu-dry-run on the host library (PyTorch needed: the test skips without it),
+    skipping `skip`, into tmp_path/dry; asserts exit status 0 and returns summary.json."""
     pytest.importorskip("torch")
     out = tmp_path / "dry"
     proc = subprocess.run(
@@ -759,7 +759,7 @@ def test_check_cpu_dry_run(lib, tmp_path):
             "--out",
             str(out),
             "--skip",
-            "exactness,bench",
+            skip,
             "--timeout-scale",
             "4",
         ],
@@ -768,7 +768,13 @@ def test_check_cpu_dry_run(lib, tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_check_cpu_dry_run(lib, tmp_path):
+    """Where PyTorch is installed: check.py --cpu-dry-run runs the check's own PyTorch code on
+    the host library and CPU tensors (direct kernels only) and every asserted result passes."""
+    summary = cpu_dry_run(tmp_path, "exactness,bench,matmul,matmul_bench")
     assert [s["section"] for s in summary["sections"]] == ["facts", "random", "cases"]
     assert all(s["verdict"] == "PASS" and not s["failed"] for s in summary["sections"])
     assert summary["sections"][1]["asserted_ok"] >= 18
@@ -841,19 +847,9 @@ def test_failed_workspace_falls_back_to_an_implementation_without_one(cutlass):
 # of an NHWC image [1, 1, M, K] with an HWIO filter [1, 1, K, N].
 
 
-def _matmul_abi(lib):
-    i, p64, vp, u64 = ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p, ctypes.c_uint64
-    ip, u64p, cp = ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p
-    lib.lib.tfo_matmul_select.argtypes = [p64, i, i, p64, p64, i, i, i, u64, ip, ip, u64p, cp, i]
-    lib.lib.tfo_matmul_launch.argtypes = [
-        p64, i, i, p64, p64, i, i, vp, vp, vp, vp, u64, vp, i, ip, ip, cp, i
-    ]  # fmt: skip
-    return lib.lib
-
-
 def matmul_problem(x_shape, y_shape, adj_x, adj_y):
     """(mdims, x offsets, y offsets, output shape) of BatchMatMulV2's product, computed here with
-    NumPy's broadcasting (independent of cc/kernels/matmul_shape.cc)."""
+    NumPy's broadcasting (independent of cc/kernels/matmul_shape.cc and of abi.MatMul)."""
     M, K = (x_shape[-1], x_shape[-2]) if adj_x else (x_shape[-2], x_shape[-1])
     N = y_shape[-2] if adj_y else y_shape[-1]
     batch = np.broadcast_shapes(tuple(x_shape[:-2]), tuple(y_shape[:-2]))
@@ -876,39 +872,22 @@ def _p64(a):
 
 def matmul_select(lib, x_shape, y_shape, t, tacc, path="auto", device=TURING, adj=(False, False),
                   max_bytes=2**64 - 1):  # fmt: skip
-    abi = _matmul_abi(lib)
-    mdims, xo, yo, _ = matmul_problem(x_shape, y_shape, *adj)
-    chosen, nbytes = ctypes.c_int(0), ctypes.c_uint64(0)
-    msg = ctypes.create_string_buffer(512)
-    dev = (ctypes.c_int * 3)(*device)
-    rc = abi.tfo_matmul_select(
-        _p64(mdims), int(adj[0]), int(adj[1]), _p64(xo), _p64(yo), DTYPES[t], DTYPES[tacc],
-        PATHS[path], max_bytes, dev, ctypes.byref(chosen), ctypes.byref(nbytes), msg, 512,
-    )  # fmt: skip
-    if rc != 0:
-        raise AbiError(rc, msg.value.decode())
-    return PATH_NAMES[chosen.value], int(nbytes.value)
+    m = MatMul("m", tuple(x_shape), tuple(y_shape), *adj)
+    return lib.matmul_select(m, t, tacc, path, max_bytes, device)
 
 
 def matmul_launch(lib, x, y, t, tacc, adj_x=False, adj_y=False, device=TURING, path="auto"):
     """Runs the matmul on the host library: (out, implementation that ran)."""
-    abi = _matmul_abi(lib)
-    mdims, xo, yo, out_shape = matmul_problem(x.shape, y.shape, adj_x, adj_y)
-    _, nbytes = matmul_select(lib, x.shape, y.shape, t, tacc, path, device, (adj_x, adj_y))
+    m = MatMul("m", x.shape, y.shape, adj_x, adj_y)
+    _, nbytes = lib.matmul_select(m, t, tacc, path, device=device)
     xa, ya = np.ascontiguousarray(x, NP_T[t]), np.ascontiguousarray(y, NP_T[t])
-    out = np.full(out_shape, np.nan, NP_T[t])
+    out = np.full(m.out_shape(), np.nan, NP_T[t])
     ws = np.zeros(max(nbytes, 1), np.uint8)
-    used = ctypes.c_int(0)
-    msg = ctypes.create_string_buffer(512)
-    dev = (ctypes.c_int * 3)(*device)
-    rc = abi.tfo_matmul_launch(
-        _p64(mdims), int(adj_x), int(adj_y), _p64(xo), _p64(yo), DTYPES[t], DTYPES[tacc],
-        xa.ctypes.data, ya.ctypes.data, out.ctypes.data, ws.ctypes.data, nbytes, None,
-        PATHS[path], dev, ctypes.byref(used), msg, 512,
+    used = lib.matmul_launch(
+        m, t, tacc, xa.ctypes.data, ya.ctypes.data, out.ctypes.data, ws.ctypes.data, nbytes, 0,
+        path, device,
     )  # fmt: skip
-    if rc != 0:
-        raise AbiError(rc, msg.value.decode())
-    return out, PATH_NAMES[used.value]
+    return out, used
 
 
 MATMUL_CASES = [
@@ -1015,7 +994,7 @@ def test_matmul_workspace_is_what_it_carves(cutlass):
 def test_matmul_rejects_bad_sizes_and_offsets(lib):
     """Negative sizes, offsets outside the operand and overflowing products are InvalidArgument
     errors naming the field and value, before anything runs."""
-    abi = _matmul_abi(lib)
+    abi = lib.lib
     dev = (ctypes.c_int * 3)(*TURING)
     msg = ctypes.create_string_buffer(512)
 
@@ -1040,7 +1019,7 @@ def test_matmul_rejects_bad_sizes_and_offsets(lib):
 def test_matmul_launch_checks_workspace_and_pointers(lib):
     """A workspace smaller than the plan's (adj_x copy of 5 x 7 halves: 256 bytes) or a null
     operand of a non-empty tensor is an InvalidArgument error before anything runs."""
-    abi = _matmul_abi(lib)
+    abi = lib.lib
     mdims = np.array([1, 5, 3, 7, 1, 1], np.int64)
     x = np.ones((7, 5), np.float16)
     y = np.ones((7, 3), np.float16)
@@ -1064,3 +1043,262 @@ def test_matmul_launch_checks_workspace_and_pointers(lib):
     assert np.all(np.isnan(out))
     assert launch(x.ctypes.data, 256) == 0
     assert np.all(out == 7)
+
+
+# ---------------------------------------------------------------------------------------------
+# The GPU check's Fp16MatMul sections (tools/gpu_check: abi.MatMul, problems.MATMUL_*, the refs.py
+# references and rules, check.py's matmul sections), with NumPy and no GPU.
+
+
+@pytest.mark.parametrize(
+    "m",
+    [MatMul("case", *c) for c in MATMUL_CASES] + problems.ALL_MATMULS,
+    ids=lambda m: f"{m.name}{m.x_shape}x{m.y_shape}",
+)
+def test_matmul_problem_matches_numpy_broadcasting(m):
+    """abi.MatMul's sizes and broadcast offsets (what the check passes to tfo_matmul_launch) are
+    NumPy's broadcasting of the batch dimensions."""
+    mdims, xo, yo, out_shape = matmul_problem(m.x_shape, m.y_shape, m.adj_x, m.adj_y)
+    assert m.dims() == mdims.tolist()
+    assert m.x_offsets() == xo.tolist() and m.y_offsets() == yo.tolist()
+    assert m.out_shape() == tuple(out_shape)
+
+
+def test_matmul_problem_rejects_batches_that_do_not_broadcast():
+    with pytest.raises(ValueError, match="do not broadcast"):
+        MatMul("bad", (2, 4, 3), (3, 3, 5)).batch_shape  # noqa: B018
+
+
+def test_matmul_fold_rule_by_hand():
+    """One fprop for the batch only when x's matrices are in order and y is one shared matrix."""
+    assert MatMul("a", (4, 3, 8, 8), (8, 8)).folded()
+    assert MatMul("b", (4, 3, 8, 8), (8, 8)).fprop_problem().N == 12
+    assert not MatMul("c", (8, 8), (5, 8, 8)).folded()  # x shared, y batched
+    assert not MatMul("d", (3, 1, 8, 8), (4, 8, 8)).folded()
+    assert not MatMul("e", (8, 8), (8, 8)).folded()  # batch of one: one fprop anyway
+    assert MatMul("e", (8, 8), (8, 8)).fprop_problem().N == 1
+
+
+@pytest.mark.parametrize("m", problems.ALL_MATMULS, ids=lambda m: m.name)
+def test_matmul_table_agrees_with_the_h200_expectation(cutlass, m):
+    """On a made-up H200, tfo_matmul_select (the table with CUTLASS's can_implement) plans what
+    problems.h200_matmul_paths says for every matmul of the check and the benchmark: kAuto's
+    choice, each implementation named there when forced, and a refusal with a reason for the
+    others."""
+    for t, tacc in PAIRS:
+        paths, auto = problems.h200_matmul_paths(m, t)
+        assert cutlass.matmul_select(m, t, tacc, device=H200)[0] == auto, (t, tacc)
+        for path in ("sm90", "sm80", "simt", "fallback"):
+            if path in paths:
+                assert cutlass.matmul_select(m, t, tacc, path, device=H200)[0] == path
+            else:
+                with pytest.raises(AbiError, match="cannot run") as e:
+                    cutlass.matmul_select(m, t, tacc, path, device=H200)
+                assert e.value.code == "InvalidArgument"
+
+
+def test_matmul_h200_expectation_by_hand():
+    """The expectation itself on hand-picked shapes: tensor cores for T=half need K and N
+    multiples of 8 (M is free); T=float takes simt; K = 0 or M = 0 only the direct kernel."""
+    exp = problems.h200_matmul_paths
+    assert exp(MatMul("a", (37, 64), (64, 40)), "half") == (["sm90", "sm80", "fallback"], "sm90")
+    assert exp(MatMul("b", (16, 60), (60, 24)), "half") == (["fallback"], "fallback")
+    assert exp(MatMul("c", (16, 64), (64, 20)), "half") == (["fallback"], "fallback")
+    assert exp(MatMul("d", (16, 60), (60, 20)), "float") == (["simt", "fallback"], "simt")
+    assert exp(MatMul("e", (4, 0), (0, 8)), "half") == (["fallback"], "fallback")
+    assert exp(MatMul("f", (2, 0, 8), (8, 16)), "float") == (["fallback"], "fallback")
+
+
+def test_matmul_benchmark_shapes_take_tensor_cores(cutlass):
+    """No matmul benchmark shape falls back to the direct kernel on an H200 or an A100."""
+    for m in problems.MATMUL_BENCH:
+        for tacc in ("half", "float"):
+            assert cutlass.matmul_select(m, "half", tacc, device=H200)[0] == "sm90", m.name
+            assert cutlass.matmul_select(m, "half", tacc, device=AMPERE)[0] == "sm80", m.name
+
+
+def _case_data(m: MatMul, seed: int, kind: str = "random"):
+    rng = np.random.default_rng(seed)
+    if kind == "int":
+        b = check.exact_int_bound(m.K)
+        return (
+            rng.integers(-b, b + 1, m.x_shape).astype(np.float16),
+            rng.integers(-b, b + 1, m.y_shape).astype(np.float16),
+        )
+    return (
+        rng.uniform(-1, 1, m.x_shape).astype(np.float16),
+        rng.uniform(-0.5, 0.5, m.y_shape).astype(np.float16),
+    )
+
+
+@pytest.mark.parametrize("case", MATMUL_CASES, ids=lambda c: f"{c[0]}x{c[1]}adj{c[2]:d}{c[3]:d}")
+def test_matmul_check_references_match_tests_reference(case):
+    """refs.seq_half_matmul is tests/reference.py's batch_matmul chain bit for bit;
+    refs.matmul_exact is its float64 sum (of |x|, |y| with absolute=True); refs.sampled_matmul
+    gives those float64 values at chosen outputs."""
+    B = refs.NumpyBackend()
+    m = MatMul("case", *case)
+    x, y = _case_data(m, sum(m.x_shape) * 7 + sum(m.y_shape))
+    want_half = ref.batch_matmul(x, y, m.adj_x, m.adj_y, accumulation="half")
+    assert same_bits(refs.seq_half_matmul(B, m, x, y), want_half)
+    want = ref.batch_matmul(x, y, m.adj_x, m.adj_y, accumulation="float64")
+    np.testing.assert_allclose(refs.matmul_exact(B, m, x, y), want, rtol=1e-12, atol=1e-12)
+    absum = ref.batch_matmul(
+        np.abs(x), np.abs(y), m.adj_x, m.adj_y, accumulation="float64"
+    )  # fmt: skip
+    np.testing.assert_allclose(refs.matmul_exact(B, m, x, y, absolute=True), absum, rtol=1e-12)
+    if want.size:
+        idx = np.random.default_rng(1).choice(want.size, size=min(25, want.size), replace=False)
+        np.testing.assert_allclose(
+            refs.sampled_matmul(B, m, x, y, idx), want.ravel()[idx], rtol=1e-12, atol=1e-12
+        )
+
+
+def test_matmul_sampled_reference_on_a_benchmark_layout():
+    """sampled_matmul reads rows and columns through adj_y and per-matrix offsets correctly on a
+    scaled-down attention shape (both operands batched, y transposed)."""
+    B = refs.NumpyBackend()
+    m = MatMul("scores", (3, 2, 9, 16), (2, 11, 16), adj_y=True)
+    x, y = _case_data(m, 4)
+    want = np.einsum("abmk,bnk->abmn", x.astype(np.float64), y.astype(np.float64))
+    idx = np.arange(want.size)
+    np.testing.assert_allclose(refs.sampled_matmul(B, m, x, y, idx), want.ravel(), rtol=1e-12)
+
+
+def test_matmul_exact_data_keep_partial_sums_exact():
+    """The check's integer data keep every partial sum within 2048 in magnitude (K * b^2 <= 2048),
+    and the sequential binary16 sum of such data is the float64 product: by hand for the
+    2048-term case (b = 1), and on the data of every exactness shape."""
+    B = refs.NumpyBackend()
+    assert check.exact_int_bound(2048) == 1 and check.exact_int_bound(227) == 3
+    assert check.exact_int_bound(0) == 3
+    for m in problems.MATMUL_EXACT:
+        b = check.exact_int_bound(m.K)
+        assert m.K * b * b <= 2048, m.name
+        if m.K <= 128:  # the longer ones cost seconds of NumPy here; the check verifies them too
+            x, y = _case_data(m, 3, "int")
+            np.testing.assert_array_equal(
+                refs.seq_half_matmul(B, m, x, y), refs.matmul_exact(B, m, x, y), err_msg=m.name
+            )
+
+
+def _tf32(a: np.ndarray) -> np.ndarray:
+    """float32 values rounded to TF32's 10 fraction bits (to nearest, ties away: as cuBLAS
+    converts)."""
+    bits = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32)
+    return bits.view(np.float32)
+
+
+def test_matmul_verdict_passes_other_orders_and_fails_wrong_results():
+    """refs.matmul_verdict on NumPy data. Tacc=half: the sequential sum passes (bit-exact rule and
+    tensor-core rule), a pairwise order passes the tensor-core rule but not the bit-exact one, a
+    result with two rows swapped and one with a NaN fail. Tacc=float: binary32 chains pass for
+    T=half and T=float; TF32 inputs (10-bit fractions) fail the T=float bound."""
+    B = refs.NumpyBackend()
+    m = MatMul("v", (2, 24, 96), (96, 16))
+    x, y = _case_data(m, 21)
+    exact = refs.matmul_exact(B, m, x, y)
+    absum = refs.matmul_exact(B, m, x, y, absolute=True)
+    seq = refs.seq_half_matmul(B, m, x, y)
+
+    def verdict(got, tacc="half", sequential=False, t="half", ex=exact, ab=absum):
+        return refs.matmul_verdict(
+            B, got, ex, ab, m.K, t, tacc, seq if tacc == "half" else None, sequential
+        )[0]
+
+    assert verdict(seq, sequential=True) and verdict(seq)
+    # Pairwise: binary16 sums of the two halves of k, then added and rounded.
+    lo = refs.seq_half_matmul(B, MatMul("lo", (2, 24, 48), (48, 16)), x[..., :48], y[:48])
+    hi = refs.seq_half_matmul(B, MatMul("hi", (2, 24, 48), (48, 16)), x[..., 48:], y[48:])
+    pairwise = (lo + hi).astype(np.float16).astype(np.float64)
+    assert not np.array_equal(pairwise, seq)
+    assert verdict(pairwise) and not verdict(pairwise, sequential=True)
+    swapped = seq.copy()
+    swapped[:, [0, 1]] = seq[:, [1, 0]]
+    assert not verdict(swapped)
+    with_nan = seq.copy()
+    with_nan[0, 0, 0] = np.nan
+    assert not verdict(with_nan)
+    ok, row = refs.matmul_verdict(B, seq, exact, absum, m.K, "half", "half", seq)
+    assert row["max_err_over_bound"] <= 1 and row["mean_err"] > 0 and row["rel_err_norm"] > 0
+    # Tacc=float: the binary32 FMA chain (reference.py), rounded to T.
+    f32 = ref.batch_matmul(x, y, accumulation="float32")
+    assert verdict(f32.astype(np.float16), "float") and verdict(f32, "float", t="float")
+    # T=float on full binary32 data: a binary32 chain passes (Higham's gamma_K bound holds for
+    # separately rounded products and sums too), TF32-rounded inputs do not.
+    rng = np.random.default_rng(8)
+    xf = rng.uniform(-1, 1, m.x_shape).astype(np.float32)
+    yf = rng.uniform(-0.5, 0.5, m.y_shape).astype(np.float32)
+    ex_f = refs.matmul_exact(B, m, xf, yf)
+    ab_f = refs.matmul_exact(B, m, xf, yf, absolute=True)
+    chain = np.zeros((2, 24, 16), np.float32)  # binary32 products and sums, each rounded
+    for k in range(m.K):
+        chain = chain + xf[:, :, k : k + 1] * yf[k : k + 1, :]
+    tf32 = (_tf32(xf).astype(np.float64) @ _tf32(yf).astype(np.float64)).astype(np.float32)
+    assert verdict(chain, "float", t="float", ex=ex_f, ab=ab_f)
+    assert not verdict(tf32, "float", t="float", ex=ex_f, ab=ab_f)
+
+
+def test_matmul_half_bound_by_hand():
+    """gamma_K(2^-11) = K u / (1 - K u): K = 1024 gives 0.5 / 0.5 = 1; K >= 2048 has no bound."""
+    assert refs.half_acc_bound(1024, 2.0) == 2.0 + 1024 * 2.0**-25
+    assert refs.half_acc_bound(2048, 1.0) == math.inf
+    assert refs.float_acc_bound(0, 0.0, 0.0, "float") == 0.0
+
+
+def test_matmul_benchmark_reports_fail_below_its_targets():
+    bert = problems.MATMUL_BENCH[0]
+    dry = problems.MATMUL_BENCH_DRY[0]
+    fast = {"ours_half_ms": 1.0, "ours_float_ms": 1.0, "cublas_ms": 0.95, "cublas_fp16acc_ms": 0.9}
+    assert check.matmul_targets_met(dict(fast), bert)  # 0.95x and 0.9x
+    assert not check.matmul_targets_met({**fast, "cublas_ms": 0.85}, bert)  # float 0.85x
+    assert not check.matmul_targets_met({**fast, "cublas_fp16acc_ms": 0.8}, bert)  # half 0.8x
+    row = {k: v for k, v in fast.items() if k != "cublas_fp16acc_ms"}
+    assert check.matmul_targets_met(row, bert) and row["half_target_peer"] == "half_vs_cublas"
+    assert not check.matmul_targets_met({"ours_half_ms": 1.0, "ours_float_ms": 1.0}, bert)
+    assert check.matmul_targets_met({**fast, "cublas_ms": 0.1}, dry)  # no target off BERT
+
+
+def test_check_sections_fit_the_budget():
+    """The section timeouts sum to 390 s, under the 405 s budget, under `timeout 420`."""
+    assert sum(check.SECTIONS.values()) == 390 and check.BUDGET_S == 405
+    assert list(check.SECTIONS)[-3:] == ["matmul", "bench", "matmul_bench"]
+
+
+def test_check_spent_budget_skips_sections_and_still_writes_the_summary(lib, tmp_path, monkeypatch):
+    """With the budget spent, no section starts; each is an ERROR saying so, in a summary."""
+    monkeypatch.setattr(check, "BUDGET_S", 0)
+    rc = check.main(["--lib", LIB, "--out", str(tmp_path), "--skip", "facts,exactness,random"])
+    assert rc == 1
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [s["section"] for s in summary["sections"]] == [
+        "cases",
+        "matmul",
+        "bench",
+        "matmul_bench",
+    ]
+    assert all(s["verdict"] == "ERROR" and "budget" in s["status"] for s in summary["sections"])
+
+
+def test_check_cpu_dry_run_matmul(lib, tmp_path):
+    """Where PyTorch is installed: the matmul sections of check.py --cpu-dry-run on the host
+    library and CPU tensors (direct kernel only): every asserted result passes, the exactness
+    rows cover every shape, pair and forced implementation, and the benchmark rows carry
+    timings."""
+    summary = cpu_dry_run(tmp_path, "facts,exactness,random,cases,bench")
+    assert [s["section"] for s in summary["sections"]] == ["matmul", "matmul_bench"]
+    assert all(s["verdict"] == "PASS" and not s["failed"] for s in summary["sections"])
+    rows = [json.loads(x) for x in (tmp_path / "dry" / "results.jsonl").read_text().splitlines()]
+    results = [r for r in rows if r["event"] == "result"]
+    exact = [r for r in results if r["section"] == "matmul" and "mismatches" in r]
+    # Host build: a made-up sm_75, so only auto and the direct kernel run; the CUTLASS paths
+    # are refused (recorded, not asserted, off an H200).
+    n_exact = len(problems.MATMUL_EXACT) * len(PAIRS)
+    assert len(exact) == 2 * n_exact and all(r["used"] == "fallback" for r in exact)
+    random_rows = [r for r in results if r["section"] == "matmul" and "max_err" in r]
+    assert len(random_rows) == 2 * len(PAIRS) * 2
+    assert all(r["ok"] for r in random_rows)
+    bench = [r for r in results if r["section"] == "matmul_bench" and "shape" in r]
+    assert [r["shape"] for r in bench] == [m.name for m in problems.MATMUL_BENCH_DRY]
+    assert all(r["ours_half_ms"] > 0 and r["ours_float_ms"] > 0 for r in bench)

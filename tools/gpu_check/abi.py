@@ -3,14 +3,16 @@ library libtf_fp16ops_gpu.so, torch tensors) and tests/gpu/test_gpu_host.py (hos
 libtf_fp16ops_gpu_host.so, NumPy arrays). Needs only the standard library.
 
 Problem sizes are elements; layouts as TensorFlow's: activations NHWC (NCHW when `nchw`), filter
-HWIO [KH, KW, C/groups, K]. Pointers are plain integers (device pointers for the device library,
-host pointers for the host library).
+HWIO [KH, KW, C/groups, K]; Fp16MatMul's operands row-major as BatchMatMulV2's (MatMul). Pointers
+are plain integers (device pointers for the device library, host pointers for the host library).
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
+import itertools
+import math
 from collections.abc import Sequence
 
 OPS = ("fprop", "dgrad", "wgrad")
@@ -92,6 +94,94 @@ class Problem:
         return x, (self.KH, self.KW, self.C // self.groups, self.K), y
 
 
+@dataclasses.dataclass(frozen=True)
+class MatMul:
+    """One Fp16MatMul, BatchMatMulV2's product: x [..., M, K] ([..., K, M] when adj_x) times
+    y [..., K, N] ([..., N, K] when adj_y), the batch dimensions broadcast as NumPy broadcasts
+    them; out [*batch_shape, M, N]. Output matrix b reads x matrix x_offsets()[b] and y matrix
+    y_offsets()[b] (row-major indices into the matrices each operand holds)."""
+
+    name: str
+    x_shape: tuple
+    y_shape: tuple
+    adj_x: bool = False
+    adj_y: bool = False
+
+    @property
+    def M(self) -> int:
+        return self.x_shape[-1] if self.adj_x else self.x_shape[-2]
+
+    @property
+    def K(self) -> int:
+        return self.x_shape[-2] if self.adj_x else self.x_shape[-1]
+
+    @property
+    def N(self) -> int:
+        return self.y_shape[-2] if self.adj_y else self.y_shape[-1]
+
+    @property
+    def batch_shape(self) -> tuple:
+        xb, yb = tuple(self.x_shape[:-2]), tuple(self.y_shape[:-2])
+        n = max(len(xb), len(yb))
+        xb, yb = (1,) * (n - len(xb)) + xb, (1,) * (n - len(yb)) + yb
+        out = []
+        for a, b in zip(xb, yb, strict=True):
+            if a != b and 1 not in (a, b):
+                raise ValueError(f"{self.name}: batch dimensions {xb} and {yb} do not broadcast")
+            out.append(b if a == 1 else a)
+        return tuple(out)
+
+    @property
+    def batch(self) -> int:
+        return math.prod(self.batch_shape)
+
+    @property
+    def x_matrices(self) -> int:
+        return math.prod(self.x_shape[:-2])
+
+    @property
+    def y_matrices(self) -> int:
+        return math.prod(self.y_shape[:-2])
+
+    def out_shape(self) -> tuple:
+        return self.batch_shape + (self.M, self.N)
+
+    def _offsets(self, dims: tuple) -> list:
+        full = self.batch_shape
+        dims = (1,) * (len(full) - len(dims)) + tuple(dims)
+        offsets = []
+        for idx in itertools.product(*(range(d) for d in full)):
+            flat = 0
+            for i, d in zip(idx, dims, strict=True):
+                flat = flat * d + (i if d > 1 else 0)
+            offsets.append(flat)
+        return offsets
+
+    def x_offsets(self) -> list:
+        return self._offsets(self.x_shape[:-2])
+
+    def y_offsets(self) -> list:
+        return self._offsets(self.y_shape[:-2])
+
+    def dims(self) -> list:
+        """The C ABI's mdims: batch, M, N, K, x_matrices, y_matrices."""
+        return [self.batch, self.M, self.N, self.K, self.x_matrices, self.y_matrices]
+
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.M * self.N * self.K
+
+    def folded(self) -> bool:
+        """One fprop for the whole batch: x matrices in order and one shared y matrix."""
+        xo, yo = self.x_offsets(), self.y_offsets()
+        return self.batch > 1 and xo == list(range(self.batch)) and len(set(yo)) == 1
+
+    def fprop_problem(self) -> Problem:
+        """The 1x1 fprop one launch runs (cc/kernels/gpu/matmul_gpu.h): an NHWC image
+        [images, 1, M, K] times an HWIO filter [1, 1, K, N]."""
+        images = self.batch if self.folded() else 1
+        return Problem(f"{self.name}_as_1x1", images, 1, self.M, self.K, self.N, 1, 1)
+
+
 class AbiError(RuntimeError):
     """A non-OK status from the library; .code is the StatusCode name."""
 
@@ -153,6 +243,23 @@ class Library:
         lib.tfo_check_device.argtypes = [ip, i, i, ip, i, cp, i]
         lib.tfo_direct_wgrad_splits.argtypes = [p64, i]
         lib.tfo_direct_wgrad_splits.restype = ctypes.c_int64
+        # Fp16MatMul (absent from libraries built before it).
+        self.has_matmul = hasattr(lib, "tfo_matmul_launch")
+        self._matmul_arrays: dict = {}
+        if self.has_matmul:
+            lib.tfo_matmul_select.argtypes = [p64, i, i, p64, p64, i, i, i, u64, ip, ip, u64p]
+            lib.tfo_matmul_select.argtypes += [cp, i]
+            lib.tfo_matmul_launch.argtypes = [p64, i, i, p64, p64, i, i, vp, vp, vp, vp, u64]
+            lib.tfo_matmul_launch.argtypes += [vp, i, ip, ip, cp, i]
+
+    @staticmethod
+    def _call(fn, *args) -> None:
+        """Calls a C-ABI function whose last two arguments are (msg, msg_len); AbiError naming
+        the status and message unless it returns OK."""
+        msg = ctypes.create_string_buffer(512)
+        rc = fn(*args, msg, 512)
+        if rc != 0:
+            raise AbiError(rc, msg.value.decode())
 
     def select(
         self,
@@ -165,8 +272,8 @@ class Library:
     ):
         """(implementation name, workspace bytes) the table picks; AbiError if none can run."""
         chosen, nbytes = ctypes.c_int(0), ctypes.c_uint64(0)
-        msg = ctypes.create_string_buffer(512)
-        rc = self.lib.tfo_select(
+        self._call(
+            self.lib.tfo_select,
             OPS.index(op),
             _dims(p),
             int(p.nchw),
@@ -176,11 +283,7 @@ class Library:
             _device(device),
             ctypes.byref(chosen),
             ctypes.byref(nbytes),
-            msg,
-            512,
         )
-        if rc != 0:
-            raise AbiError(rc, msg.value.decode())
         return PATH_NAMES[chosen.value], int(nbytes.value)
 
     def launch(
@@ -200,8 +303,8 @@ class Library:
     ) -> str:
         """Runs one pass; returns the implementation that ran; AbiError on a non-OK status."""
         used = ctypes.c_int(-1)
-        msg = ctypes.create_string_buffer(512)
-        rc = self.lib.tfo_launch(
+        self._call(
+            self.lib.tfo_launch,
             OPS.index(op),
             _dims(p),
             int(p.nchw),
@@ -216,11 +319,7 @@ class Library:
             PATHS[path],
             _device(device),
             ctypes.byref(used),
-            msg,
-            512,
         )
-        if rc != 0:
-            raise AbiError(rc, msg.value.decode())
         return PATH_NAMES.get(used.value, str(used.value))
 
     def launch_with_allocator(
@@ -242,8 +341,8 @@ class Library:
         back to an implementation without workspace) and runs; returns (implementation that ran,
         table selections made); AbiError on a non-OK status."""
         used, selections = ctypes.c_int(-1), ctypes.c_int(0)
-        msg = ctypes.create_string_buffer(512)
-        rc = self.lib.tfo_launch_with_allocator(
+        self._call(
+            self.lib.tfo_launch_with_allocator,
             OPS.index(op),
             _dims(p),
             int(p.nchw),
@@ -259,20 +358,97 @@ class Library:
             _device(device),
             ctypes.byref(used),
             ctypes.byref(selections),
-            msg,
-            512,
         )
-        if rc != 0:
-            raise AbiError(rc, msg.value.decode())
         return PATH_NAMES.get(used.value, str(used.value)), selections.value
+
+    def _matmul_args(self, m: MatMul):
+        """The C arrays of mdims and offsets, made once per MatMul (a timed launch of a batch of
+        192 matrices would otherwise pay for building them in Python)."""
+        if not self.has_matmul:
+            raise AbiError(4, f"{self.path} has no tfo_matmul_launch (built before Fp16MatMul)")
+        args = self._matmul_arrays.get(m)
+        if args is None:
+            n = max(1, m.batch)
+            args = self._matmul_arrays[m] = (
+                (ctypes.c_int64 * 6)(*m.dims()),
+                (ctypes.c_int64 * n)(*m.x_offsets()),
+                (ctypes.c_int64 * n)(*m.y_offsets()),
+            )
+        return args
+
+    def matmul_select(
+        self,
+        m: MatMul,
+        t: str,
+        tacc: str,
+        path: str = "auto",
+        max_bytes: int = 2**64 - 1,
+        device: Sequence[int] | None = None,
+    ):
+        """(implementation name, workspace bytes) of the matmul's plan within `max_bytes` of
+        workspace; AbiError if none can run."""
+        mdims, xo, yo = self._matmul_args(m)
+        chosen, nbytes = ctypes.c_int(0), ctypes.c_uint64(0)
+        self._call(
+            self.lib.tfo_matmul_select,
+            mdims,
+            int(m.adj_x),
+            int(m.adj_y),
+            xo,
+            yo,
+            DTYPES[t],
+            DTYPES[tacc],
+            PATHS[path],
+            max_bytes,
+            _device(device),
+            ctypes.byref(chosen),
+            ctypes.byref(nbytes),
+        )
+        return PATH_NAMES[chosen.value], int(nbytes.value)
+
+    def matmul_launch(
+        self,
+        m: MatMul,
+        t: str,
+        tacc: str,
+        x: int,
+        y: int,
+        out: int,
+        workspace: int,
+        workspace_bytes: int,
+        stream: int = 0,
+        path: str = "auto",
+        device: Sequence[int] | None = None,
+    ) -> str:
+        """Plans and runs the matmul (x, y, out: pointers to the row-major operands); returns the
+        implementation that ran; AbiError on a non-OK status."""
+        mdims, xo, yo = self._matmul_args(m)
+        used = ctypes.c_int(0)
+        self._call(
+            self.lib.tfo_matmul_launch,
+            mdims,
+            int(m.adj_x),
+            int(m.adj_y),
+            xo,
+            yo,
+            DTYPES[t],
+            DTYPES[tacc],
+            x,
+            y,
+            out,
+            workspace,
+            workspace_bytes,
+            stream,
+            PATHS[path],
+            _device(device),
+            ctypes.byref(used),
+        )
+        return PATH_NAMES.get(used.value, str(used.value))
 
     def query_device(self):
         """(driver_version, compute_capability, sm90a_code) of the current device."""
         dev = (ctypes.c_int * 3)()
-        msg = ctypes.create_string_buffer(512)
-        rc = self.lib.tfo_query_device(dev, msg, 512)
-        if rc != 0:
-            raise AbiError(rc, msg.value.decode())
+        self._call(self.lib.tfo_query_device, dev)
         return tuple(dev)
 
     def build_info(self) -> dict:
@@ -289,13 +465,10 @@ class Library:
         self, device: Sequence[int], runtime_version: int, ptx_arch: int, archs: Sequence[int]
     ) -> None:
         """CheckDevice on given values; AbiError when the build cannot serve the device."""
-        msg = ctypes.create_string_buffer(512)
         arr = (ctypes.c_int * max(1, len(archs)))(*archs)
-        rc = self.lib.tfo_check_device(
-            _device(device), runtime_version, ptx_arch, arr, len(archs), msg, 512
+        self._call(
+            self.lib.tfo_check_device, _device(device), runtime_version, ptx_arch, arr, len(archs)
         )
-        if rc != 0:
-            raise AbiError(rc, msg.value.decode())
 
     def direct_wgrad_splits(self, p: Problem, tacc: str) -> int:
         return int(self.lib.tfo_direct_wgrad_splits(_dims(p), DTYPES[tacc]))

@@ -1,12 +1,14 @@
 """GPU check of libtf_fp16ops_gpu.so (the GPU conv kernels of tf_fp16ops) on a machine with
 PyTorch + cuDNN and no TensorFlow. Runs from the folder `make gpu-bundle` writes:
 
-    python3 check.py --out OUT_DIR        (or ./run.sh OUT_DIR; about 5 minutes on an H200)
+    python3 check.py --out OUT_DIR        (or ./run.sh OUT_DIR; at most 6.5 minutes)
 
 The parent process needs only the standard library: it prints the device facts first (the
 library's view: driver and runtime versions, compute capability, sm_90a code; then PyTorch's),
 stops with a clear message when the driver is older than the CUDA runtime the library was built
-with, and runs each section in its own subprocess with its own timeout. Sections append JSON
+with, and runs each section in its own subprocess with its own timeout, all within a total
+budget (BUDGET_S, 405 s: a section gets at most what is left of it, so that the summary is
+written inside `timeout 420`). Sections append JSON
 lines to OUT_DIR/results.jsonl as results come ("start" before every kernel launch, then its
 result), so a CUDA fault or a hang names the kernel that was running; OUT_DIR/summary.json and
 summary.md are written even when a section dies. Exit status 0 only if every section passed.
@@ -37,6 +39,24 @@ Sections (checks that can fail, with their rules):
              float64 (refs.sampled). FAIL unless Tacc=half >= 1.5x cuDNN true-half on every
              ResNet-50 3x3 layer and Tacc=float >= 0.9x cuDNN through PyTorch on every ResNet-50
              layer.
+  matmul     Fp16MatMul (one 1x1 fprop of the table per product; problems.MATMUL_*): odd sizes,
+             adj_x, adj_y, broadcast batches (x batched with y shared, y batched, both), K = 0
+             (+0 outputs), M = 0, T=float. Integer data with sum|x*y| <= 2048: every (T, Tacc)
+             pair with every implementation forced in turn gives the float64 product (which the
+             sequential fp16 sum of the data equals, checked) bit for bit; implementations as
+             problems.h200_matmul_paths says on an H200, and the one that ran is the one
+             tfo_matmul_select plans on this device. Random data against float64
+             (refs.matmul_verdict): Tacc=half |err| <= gamma_K(2^-11) sum|x*y| + K 2^-25 and
+             against the sequential fp16 sum (bit-exact on the direct kernel, refs.half_error_ok
+             on tensor cores); Tacc=float (T=float on full-precision binary32 data, so TF32 would
+             show) within gamma_K(2^-24); typical errors recorded.
+  matmul_bench  BERT-base products (problems.MATMUL_BENCH) against torch.matmul in fp16
+             (cuBLAS, fp32 accumulation, reduced-precision split-K reductions off) and, where the
+             installed PyTorch has torch.backends.cuda.matmul.allow_fp16_accumulation, cuBLAS
+             with fp16 accumulation, side by side in one process: TFLOP/s and ratios; sampled
+             outputs against float64. FAIL unless Tacc=float >= 0.9x cuBLAS (fp32 accumulation)
+             and Tacc=half >= 0.9x cuBLAS fp16 accumulation (fp32 where absent) on every BERT
+             shape, the conv benchmark's Tacc=float bar.
 """
 
 from __future__ import annotations
@@ -44,6 +64,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import functools
 import glob
 import json
 import math
@@ -58,12 +79,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import problems  # noqa: E402
 import refs  # noqa: E402
-from abi import OPS, AbiError, Library, Problem  # noqa: E402
+from abi import OPS, AbiError, Library, MatMul, Problem  # noqa: E402
 
 PAIRS = (("half", "half"), ("half", "float"), ("float", "float"))
-UNIT_ROUNDOFF = {"half": 2.0**-11, "float": 2.0**-24}
-# Per-section timeouts (seconds): 5.5 minutes in all, under the 6-minute budget.
-SECTIONS = {"facts": 40, "exactness": 70, "random": 70, "cases": 30, "bench": 120}
+# Per-section timeouts (seconds), 390 in all, in the order run; BUDGET_S bounds the whole run
+# (both scaled by --timeout-scale), so `timeout 420 run.sh` leaves time for the summary.
+SECTIONS = {
+    "facts": 30,
+    "exactness": 70,
+    "random": 70,
+    "cases": 30,
+    "matmul": 40,
+    "bench": 110,
+    "matmul_bench": 40,
+}
+BUDGET_S = 405
 FORCEABLE = ("sm90", "sm80", "simt", "fallback")
 # "cuda" for the GPU check; "cpu" for --cpu-dry-run: the host library (libtf_fp16ops_gpu_host.so,
 # `make gpu-host-lib`) on CPU tensors, small problems only, to test this script's own code
@@ -81,6 +111,8 @@ def sync() -> None:
 
 TARGET_HALF_VS_CUDNN_HALF = 1.5
 TARGET_FLOAT_VS_TORCH = 0.9
+# Fp16MatMul against cuBLAS (torch.matmul): the conv benchmark's Tacc=float bar, for both Tacc.
+TARGET_MATMUL_VS_CUBLAS = 0.9
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,6 +241,21 @@ def run_section(name: str, cmd: list, timeout: float, jsonl: str) -> dict:
     return info
 
 
+def not_run(name: str, why: str) -> dict:
+    """The summary entry of a section that was not started."""
+    return {
+        "section": name,
+        "status": why,
+        "seconds": 0.0,
+        "results": 0,
+        "failed": [],
+        "asserted_ok": 0,
+        "recorded_only": 0,
+        "verdict": "ERROR",
+        "running_kernel": None,
+    }
+
+
 def write_summary(out: str, facts: dict, sections: list, stopped: str | None) -> dict:
     verdicts = [s["verdict"] for s in sections]
     summary = {
@@ -264,8 +311,15 @@ def parent(args) -> int:
         print("GPU check stopped:", stopped, flush=True)
     else:
         skip = set(filter(None, args.skip.split(",")))
+        deadline = time.time() + BUDGET_S * args.timeout_scale
         for name, timeout in SECTIONS.items():
             if name in skip:
+                continue
+            left = deadline - time.time()
+            if left < 5 * args.timeout_scale:
+                info = not_run(name, f"not run: the {BUDGET_S} s budget was spent")
+                sections.append(info)
+                print(f"[{name}] ERROR: {info['status']}", flush=True)
                 continue
             cmd = [
                 sys.executable,
@@ -277,8 +331,9 @@ def parent(args) -> int:
                 "--section",
                 name,
             ] + (["--cpu-dry-run"] if DRY_RUN else [])
-            print(f"[{name}] (timeout {timeout} s)", flush=True)
-            info = run_section(name, cmd, timeout * args.timeout_scale, jsonl)
+            timeout = min(timeout * args.timeout_scale, left)
+            print(f"[{name}] (timeout {timeout:.0f} s)", flush=True)
+            info = run_section(name, cmd, timeout, jsonl)
             sections.append(info)
             print(
                 f"[{name}] {info['verdict']}: {info['status']}, {info['asserted_ok']} ok, "
@@ -394,6 +449,11 @@ def expected_paths(lib: Library, p: Problem, op: str, t: str):
     return paths, paths[0], False
 
 
+def expected_matmul_paths(lib: Library, m: MatMul, t: str):
+    """expected_paths of the 1x1 fprop that runs the matmul (problems.h200_matmul_paths)."""
+    return expected_paths(lib, m.fprop_problem(), "fprop", t)
+
+
 def section_facts(lib: Library, rec: Recorder) -> None:
     torch, _ = _torch()
     if DEVICE != "cuda":
@@ -418,6 +478,21 @@ def section_facts(lib: Library, rec: Recorder) -> None:
         lib_cc == props.major * 10 + props.minor,
         library_cc=lib_cc,
     )
+
+
+def record_refusal(rec: Recorder, kernel: str, asserted: bool, run: Callable[[], str]) -> None:
+    """A forced implementation the expectation says cannot run the problem: it must be refused
+    with InvalidArgument; running anyway fails where the expectation is asserted (an H200)."""
+    try:
+        used = run()
+        rec.result(
+            kernel,
+            False if asserted else None,
+            used=used,
+            error="ran although the expectation says it cannot",
+        )
+    except AbiError as e:
+        rec.result(kernel, e.code == "InvalidArgument", refused=e.message)
 
 
 def section_exactness(lib: Library, rec: Recorder) -> None:
@@ -450,16 +525,8 @@ def section_exactness(lib: Library, rec: Recorder) -> None:
                     out = out_like(op, p, t)
                     rec.start(kernel)
                     if path != "auto" and path not in paths:
-                        try:
-                            used = gpu.run(op, p, t, tacc, a, b, out, path)
-                            rec.result(
-                                kernel,
-                                False if asserted else None,
-                                used=used,
-                                error="ran although the expectation says it cannot",
-                            )
-                        except AbiError as e:
-                            rec.result(kernel, e.code == "InvalidArgument", refused=e.message)
+                        forced = functools.partial(gpu.run, op, p, t, tacc, a, b, out, path)
+                        record_refusal(rec, kernel, asserted, forced)
                         continue
                     try:
                         used = gpu.run(op, p, t, tacc, a, b, out, path)
@@ -509,12 +576,7 @@ def section_random(lib: Library, rec: Recorder) -> None:
                         "rel_err_norm": float(err.norm() / ref.norm()),
                     }
                     if tacc == "float":
-                        u_t = UNIT_ROUNDOFF[t]
-                        bound = (
-                            refs.gamma(k, 2.0**-24) * s * (1 + u_t)
-                            + u_t * ref.abs()
-                            + (2.0**-25 if t == "half" else 0.0)
-                        )
+                        bound = refs.float_acc_bound(k, s, ref, t)
                         row["max_err_over_bound"] = float((err / bound.clamp_min(1e-300)).max())
                         ok = row["max_err_over_bound"] <= 1.0 and row["nonfinite"] == 0
                     else:
@@ -983,12 +1045,251 @@ def section_bench(lib: Library, rec: Recorder) -> None:
                 )
 
 
+# --------------------------------------------------------------------------------------------
+# Fp16MatMul (cc/kernels/gpu/matmul_gpu.h through tfo_matmul_select / tfo_matmul_launch).
+
+
+def matmul_prepare(lib: Library, m: MatMul, t: str, tacc: str, x, y, out, path="auto"):
+    """A closure that runs the matmul (x, y, out: torch tensors as stored) with a torch-allocated
+    workspace and returns the implementation that ran."""
+    torch, _ = _torch()
+    _, nbytes = lib.matmul_select(m, t, tacc, path)
+    ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=DEVICE)
+    stream = torch.cuda.current_stream().cuda_stream if DEVICE == "cuda" else 0
+
+    def run() -> str:
+        return lib.matmul_launch(
+            m, t, tacc, x.data_ptr(), y.data_ptr(), out.data_ptr(), ws.data_ptr(), nbytes, stream,
+            path,
+        )  # fmt: skip
+
+    return run
+
+
+def matmul_run(lib: Library, m: MatMul, t: str, tacc: str, x, y, out, path="auto") -> str:
+    """Runs the matmul once and waits for it; returns the implementation that ran."""
+    used = matmul_prepare(lib, m, t, tacc, x, y, out, path)()
+    sync()
+    return used
+
+
+def matmul_out(m: MatMul, t: str):
+    torch, _ = _torch()
+    dtype = torch.float16 if t == "half" else torch.float32
+    return torch.full(m.out_shape(), float("nan"), dtype=dtype, device=DEVICE)
+
+
+def exact_int_bound(k: int) -> int:
+    """Integer data in [-b, b] with K * b^2 <= 2048: every partial sum of x*y is an integer of
+    magnitude <= 2048, exact in binary16 and binary32, so every accumulator gives the exact sum."""
+    return max(1, min(3, math.isqrt(2048 // max(k, 1))))
+
+
+def section_matmul(lib: Library, rec: Recorder) -> None:
+    torch, _ = _torch()
+    if not lib.has_matmul:
+        rec.result("matmul C ABI", False, error=f"{lib.path} has no tfo_matmul_launch")
+        return
+    B = refs.TorchBackend(DEVICE)
+    gen = torch.Generator(device=DEVICE).manual_seed(2048)
+    for m in problems.MATMUL_EXACT:
+        bound = exact_int_bound(m.K)
+
+        def draw(shape, bound=bound):
+            return torch.randint(-bound, bound + 1, shape, generator=gen, device=DEVICE).double()
+
+        x, y = draw(m.x_shape), draw(m.y_shape)
+        exact = refs.matmul_exact(B, m, x, y)
+        worst = float(refs.matmul_exact(B, m, x, y, absolute=True).max()) if exact.numel() else 0
+        seq_mism = int((refs.seq_half_matmul(B, m, x, y) != exact).sum())
+        if worst > 2048 or seq_mism:  # then the data do not test what they should: broken test
+            rec.result(f"matmul integer data of {m.name}", False, max_abs_sum=worst,
+                       seq_half_mismatches=seq_mism)  # fmt: skip
+            continue
+        for t, tacc in PAIRS:
+            dt = torch.float16 if t == "half" else torch.float32
+            xt, yt = x.to(dt), y.to(dt)
+            paths, auto, asserted = expected_matmul_paths(lib, m, t)
+            selected = lib.matmul_select(m, t, tacc)[0]
+            for path in ("auto",) + FORCEABLE:
+                kernel = f"matmul {m.name} T={t} Tacc={tacc} path={path}"
+                want = auto if path == "auto" else path
+                out = matmul_out(m, t)
+                rec.start(kernel)
+                if path != "auto" and path not in paths:
+                    forced = functools.partial(matmul_run, lib, m, t, tacc, xt, yt, out, path)
+                    record_refusal(rec, kernel, asserted, forced)
+                    continue
+                try:
+                    used = matmul_run(lib, m, t, tacc, xt, yt, out, path)
+                except AbiError as e:
+                    rec.result(kernel, False, error=str(e))
+                    continue
+                mism = int((out.double() != exact).sum()) + int(torch.isnan(out).sum())
+                negative_zeros = int(((out == 0) & torch.signbit(out)).sum())  # K = 0: +0
+                ok = (
+                    mism == 0
+                    and negative_zeros == 0
+                    and (used == want or not asserted)
+                    and (path != "auto" or used == selected)
+                )
+                rec.result(
+                    kernel, ok, used=used, expected=want, selected=selected, mismatches=mism,
+                    negative_zeros=negative_zeros, elements=out.numel(),
+                )  # fmt: skip
+    # Random data: binary16 values for T=half; full-precision binary32 values for T=float.
+    for m in problems.MATMUL_RANDOM[-2:] if DRY_RUN else problems.MATMUL_RANDOM:
+        xh = (torch.rand(m.x_shape, generator=gen, device=DEVICE) * 2 - 1).half()
+        yh = (torch.rand(m.y_shape, generator=gen, device=DEVICE) - 0.5).half()
+        xf = torch.rand(m.x_shape, generator=gen, device=DEVICE) * 2 - 1
+        yf = torch.rand(m.y_shape, generator=gen, device=DEVICE) - 0.5
+        data = {}
+        for t, (x, y) in (("half", (xh, yh)), ("float", (xf, yf))):
+            data[t] = (
+                x,
+                y,
+                refs.matmul_exact(B, m, x, y),
+                refs.matmul_exact(B, m, x, y, absolute=True),
+            )
+        seq = None
+        for t, tacc in PAIRS:
+            x, y, exact, absum = data[t]
+            paths, auto, asserted = expected_matmul_paths(lib, m, t)
+            for path in ("auto", "fallback"):
+                kernel = f"matmul {m.name} T={t} Tacc={tacc} path={path}"
+                want = auto if path == "auto" else path
+                out = matmul_out(m, t)
+                rec.start(kernel)
+                try:
+                    used = matmul_run(lib, m, t, tacc, x, y, out, path)
+                except AbiError as e:
+                    rec.result(kernel, False, error=str(e))
+                    continue
+                if tacc == "half" and seq is None:
+                    seq = refs.seq_half_matmul(B, m, xh, yh)
+                ok, row = refs.matmul_verdict(
+                    B, out, exact, absum, m.K, t, tacc, seq if tacc == "half" else None,
+                    sequential=used == "fallback",
+                )  # fmt: skip
+                ok = ok and (used == want or not asserted)
+                rec.result(kernel, ok, used=used, expected=want, **row)
+
+
+def matmul_targets_met(row: dict, m: MatMul) -> bool:
+    """Adds the ratios to a matmul benchmark row (peer time / ours, > 1: ours faster) and says
+    whether the targets hold on the BERT shapes: Tacc=float >= 0.9x cuBLAS with fp32
+    accumulation; Tacc=half >= 0.9x cuBLAS with fp16 accumulation, or with fp32 accumulation
+    where the installed PyTorch cannot ask for fp16 (a missing cuBLAS time fails)."""
+    if row.get("cublas_ms"):
+        row["float_vs_cublas"] = row["cublas_ms"] / row["ours_float_ms"]
+        row["half_vs_cublas"] = row["cublas_ms"] / row["ours_half_ms"]
+    if row.get("cublas_fp16acc_ms"):
+        row["half_vs_cublas_fp16acc"] = row["cublas_fp16acc_ms"] / row["ours_half_ms"]
+    if not m.name.startswith("bert"):
+        return True
+    row["target_vs_cublas"] = TARGET_MATMUL_VS_CUBLAS
+    half_peer = "half_vs_cublas_fp16acc" if row.get("cublas_fp16acc_ms") else "half_vs_cublas"
+    row["half_target_peer"] = half_peer
+    return bool(
+        row.get("float_vs_cublas", 0.0) >= TARGET_MATMUL_VS_CUBLAS
+        and row.get(half_peer, 0.0) >= TARGET_MATMUL_VS_CUBLAS
+    )
+
+
+def matmul_sample_relerr(B, m: MatMul, x, y, out, gen, n: int = 2048) -> float:
+    """||out - exact|| / ||exact|| over n sampled outputs (float64, refs.sampled_matmul)."""
+    torch, _ = _torch()
+    idx = torch.randint(0, out.numel(), (n,), generator=gen, device=DEVICE)
+    exact = torch.tensor(refs.sampled_matmul(B, m, x, y, idx), dtype=torch.float64, device=DEVICE)
+    got = out.reshape(-1)[idx].double()
+    return float((got - exact).norm() / exact.norm().clamp_min(1e-300))
+
+
+def section_matmul_bench(lib: Library, rec: Recorder) -> None:
+    torch, _ = _torch()
+    if not lib.has_matmul:
+        rec.result("matmul C ABI", False, error=f"{lib.path} has no tfo_matmul_launch")
+        return
+    B = refs.TorchBackend(DEVICE)
+    flags = torch.backends.cuda.matmul
+    flags.allow_tf32 = False
+    has_fp16acc = hasattr(flags, "allow_fp16_accumulation")
+    gen = torch.Generator(device=DEVICE).manual_seed(13)
+    for m in problems.MATMUL_BENCH_DRY if DRY_RUN else problems.MATMUL_BENCH:
+        torch.manual_seed(0)
+        x = torch.rand(m.x_shape, device=DEVICE).half()
+        y = (torch.rand(m.y_shape, device=DEVICE) - 0.5).half()
+        row = {"shape": m.name, "gflop": m.flops() / 1e9, "batch": m.batch, "M": m.M, "N": m.N,
+               "K": m.K, "adj_x": m.adj_x, "adj_y": m.adj_y}  # fmt: skip
+        kernel = f"matmul bench {m.name}"
+        rec.start(kernel)
+        ok = True
+        _, want, asserted = expected_matmul_paths(lib, m, "half")
+        row["ours_expected_path"] = want
+        for tacc in ("half", "float"):
+            out = matmul_out(m, "half")
+            run = matmul_prepare(lib, m, "half", tacc, x, y, out)
+            row[f"ours_{tacc}_path"] = run()
+            row[f"ours_{tacc}_ms"] = time_ms(run)
+            rel = matmul_sample_relerr(B, m, x, y, out, gen)
+            row[f"ours_{tacc}_sampled_relerr"] = rel
+            ok &= rel <= BENCH_RELERR[tacc]
+            ok &= row[f"ours_{tacc}_path"] != "fallback" or DRY_RUN  # tensor cores on GPUs
+            ok &= row[f"ours_{tacc}_path"] == want or not asserted
+        xv = x.transpose(-1, -2) if m.adj_x else x  # views: cuBLAS takes the transposes itself
+        yv = y.transpose(-1, -2) if m.adj_y else y
+        peers = [("cublas", False)] + ([("cublas_fp16acc", True)] if has_fp16acc else [])
+        if not has_fp16acc:
+            row["cublas_fp16acc"] = f"torch {torch.__version__} lacks allow_fp16_accumulation"
+        for name, fp16acc in peers:
+            try:
+                flags.allow_fp16_reduced_precision_reduction = False
+                if has_fp16acc:
+                    flags.allow_fp16_accumulation = fp16acc
+                got = torch.matmul(xv, yv)
+                row[f"{name}_ms"] = time_ms(lambda xv=xv, yv=yv: torch.matmul(xv, yv))
+                row[f"{name}_sampled_relerr"] = matmul_sample_relerr(B, m, x, y, got, gen)
+            except RuntimeError as e:  # e.g. a half matmul PyTorch's CPU build lacks
+                if DEVICE == "cuda":
+                    raise
+                row[f"{name}_ms"], row[f"{name}_error"] = None, str(e)[:200]
+            finally:
+                if has_fp16acc:
+                    flags.allow_fp16_accumulation = False
+
+        def tf(ms, row=row):  # GFLOP/ms = TFLOP/s
+            return row["gflop"] / ms if ms else None
+
+        for key in ("ours_half", "ours_float", "cublas", "cublas_fp16acc"):
+            row[f"{key}_tflops"] = tf(row.get(f"{key}_ms"))
+        ok &= matmul_targets_met(row, m)
+        rec.result(kernel, bool(ok), **row)
+        del x, y
+        sync()
+    rows = [
+        r
+        for r in read_rows(rec.path)
+        if r.get("section") == "matmul_bench" and r.get("event") == "result" and "shape" in r
+    ]
+    for key in ("float_vs_cublas", "half_vs_cublas", "half_vs_cublas_fp16acc"):
+        vals = [r[key] for r in rows if r["shape"].startswith("bert") and r.get(key)]
+        if vals:
+            rec.result(
+                f"geomean matmul {key}",
+                None,
+                geomean=math.exp(sum(map(math.log, vals)) / len(vals)),
+                n=len(vals),
+            )
+
+
 SECTION_FNS = {
     "facts": section_facts,
     "exactness": section_exactness,
     "random": section_random,
     "cases": section_cases,
     "bench": section_bench,
+    "matmul": section_matmul,
+    "matmul_bench": section_matmul_bench,
 }
 
 

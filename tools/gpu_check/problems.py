@@ -1,17 +1,16 @@
-"""The shapes of the GPU check and benchmark, and which implementations must run them on an
-H200 (compute capability 9.0, sm_90a code present). Standard library only: imported by
-check.py on the GPU machine and by tests/gpu/test_gpu_host.py, which checks on a CPU that the
-implementation table of cc/kernels/gpu/conv2d_gpu.cu.cc (with CUTLASS's own can_implement)
-agrees with h200_paths() for every shape here, so that a silent fallback to the direct kernel is
-caught before a GPU is involved.
-"""
+"""The shapes of the GPU check and benchmark (convolutions and Fp16MatMul), and which
+implementations must run them on an H200 (compute capability 9.0, sm_90a code present). Standard
+library only: imported by check.py on the GPU machine and by tests/gpu/test_gpu_host.py, which
+checks on a CPU that the implementation table of cc/kernels/gpu/conv2d_gpu.cu.cc (with CUTLASS's own
+can_implement) agrees with h200_paths() and h200_matmul_paths() for every shape here, so that a
+silent fallback to the direct kernel is caught before a GPU is involved."""
 
 from __future__ import annotations
 
 try:  # as a package module (tests) or next to check.py (the bundle)
-    from .abi import Problem
+    from .abi import MatMul, Problem
 except ImportError:  # pragma: no cover - script use
-    from abi import Problem
+    from abi import MatMul, Problem
 
 # Integer-data exactness (partial sums within +-2048): odd shapes, strides, dilations, explicit
 # and asymmetric padding, NCHW, groups, depthwise, leftover rows.
@@ -107,3 +106,59 @@ def h200_paths(p: Problem, op: str, t: str) -> list:
     if auto is None:
         auto = next(x for x in paths if x != "sm90")
     return paths, auto
+
+
+# Fp16MatMul. Integer-data exactness: odd sizes, adj_x / adj_y, broadcast batches (x batched with
+# y shared: one fprop; y batched or both broadcast: one fprop per output matrix), K = 0 (zeros),
+# M = 0 (empty), T = float (every (T, Tacc) pair runs each), and a 2048-term reduction.
+MATMUL_EXACT = [
+    MatMul("aligned_64x128x72", (64, 128), (128, 72)),
+    MatMul("odd_5x7x3", (5, 7), (7, 3)),
+    MatMul("odd_m37_k64_n40", (37, 64), (64, 40)),  # M odd: tensor cores still take it
+    MatMul("odd_k60", (16, 60), (60, 24)),  # K not a multiple of 8: direct kernel only
+    MatMul("odd_n20", (16, 64), (64, 20)),  # N not a multiple of 8: direct kernel only
+    MatMul("adj_x_x3_y_shared", (3, 128, 40), (128, 72), adj_x=True),
+    MatMul("adj_y_both_batched", (2, 40, 64), (2, 24, 64), adj_y=True),
+    MatMul("adj_xy_odd", (2, 7, 5), (2, 3, 7), adj_x=True, adj_y=True),
+    MatMul("adj_xy_aligned", (2, 64, 24), (2, 32, 64), adj_x=True, adj_y=True),
+    MatMul("x_batched_y_shared", (4, 3, 24, 32), (32, 16)),
+    MatMul("y_batched_x_shared", (24, 32), (5, 32, 16)),
+    MatMul("both_broadcast", (3, 1, 16, 32), (4, 32, 24)),
+    MatMul("k0", (4, 0), (0, 8)),
+    MatMul("k0_adj_xy_batched", (2, 0, 16), (2, 8, 0), adj_x=True, adj_y=True),
+    MatMul("m0", (2, 0, 8), (8, 16)),
+    MatMul("long_k2048", (16, 2048), (2048, 16)),
+]
+
+# Random data against float64 (and, for Tacc=half, against the sequential fp16 sum).
+MATMUL_RANDOM = [
+    MatMul("bert_proj_s128", (2, 128, 768), (768, 192)),  # folded batch, K = 768
+    MatMul("attn_scores_adj_y", (12, 128, 64), (12, 128, 64), adj_y=True),
+    MatMul("attn_context", (12, 128, 128), (12, 128, 64)),
+    MatMul("adj_x_k512", (512, 96), (512, 64), adj_x=True),
+    MatMul("odd_37x61x45_x_batched", (3, 37, 61), (61, 45)),
+]
+
+# Benchmark: BERT-base (hidden 768, FFN 3072, 12 heads of 64) at batch 8 x sequence 512.
+MATMUL_BENCH = [
+    MatMul("bert_ffn_in_4096x768x3072", (4096, 768), (768, 3072)),
+    MatMul("bert_ffn_out_4096x3072x768", (4096, 3072), (3072, 768)),
+    MatMul("bert_scores_192x512x64x512", (192, 512, 64), (192, 64, 512)),
+    MatMul("bert_scores_adj_y", (192, 512, 64), (192, 512, 64), adj_y=True),
+    MatMul("bert_context_192x512x512x64", (192, 512, 512), (192, 512, 64)),
+]
+# The CPU dry run's stand-ins (the host library runs the direct kernel as plain loops).
+MATMUL_BENCH_DRY = [
+    MatMul("dry_proj_64x96x128", (64, 96), (96, 128)),
+    MatMul("dry_scores_adj_y", (4, 32, 16), (4, 32, 16), adj_y=True),
+]
+
+ALL_MATMULS = MATMUL_EXACT + MATMUL_RANDOM + MATMUL_BENCH + MATMUL_BENCH_DRY
+
+
+def h200_matmul_paths(m: MatMul, t: str):
+    """(paths, auto) for Fp16MatMul on an H200: the rules of h200_paths for the 1x1 fprop that
+    runs it (MatMul.fprop_problem: GEMM M = M, N = N, K = K), i.e. T=half takes sm90 (then sm80)
+    when K and N are multiples of 8 and M, N, K > 0; T=float takes simt when M, N, K > 0; the
+    direct kernel takes anything."""
+    return h200_paths(m.fprop_problem(), "fprop", t)

@@ -12,6 +12,9 @@ on the GPU (check.py). Layouts: activations NHWC, filter HWIO; problems as abi.P
 - sampled: float64 values of chosen outputs only (the N=128 benchmark shapes would need ~430
   GFLOP of float64 work for full references).
 - half_error_ok / gamma_bound: the acceptance rules, stated with their factors.
+- Fp16MatMul (abi.MatMul, row-major operands): matmul_exact (float64, optionally of |x|, |y|),
+  seq_half_matmul (the CPU contract's chain over k ascending, each step round_binary16(x*y +
+  acc) as above), sampled_matmul, and matmul_verdict (the rules of check.py's matmul section).
 """
 
 from __future__ import annotations
@@ -68,6 +71,15 @@ class NumpyBackend:
     def sum_last(self, a, dims):
         return a.sum(axis=tuple(range(a.ndim - dims, a.ndim)))
 
+    def ints(self, values):
+        return self.np.asarray(values, dtype=self.np.int64)
+
+    def swap_last(self, a):
+        return a.swapaxes(-1, -2)
+
+    def isfinite(self, a):
+        return self.np.isfinite(a)
+
 
 class TorchBackend:
     def __init__(self, device="cuda"):
@@ -104,6 +116,15 @@ class TorchBackend:
 
     def sum_last(self, a, dims):
         return a.sum(dim=tuple(range(a.dim() - dims, a.dim())))
+
+    def ints(self, values):
+        return self.torch.tensor(list(values), dtype=self.torch.int64, device=self.device)
+
+    def swap_last(self, a):
+        return a.transpose(-1, -2)
+
+    def isfinite(self, a):
+        return self.torch.isfinite(a)
 
 
 def _pads(p):
@@ -245,3 +266,120 @@ def half_error_ok(
         gpu_max <= HALF_MAX_FACTOR * seq_max + ulp
         and gpu_mean <= HALF_MEAN_FACTOR * seq_mean + 2.0**-24
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Fp16MatMul. x, y: the operands as stored (row-major, adj_x / adj_y layouts, binary16 or binary32
+# values in any float dtype); m: abi.MatMul.
+
+U_HALF, U_FLOAT = 2.0**-11, 2.0**-24
+
+
+def _matrices(B, m, x, y):
+    """x and y as [batch, M, K] and [batch, K, N] float64 (the broadcast batch gathered)."""
+    xm = x.reshape((m.x_matrices,) + tuple(m.x_shape[-2:]))
+    ym = y.reshape((m.y_matrices,) + tuple(m.y_shape[-2:]))
+    if m.adj_x:
+        xm = B.swap_last(xm)
+    if m.adj_y:
+        ym = B.swap_last(ym)
+    return B.f64(xm[B.ints(m.x_offsets())]), B.f64(ym[B.ints(m.y_offsets())])
+
+
+def matmul_exact(B, m, x, y, absolute=False):
+    """float64 product [*batch, M, N] (of |x| and |y| when `absolute`: sum|x*y| per output)."""
+    xb, yb = _matrices(B, m, x, y)
+    if absolute:
+        xb, yb = abs(xb), abs(yb)
+    return (xb @ yb).reshape(m.out_shape())
+
+
+def seq_half_matmul(B, m, x, y):
+    """The CPU contract with Tacc=half (cc/kernels/cpu/matmul_cpu.h): one binary16 accumulator
+    per output starting at +0, k ascending, acc = round_binary16(x*y + acc) each step; float64
+    array of binary16 values. x, y: binary16 values."""
+    xb, yb = _matrices(B, m, x, y)
+    acc = B.zeros((m.batch, m.M, m.N), xb)
+    for k in range(m.K):
+        acc = B.round16(xb[:, :, k : k + 1] * yb[:, k : k + 1, :] + acc)
+    return acc.reshape(m.out_shape())
+
+
+def sampled_matmul(B, m, x, y, idx):
+    """float64 values (a list) of the outputs at linear indices `idx` (an integer array of the
+    backend) into out [*batch, M, N]; reads only the rows and columns it needs."""
+    b, i, j = idx // (m.M * m.N), (idx // m.N) % m.M, idx % m.N
+    xm = x.reshape((m.x_matrices,) + tuple(m.x_shape[-2:]))
+    ym = y.reshape((m.y_matrices,) + tuple(m.y_shape[-2:]))
+    xi, yi = B.ints(m.x_offsets())[b], B.ints(m.y_offsets())[b]
+    rows = xm[xi, :, i] if m.adj_x else xm[xi, i, :]  # [n, K]
+    cols = ym[yi, j, :] if m.adj_y else ym[yi, :, j]  # [n, K]
+    return (B.f64(rows) * B.f64(cols)).sum(-1).tolist()
+
+
+def float_acc_bound(k: int, absum, exact, t: str):
+    """Tacc=float: binary32 accumulation (gamma_K with u = 2^-24 on sum|x*y|), then one rounding
+    to T (u_T |exact|, and half the binary16 subnormal spacing, 2^-25, where that rounding is
+    subnormal). Elementwise on either backend."""
+    u_t = U_HALF if t == "half" else U_FLOAT
+    return (
+        gamma(k, U_FLOAT) * absum * (1 + u_t)
+        + u_t * abs(exact)
+        + (2.0**-25 if t == "half" else 0.0)
+    )
+
+
+def half_acc_bound(k: int, absum):
+    """Tacc=half: gamma_K with u = 2^-11 on sum|x*y| (Higham, Accuracy and Stability of
+    Numerical Algorithms, 2nd ed., sec. 3.1), plus K * 2^-25: each fused step whose result is a
+    binary16 subnormal is off by up to half the subnormal spacing, which the relative model does
+    not cover. inf (no bound) when K * 2^-11 >= 1, i.e. K >= 2048."""
+    return gamma(k, U_HALF) * absum + k * 2.0**-25
+
+
+def matmul_verdict(B, got, exact, absum, k: int, t: str, tacc: str, seq=None, sequential=False):
+    """The matmul section's rule on random data (non-empty results): (ok, recorded fields).
+    got: the result (any float dtype); exact, absum: matmul_exact of the data and of its
+    absolute values.
+      Tacc=float  every |got - exact| <= float_acc_bound, and no inf/NaN;
+      Tacc=half   every |got - exact| <= half_acc_bound (no bound when K >= 2048), no inf/NaN,
+                  and against the sequential binary16 sum `seq`: bit for bit where the direct
+                  kernel ran (`sequential`), else half_error_ok (another summation order, not a
+                  permuted or misplaced result: the gamma bound alone is loose, about K/2048 of
+                  sum|x*y|).
+    Recorded: max and mean error, max and mean error over the bound, relative error norm."""
+    g = B.f64(got)
+    err = abs(g - exact)
+    n = math.prod(err.shape)
+    assert n > 0, "matmul_verdict needs a non-empty result"
+    u = U_FLOAT if tacc == "float" else U_HALF
+    bound = float_acc_bound(k, absum, exact, t) if tacc == "float" else half_acc_bound(k, absum)
+    norm_e, norm_x = float((err * err).sum()) ** 0.5, float((exact * exact).sum()) ** 0.5
+    row = {
+        "K": k,
+        "nonfinite": int((~B.isfinite(g)).sum()),
+        "max_err": float(err.max()),
+        "mean_err": float(err.sum()) / n,
+        "rel_err_norm": norm_e / norm_x if norm_x > 0 else norm_e,
+        "max_err_over_bound": None,
+        "mean_err_over_bound": None,
+    }
+    ok = row["nonfinite"] == 0
+    if math.isfinite(gamma(k, u)):
+        ratio = err / (bound + (bound == 0))  # a zero bound (sum|x*y| = 0) demands exact zero
+        row["max_err_over_bound"] = float(ratio.max())
+        row["mean_err_over_bound"] = float(ratio.sum()) / n
+        row["nonzero_where_bound_is_zero"] = int(((bound == 0) & (err != 0)).sum())
+        ok = ok and row["max_err_over_bound"] <= 1.0 and row["nonzero_where_bound_is_zero"] == 0
+    if tacc == "half" and seq is not None:
+        seq_err = abs(seq - exact)
+        row.update(seq_max=float(seq_err.max()), seq_mean=float(seq_err.sum()) / n)
+        if sequential:
+            row["mismatches_vs_sequential"] = int((g != seq).sum())
+            ok = ok and row["mismatches_vs_sequential"] == 0
+        else:
+            ok = ok and half_error_ok(
+                row["max_err"], row["mean_err"], row["seq_max"], row["seq_mean"],
+                float(abs(exact).max()),
+            )  # fmt: skip
+    return bool(ok), row

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdarg>
 #include <cstdio>
 #include <limits>
 #include <mutex>
@@ -22,6 +21,7 @@
 #include "cc/kernels/gpu/direct_conv.h"
 #include "cc/kernels/gpu/implicit_gemm.h"
 #include "cc/kernels/gpu/layout_transform.h"
+#include "cc/kernels/gpu/make_status.h"
 #include "cc/kernels/gpu/platform.h"
 
 #if !defined(TF_FP16OPS_HOST_BUILD)
@@ -47,22 +47,13 @@ namespace {
 
 using internal::IgCode;
 using internal::IgResult;
+using internal::MakeStatus;
 
 constexpr size_t kAlign = 256;        // workspace sub-buffer alignment (bytes)
 constexpr int64_t kTile = 128;        // CUTLASS threadblock tile (M and N), split-K sizing
 constexpr int64_t kTargetCtas = 264;  // ~2 waves on a 132-SM H100/H200
 constexpr size_t kMaxSplitKBytes = size_t(256) << 20;
 constexpr int kMaxDevices = 64;  // per-device caches
-
-Status MakeStatus(StatusCode code, const char* fmt, ...) {
-  Status s;
-  s.code = code;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(s.message, sizeof(s.message), fmt, ap);
-  va_end(ap);
-  return s;
-}
 
 Status Ok() { return Status(); }
 

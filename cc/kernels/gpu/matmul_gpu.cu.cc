@@ -3,29 +3,20 @@
 // transform kernels and the products are the table's fprop implementations.
 #include "cc/kernels/gpu/matmul_gpu.h"
 
-#include <cstdarg>
-#include <cstdio>
 #include <limits>
 
 #include "cc/kernels/gpu/layout_transform.h"
+#include "cc/kernels/gpu/make_status.h"
 #include "cc/kernels/gpu/platform.h"
 
 namespace tf_fp16ops {
 namespace gpu {
 namespace {
 
+using internal::MakeStatus;
+
 constexpr size_t kAlign = 256;  // sub-buffer alignment, as the fprop's workspace carver
 constexpr int64_t kMaxExtent = std::numeric_limits<int32_t>::max();
-
-Status MakeStatus(StatusCode code, const char* fmt, ...) {
-  Status s;
-  s.code = code;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(s.message, sizeof(s.message), fmt, ap);
-  va_end(ap);
-  return s;
-}
 
 size_t ElemBytes(DataType t) { return t == DataType::kHalf ? 2 : 4; }
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
