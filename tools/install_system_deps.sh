@@ -15,8 +15,9 @@ if ! command -v bazel >/dev/null 2>&1 || bazel --version 2>/dev/null | grep -q n
   [ -d /usr/share/bazel/rules/java ] || need+=(bazel-rules-java)
   [ -d /usr/share/bazel/tools/platforms ] || need+=(bazel-platforms)
 fi
-# Headless browser test of the TensorBoard dashboard (tests/test_tb_plugin_browser.py):
-# Debian's Chromium and its chromedriver (Selenium is given both paths; it downloads nothing).
+# Headless browser test of the TensorBoard dashboard
+# (tests/tensorboard_plugin/test_tb_plugin_browser.py): Debian's Chromium and its chromedriver
+# (Selenium is given both paths; it downloads nothing).
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 # Style tools of `make lint` / `make format`: clang-format for the C++/CUDA sources, npm to

@@ -1133,7 +1133,7 @@ def _case_data(m: MatMul, seed: int, kind: str = "random"):
 
 @pytest.mark.parametrize("case", MATMUL_CASES, ids=lambda c: f"{c[0]}x{c[1]}adj{c[2]:d}{c[3]:d}")
 def test_matmul_check_references_match_tests_reference(case):
-    """refs.seq_half_matmul is tests/reference.py's batch_matmul chain bit for bit;
+    """refs.seq_half_matmul is tests/support/reference.py's batch_matmul chain bit for bit;
     refs.matmul_exact is its float64 sum (of |x|, |y| with absolute=True); refs.sampled_matmul
     gives those float64 values at chosen outputs."""
     B = refs.NumpyBackend()

@@ -192,7 +192,7 @@ __attribute__((target("avx512f,avx512vl,avx512dq,fma"))) void MultiF32(
 // form; the 16-lane form (tails of at most 16 lanes) uses MXCSR.RC, round to nearest even unless
 // a program changes it (TensorFlow does not). FP16 instructions ignore MXCSR.DAZ and FTZ
 // (same specification), so binary16 subnormals are exact under TensorFlow's thread settings
-// (tested in tests/test_isa_paths.py). Values stay float in memory: binary16 <-> binary32
+// (tested in tests/ops/test_isa_paths.py). Values stay float in memory: binary16 <-> binary32
 // conversions of binary16 values are exact.
 #define TF_FP16OPS_FP16_TARGET \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512fp16,f16c,fma")))

@@ -23,7 +23,7 @@ constexpr int kBlocks = 3;  // 32-lane position blocks per micro-kernel (96 posi
 // acc[m][b] over taps (offsets[0..taps)) x channels [0, cg): x from plane(ci) + offset, w from
 // w[tap * w_tap + ci * w_ci + m] by embedded broadcast. The FMA rounds by MXCSR.RC (embedded
 // rounding and embedded broadcast exclude each other), round to nearest even: neither C++ nor
-// TensorFlow changes it (checked bit for bit by tests/test_isa_paths.py).
+// TensorFlow changes it (checked bit for bit by tests/ops/test_isa_paths.py).
 template <int M, int NB>
 TF_FP16OPS_FP16_TARGET void Micro(const _Float16* x, int64_t plane, const int64_t* offsets,
                                   int taps, int64_t cg, const _Float16* w, int64_t w_tap,

@@ -1,6 +1,6 @@
 // C ABI over the GPU launchers (conv2d_gpu.h), loaded with ctypes where TensorFlow is absent:
 // libtf_fp16ops_gpu.so (device build; tools/gpu_check/check.py on a GPU machine) and
-// libtf_fp16ops_gpu_host.so (host build; tests/test_gpu_host.py on a CPU).
+// libtf_fp16ops_gpu_host.so (host build; tests/gpu/test_gpu_host.py on a CPU).
 //
 // dims: 16 int64 values in this order:
 //   N, H, W, C, KH, KW, K, groups, P, Q, stride_h, stride_w, dilation_h, dilation_w, pad_top,

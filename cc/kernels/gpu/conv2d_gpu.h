@@ -3,7 +3,7 @@
 // No TensorFlow or CUDA headers here: the same sources build the op library's GPU kernels, the
 // standalone C-ABI library libtf_fp16ops_gpu.so (c_api.cc, driven by tools/gpu_check on a GPU
 // machine without TensorFlow) and, compiled by the host compiler, libtf_fp16ops_gpu_host.so
-// (tests/test_gpu_host.py runs the direct kernels, layout transforms and dispatch on a CPU).
+// (tests/gpu/test_gpu_host.py runs the direct kernels, layout transforms and dispatch on a CPU).
 //
 // Problem: tf_fp16ops::ConvProblem (cc/kernels/conv_problem.h), int64 sizes. Layouts
 // (TensorFlow's): activations NHWC, or NCHW when `nchw`: x [N,H,W,C], y/dy [N,P,Q,K]; filter

@@ -1,6 +1,6 @@
 // CUTLASS's can_implement for every kernel of the implementation table, and nothing else: no
 // kernel is instantiated, so this compiles quickly and runs without a GPU. Linked into the host
-// build (libtf_fp16ops_gpu_host.so) so that tests/test_gpu_host.py evaluates, on a CPU, which
+// build (libtf_fp16ops_gpu_host.so) so that tests/gpu/test_gpu_host.py evaluates, on a CPU, which
 // CUTLASS kernel the table would pick for every shape the GPU check and the benchmark use. The
 // device builds get the same functions from the cutlass_sm70_*/sm80_*/sm90_* files.
 #include <cstdio>
@@ -44,7 +44,7 @@ TF_FP16OPS_SM90_CAN_IMPLEMENT(Pass::kWgrad, DataType::kFloat, sm90::WgradConv<Da
 // Host-test probe of tma_encode_check.h: builds a TMA load descriptor through CUTE's own
 // make_tma_copy (the code path of the Hopper kernels' initialize()) for a 64x64 half tensor and
 // returns the CUresult the hook recorded (0: the encode succeeded). Without a driver the encode
-// fails, so tests/test_gpu_host.py sees that a failure reaches the hook rather than an assert
+// fails, so tests/gpu/test_gpu_host.py sees that a failure reaches the hook rather than an assert
 // compiled out by -DNDEBUG. `function` receives the failing entry point's name.
 extern "C" __attribute__((visibility("default"))) int tfo_host_tma_encode_probe(char* function,
                                                                                 int len) {

@@ -1,7 +1,7 @@
 // What the GPU sources need from CUDA, for the two ways they are compiled:
 //   nvcc (the op library and libtf_fp16ops_gpu.so): the CUDA runtime API, __half, kernels;
 //   the host compiler with TF_FP16OPS_HOST_BUILD (libtf_fp16ops_gpu_host.so, loaded by
-//   tests/test_gpu_host.py): no CUDA headers at all. Kernel bodies (TFO_DEVICE functions and
+//   tests/gpu/test_gpu_host.py): no CUDA headers at all. Kernel bodies (TFO_DEVICE functions and
 //   functors) are then plain inline C++, a "launch" is a loop over the grid on the calling thread,
 //   and the few runtime calls are replaced by the definitions below.
 #ifndef TF_FP16OPS_CC_KERNELS_GPU_PLATFORM_H_
