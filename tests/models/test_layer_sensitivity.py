@@ -534,6 +534,69 @@ def test_stacked_reuse_gives_the_results_of_full_runs(others, digits, monkeypatc
         assert new[name].mean_rel == pytest.approx(e.mean_rel, rel=1e-3)
 
 
+def _masked_models():
+    """Two models whose masks (Embedding mask_zero) reach the candidate layers, with inputs in
+    which padding (0) masks some positions: MultiHeadAttention over the embeddings (it clears
+    the mask on its inputs when called), and a Dense/EinsumDense chain whose pooling reads the
+    mask, with a MultiHeadAttention and a Dense consuming the same masked tensor (Keras's own
+    run shows the Dense no mask: the attention called first clears it)."""
+    keras.utils.set_random_seed(0)
+    tok = keras.Input((6,), dtype="int32", name="tokens")
+    x = keras.layers.Embedding(20, 8, mask_zero=True)(tok)
+    a = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, name="mha")(x, x)
+    mha = keras.Model(tok, keras.layers.Dense(4, name="head")(a))
+    tok2 = keras.Input((6,), dtype="int32")
+    h = keras.layers.Dense(8, name="d1")(keras.layers.Embedding(20, 8, mask_zero=True)(tok2))
+    att = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, name="att")(h, h)
+    both = keras.layers.Add()([att, keras.layers.Dense(8, name="d3")(h)])
+    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Dense(8, name="d2")(both))
+    ed = keras.layers.EinsumDense("bd,de->be", output_shape=8, name="ed")(pooled)
+    chain = keras.Model(tok2, keras.layers.Dense(3, name="out")(ed))
+    toks = np.array([[3, 4, 5, 0, 0, 0], [1, 2, 3, 4, 5, 6]] * 4, "int32")
+    return [(mha, toks), (chain, toks)]
+
+
+@pytest.mark.parametrize("reuse", [True, "stacked"])
+def test_reuse_on_masked_models_gives_the_results_of_full_runs(reuse):
+    # The reuse sweep reran a node on kept activations that no longer carried their Keras mask
+    # (MultiHeadAttention clears it on its inputs): the mha row read max_rel 1.02 instead of
+    # 8e-4. Reference: whole-model runs (reuse=False), and for each row a fresh convert of the
+    # model with only that layer at float16, compared in NumPy.
+    for model, toks in _masked_models():
+        kw = dict(tolerance=1e-3, progress=False, batch_size=4)
+        new = sensitivity(model, toks, reuse=reuse, **kw)
+        old = sensitivity(model, toks, reuse=False, **kw)
+        assert [(e.name, e.max_rel, e.mean_rel) for e in new.layers] == [
+            (e.name, e.max_rel, e.mean_rel) for e in old.layers
+        ]
+        assert new.fp16_set == old.fp16_set and new.set_max_rel == old.set_max_rel
+        start = tf_fp16ops.convert(model, "float32")
+        base = _out(start, toks)
+        for entry in new.layers:
+            out = _out(tf_fp16ops.convert(start, "float16", layers=[entry.name]), toks)
+            max_rel, mean_rel = _rel(base, out)
+            assert entry.max_rel == pytest.approx(max_rel, rel=1e-12)
+            assert entry.mean_rel == pytest.approx(mean_rel, rel=1e-12)
+            assert 1e-6 < entry.max_rel < 1e-2
+
+
+def test_stacked_reuse_falls_back_one_state_at_a_time(monkeypatch):
+    # Where states cannot share a stacked mask (present in some, absent in others), each state
+    # of the group reruns alone as with reuse=True: still the full runs' results.
+    from tf_fp16ops.layer_sensitivity.reuse import Reuse, UnstackableMasks
+
+    def unstackable(*args, **kwargs):
+        raise UnstackableMasks
+
+    monkeypatch.setattr(Reuse, "run_stacked", unstackable)
+    model, toks = _masked_models()[1]
+    kw = dict(tolerance=1e-3, progress=False, batch_size=4)
+    new = sensitivity(model, toks, reuse="stacked", **kw)
+    old = sensitivity(model, toks, reuse=False, **kw)
+    assert len(new.layers) == 6
+    assert _as_records(new) == _as_records(old)
+
+
 def test_reuse_recomputes_only_downstream_nodes():
     from tf_fp16ops.layer_sensitivity.reuse import Reuse
 
@@ -789,3 +852,4 @@ def test_multi_worker_mirrored_strategy_two_processes_gives_the_one_device_resul
     assert [g["replicas"] for g in got] == [2, 2]
     expected = _one_device(model, x, y)
     assert got[0]["result"] == expected and got[1]["result"] == expected
+

@@ -40,7 +40,12 @@ batch keeps every intermediate activation of that batch, and each sweep run on i
 only the graph nodes downstream of the switched layer (those that consume, directly or through
 other recomputed nodes, an output of a node calling it or a nested model holding it), in the
 graph's own order, with the kept activations for everything else. The results are those of full
-runs (the nodes upstream compute exactly what the baseline computed). A sweep run then costs the
+runs (the nodes upstream compute exactly what the baseline computed). Masks (Embedding's
+mask_zero, Masking, ...) travel with the kept activations: Keras passes them between layers as
+an attribute of the tensors, which a consumer may clear (MultiHeadAttention does on its inputs),
+so the baseline run records the mask each node saw on each input and a rerun puts it back on
+the kept tensor before the node's call; a recomputed input carries the mask its recomputation
+set, as in a full run. A sweep run then costs the
 layers from the switched one to the outputs, so the sweep costs about half the full runs for a
 chain of similar layers; memory grows by one batch's activations (the sum of the layer output
 sizes times the batch size). The set search runs the whole model, as several layers change at
@@ -61,7 +66,10 @@ models with others='float32'); a kernel that rounds by call size shifts them by 
 (Keras's LayerNormalization: up to an fp32 ulp of its outputs between calls of 3 and 18
 samples, measured on TF 2.21.0, 2-core Intel Xeon with avx512_fp16; TensorFlow's Eigen
 convolution, which others='original' runs with TF_ENABLE_ONEDNN_OPTS=0, also does), which is why
-reuse=True stays the default.
+reuse=True stays the default. Masks are stacked with the activations (a node that saw no mask on
+an input in the baseline sees none in any state); where a recomputed layer gives a mask in some
+states and none in others (a `compute_mask` that depends on the values), those states run one at
+a time as with reuse=True.
 
 Evaluation set: arrays (sliced into `batch_size` batches) or a finite tf.data.Dataset whose
 elements are batches, `x` or `(x, y)` as Keras's `evaluate` takes them; a Dataset is iterated
@@ -99,7 +107,7 @@ import numpy as np
 from tf_fp16ops.conversion import LayerSelection, convert_with_report
 from tf_fp16ops.layer_sensitivity.replicas import Replicas, check_strategy
 from tf_fp16ops.layer_sensitivity.result import LayerSensitivity, SensitivityResult, check_logdir
-from tf_fp16ops.layer_sensitivity.reuse import Reuse, layer_paths
+from tf_fp16ops.layer_sensitivity.reuse import Reuse, UnstackableMasks, layer_paths
 from tf_fp16ops.layer_sensitivity.source import Source
 from tf_fp16ops.layers import KERAS
 
@@ -338,7 +346,17 @@ def sensitivity(
             group = max(1, STACK_ROWS // max(rows, 1))
             for g in range(0, len(names), group):
                 part = names[g : g + group]
-                states += reuser.run_stacked(xb, kept, [owners[nm] for nm in part], set_state, part)
+                try:
+                    states += reuser.run_stacked(
+                        xb, kept, [owners[nm] for nm in part], set_state, part
+                    )
+                except UnstackableMasks:
+                    # masks present in some states and not in others: one state at a time
+                    for name in part:
+                        set_state({name})
+                        out, _ = reuser.run(xb, kept, reuser.downstream(by_name[name]))
+                        states.append(flat(out))
+                    set_state(set())
             return states
         for name in names:
             set_state({name})
