@@ -853,3 +853,91 @@ def test_multi_worker_mirrored_strategy_two_processes_gives_the_one_device_resul
     expected = _one_device(model, x, y)
     assert got[0]["result"] == expected and got[1]["result"] == expected
 
+
+# -- the CLI where memory is too small, files that are not what they claim, token-id inputs --
+
+
+def test_cli_inputs_larger_than_memory_one_line(tmp_path, capsys):
+    # --random-inputs and an --inputs header that declare more than the machine holds raised
+    # MemoryError with a traceback (exit 1); now one line naming the flag, exit 2, and nothing
+    # of that size is allocated (the .npy header is read, not the array).
+    path = str(tmp_path / "small.keras")
+    _skip_model().save(path)
+    n = 10**12  # 432 TB of float32 (6, 6, 3) samples
+    assert cli_main([path, "--random-inputs", str(n), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(
+        f"tf-fp16-sensitivity: error: cannot read inputs/labels: --random-inputs {n} "
+    )
+    assert "more than this machine's memory" in err
+    big = tmp_path / "x.npy"
+    with open(big, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "<f4", "fortran_order": False, "shape": (10**11, 6, 6, 3)}
+        )
+        f.write(b"\0" * 64)
+    assert os.path.getsize(big) < 256
+    assert cli_main([path, "--inputs", str(big), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"tf-fp16-sensitivity: error: cannot read inputs/labels: --inputs {str(big)!r} declares "
+        "shape (100000000000, 6, 6, 3) of float32 (43200000000000 bytes) but holds 64 bytes of "
+        "data (truncated or corrupt)\n"
+    )
+
+
+def test_cli_memory_error_while_loading_is_one_line(tmp_path, capsys, monkeypatch):
+    # A file within the machine's memory whose load still runs out of it (memory in use).
+    path = str(tmp_path / "small.keras")
+    _skip_model().save(path)
+    np.save(tmp_path / "x.npy", np.zeros((2, 6, 6, 3), "float32"))
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate")
+
+    monkeypatch.setattr(np, "load", no_memory)
+    assert cli_main([path, "--inputs", str(tmp_path / "x.npy"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"tf-fp16-sensitivity: error: cannot read inputs/labels: --inputs "
+        f"{str(tmp_path / 'x.npy')!r}: not enough memory to load it\n"
+    )
+
+
+def test_cli_random_inputs_drawn_in_float32():
+    # Drawn as float32 directly: no float64 array twice the size on the way.
+    import tracemalloc
+
+    from tf_fp16ops.layer_sensitivity.cli import _random_inputs
+
+    model = _skip_model()
+    want = np.random.default_rng(0).standard_normal((5000, 6, 6, 3), dtype=np.float32)
+    tracemalloc.start()
+    try:
+        x = _random_inputs(model, 5000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert x.dtype == np.float32 and np.array_equal(x, want)
+    assert peak < 1.25 * x.nbytes, (peak, x.nbytes)
+
+
+def test_cli_model_file_that_is_not_a_zip_and_token_inputs(tmp_path, capsys):
+    bad = tmp_path / "m.keras"
+    bad.write_text("not a zip archive")
+    assert cli_main([str(bad), "--random-inputs", "2"]) == 2
+    assert capsys.readouterr().err == (
+        f"tf-fp16-sensitivity: error: model {str(bad)!r} is not a .keras zip archive\n"
+    )
+    # An int32 input (token ids for an Embedding) gets no normal values cast to integers.
+    model, _ = _masked_models()[0]
+    path = str(tmp_path / "tokens.keras")
+    model.save(path)
+    assert cli_main([path, "--random-inputs", "4", "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        "tf-fp16-sensitivity: error: cannot read inputs/labels: --random-inputs 4: the model's "
+        "input 'tokens' is int32, not floating point (token ids?): normal values would not be "
+        "valid; pass --inputs\n"
+    )
+
