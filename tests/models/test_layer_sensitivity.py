@@ -941,3 +941,36 @@ def test_cli_model_file_that_is_not_a_zip_and_token_inputs(tmp_path, capsys):
         "valid; pass --inputs\n"
     )
 
+
+# -- arguments: a metric that gives NaN, layers and batch_size types, dataset structure ------
+
+
+def test_metric_nan_layers_batch_size_and_dataset_structure(tmp_path):
+    import tensorflow as tf
+
+    model, _, x, y = _labelled_skip_model(tmp_path)
+
+    def nan_metric(y_true, y_pred):
+        return float("nan")
+
+    # A NaN metric compared False with every tolerance: an empty fp16 set, silently.
+    with pytest.raises(ValueError, match=r"metric 'nan_metric' returned nan \(the baseline\)"):
+        sensitivity(model, x, y, metric=nan_metric, metric_tolerance=1.0, progress=False)
+    with pytest.raises(TypeError, match=r"layers must be None, a layer name, .* got 5$"):
+        sensitivity(model, x, layers=5, progress=False)
+    with pytest.raises(TypeError, match=r"layers must be None, a layer name, .* got 5$"):
+        tf_fp16ops.convert(model, "float16", layers=5)
+    # NumPy integers are batch sizes (the same results as the int); bools are not.
+    kw = dict(tolerance=1e-3, progress=False)
+    got = sensitivity(model, x, batch_size=np.int64(4), **kw)
+    assert _as_records(got) == _as_records(sensitivity(model, x, batch_size=4, **kw))
+    for bad in (True, np.bool_(True), 2.0):
+        with pytest.raises(ValueError, match="batch_size must be a positive int, got"):
+            sensitivity(model, x, batch_size=bad, **kw)
+    four = tf.data.Dataset.from_tensor_slices((x, y, y, y)).batch(3)
+    with pytest.raises(ValueError) as info:
+        sensitivity(model, four, **kw)
+    assert str(info.value) == (
+        "x: the dataset's elements are 4-tuples (float32[None, 6, 6, 3], int64[None], "
+        "int64[None], int64[None]); sensitivity takes x or (x, y) elements"
+    )

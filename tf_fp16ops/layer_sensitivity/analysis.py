@@ -199,8 +199,8 @@ def sensitivity(
       y: optional labels for `metric` (class ids [N] or one-hot [N, K] for the default metric);
         None when `x` is a Dataset (its `(x, y)` elements give them).
       tolerance: largest max_rel of the combined model's outputs for the fp16 set (> 0).
-      metric: callable (y_true, y_pred) -> float, higher is better; default top-1 accuracy;
-        used only with labels. For a model with several outputs it gets the first one.
+      metric: callable (y_true, y_pred) -> float, higher is better, finite; default top-1
+        accuracy; used only with labels. For a model with several outputs it gets the first one.
       metric_tolerance: largest allowed metric drop (baseline - set metric, >= 0) for the set;
         with labels, default 0.01; ignored without them.
       others: 'float32' or 'original': how the layers not switched to fp16 run ('original':
@@ -226,16 +226,19 @@ def sensitivity(
 
     Raises:
       ValueError: bad `tolerance`, `metric_tolerance` (or one given without labels), `others`,
-        `search`, `batch_size` (or one given with a Dataset), `reuse`; `x` empty, not numeric,
-        not of the model's input rank and fixed dimensions, an infinite Dataset, or a Dataset
-        with `y`;
+        `search`, `batch_size` (a Python or NumPy int >= 1, not a bool; or one given with a
+        Dataset), `reuse`; `x` empty, not numeric, not of the model's input rank and fixed
+        dimensions, an infinite Dataset, a Dataset whose elements are not `x` or `(x, y)`, or a
+        Dataset with `y`; a `metric` that returns NaN or Inf (for the baseline, a layer or a
+        set);
         non-finite model outputs on `x` (no reference to compare with); labels whose count
         differs from the samples, and for the default metric labels that are not finite or not
         class ids of the model's output; a `logdir` that cannot be written (checked before the
         run); `layers=[]`; a model without convertible layers, and what `convert` raises for
         `model` and `layers`; a ParameterServerStrategy as `strategy`.
-      TypeError: `model` is not a keras.Model, `metric` not callable, `strategy` not a
-        tf.distribute.Strategy instance.
+      TypeError: `model` is not a keras.Model, `metric` not callable or returning something
+        that is not a number, `layers` neither None, a name, an iterable of names nor a
+        callable, `strategy` not a tf.distribute.Strategy instance.
     """
     # numbers.Real: Python and NumPy scalars (np.float32(0.01) as well as 0.01)
     if not isinstance(tolerance, numbers.Real) or isinstance(tolerance, bool) or not tolerance > 0:
@@ -255,10 +258,15 @@ def sensitivity(
         raise ValueError(f"others must be one of {_OTHERS}, got {others!r}")
     if search not in _SEARCHES:
         raise ValueError(f"search must be one of {_SEARCHES}, got {search!r}")
+    # numbers.Integral: Python and NumPy integers (np.int64(4) as well as 4), not bools
     if batch_size is not None and (
-        not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1
+        not isinstance(batch_size, numbers.Integral)
+        or isinstance(batch_size, (bool, np.bool_))
+        or batch_size < 1
     ):
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if batch_size is not None:
+        batch_size = int(batch_size)
     if not (isinstance(reuse, bool) or (isinstance(reuse, str) and reuse == "stacked")):
         raise ValueError(f"reuse must be True, False or 'stacked', got {reuse!r}")
     if metric is not None and not callable(metric):
@@ -270,7 +278,13 @@ def sensitivity(
     if metric_tolerance is not None and source.labelled is False:
         raise ValueError("metric_tolerance needs labels y; got metric_tolerance without y")
     if layers is not None and not callable(layers) and not isinstance(layers, str):
-        layers = list(layers)
+        try:
+            layers = list(layers)
+        except TypeError:
+            raise TypeError(
+                f"layers must be None, a layer name, a list of layer names or a predicate "
+                f"layer -> bool, got {layers!r}"
+            ) from None
         if not layers:
             raise ValueError("layers selects no layer: got an empty list")
     metric = metric or top1_accuracy
@@ -417,15 +431,31 @@ def sensitivity(
             "output values on x, though the model's own outputs are finite"
         )
 
-    def score(outs):
-        return None if y_all is None else float(metric(y_all, outs[0]))
+    metric_name = getattr(metric, "__name__", type(metric).__name__)
 
-    base_metric = score(base)
+    def score(outs, state: str):
+        if y_all is None:
+            return None
+        value = metric(y_all, outs[0])
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"metric {metric_name!r} must return a number, got {type(value).__name__} ({state})"
+            ) from None
+        if not math.isfinite(value):
+            # A NaN would compare False with every tolerance: no layer could join the fp16 set.
+            raise ValueError(
+                f"metric {metric_name!r} returned {value} ({state}); it must return a finite number"
+            )
+        return value
+
+    base_metric = score(base, "the baseline")
     sweep = {}
     for s, name in enumerate(names, start=1):
         outs = joined(swept[s])
         swept[s] = []  # each state's outputs are dropped once measured
-        sweep[name] = (*_errors(base, outs), score(outs))
+        sweep[name] = (*_errors(base, outs), score(outs, f"layer {name!r} in fp16"))
     swept.clear()
 
     def within(fp16: set):
@@ -439,7 +469,7 @@ def sensitivity(
             tick()
         outs = joined(batches)
         max_rel, mean_rel = _errors(base, outs)
-        m = score(outs)
+        m = score(outs, f"the fp16 set {sorted(fp16)}")
         ok = max_rel <= tolerance and (m is None or base_metric - m <= metric_tolerance)
         return ok, max_rel, mean_rel, m
 
