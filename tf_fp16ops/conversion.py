@@ -162,7 +162,13 @@ def _selector(layers: LayerSelection, model) -> Callable[[keras.layers.Layer], b
         return lambda layer: True
     if callable(layers):
         return layers
-    names = {layers} if isinstance(layers, str) else set(layers)
+    try:
+        names = {layers} if isinstance(layers, str) else set(layers)
+    except TypeError:
+        raise TypeError(
+            f"layers must be None, a layer name, a list of layer names or a predicate "
+            f"layer -> bool, got {layers!r}"
+        ) from None
     if not all(isinstance(n, str) for n in names):
         raise ValueError(
             f"layers must be None, a layer name, a list of layer names or a predicate "
@@ -275,6 +281,7 @@ def convert(
     Raises:
       ValueError: bad `accumulation`; a subclassed model; `layers` naming layers that are not in
         the model or are not convertible.
-      TypeError: `model` is not a keras.Model.
+      TypeError: `model` is not a keras.Model; `layers` is neither None, a name, an iterable
+        of names nor a callable.
     """
     return convert_with_report(model, accumulation, layers).model

@@ -534,6 +534,69 @@ def test_stacked_reuse_gives_the_results_of_full_runs(others, digits, monkeypatc
         assert new[name].mean_rel == pytest.approx(e.mean_rel, rel=1e-3)
 
 
+def _masked_models():
+    """Two models whose masks (Embedding mask_zero) reach the candidate layers, with inputs in
+    which padding (0) masks some positions: MultiHeadAttention over the embeddings (it clears
+    the mask on its inputs when called), and a Dense/EinsumDense chain whose pooling reads the
+    mask, with a MultiHeadAttention and a Dense consuming the same masked tensor (Keras's own
+    run shows the Dense no mask: the attention called first clears it)."""
+    keras.utils.set_random_seed(0)
+    tok = keras.Input((6,), dtype="int32", name="tokens")
+    x = keras.layers.Embedding(20, 8, mask_zero=True)(tok)
+    a = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, name="mha")(x, x)
+    mha = keras.Model(tok, keras.layers.Dense(4, name="head")(a))
+    tok2 = keras.Input((6,), dtype="int32")
+    h = keras.layers.Dense(8, name="d1")(keras.layers.Embedding(20, 8, mask_zero=True)(tok2))
+    att = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, name="att")(h, h)
+    both = keras.layers.Add()([att, keras.layers.Dense(8, name="d3")(h)])
+    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Dense(8, name="d2")(both))
+    ed = keras.layers.EinsumDense("bd,de->be", output_shape=8, name="ed")(pooled)
+    chain = keras.Model(tok2, keras.layers.Dense(3, name="out")(ed))
+    toks = np.array([[3, 4, 5, 0, 0, 0], [1, 2, 3, 4, 5, 6]] * 4, "int32")
+    return [(mha, toks), (chain, toks)]
+
+
+@pytest.mark.parametrize("reuse", [True, "stacked"])
+def test_reuse_on_masked_models_gives_the_results_of_full_runs(reuse):
+    # The reuse sweep reran a node on kept activations that no longer carried their Keras mask
+    # (MultiHeadAttention clears it on its inputs): the mha row read max_rel 1.02 instead of
+    # 8e-4. Reference: whole-model runs (reuse=False), and for each row a fresh convert of the
+    # model with only that layer at float16, compared in NumPy.
+    for model, toks in _masked_models():
+        kw = dict(tolerance=1e-3, progress=False, batch_size=4)
+        new = sensitivity(model, toks, reuse=reuse, **kw)
+        old = sensitivity(model, toks, reuse=False, **kw)
+        assert [(e.name, e.max_rel, e.mean_rel) for e in new.layers] == [
+            (e.name, e.max_rel, e.mean_rel) for e in old.layers
+        ]
+        assert new.fp16_set == old.fp16_set and new.set_max_rel == old.set_max_rel
+        start = tf_fp16ops.convert(model, "float32")
+        base = _out(start, toks)
+        for entry in new.layers:
+            out = _out(tf_fp16ops.convert(start, "float16", layers=[entry.name]), toks)
+            max_rel, mean_rel = _rel(base, out)
+            assert entry.max_rel == pytest.approx(max_rel, rel=1e-12)
+            assert entry.mean_rel == pytest.approx(mean_rel, rel=1e-12)
+            assert 1e-6 < entry.max_rel < 1e-2
+
+
+def test_stacked_reuse_falls_back_one_state_at_a_time(monkeypatch):
+    # Where states cannot share a stacked mask (present in some, absent in others), each state
+    # of the group reruns alone as with reuse=True: still the full runs' results.
+    from tf_fp16ops.layer_sensitivity.reuse import Reuse, UnstackableMasks
+
+    def unstackable(*args, **kwargs):
+        raise UnstackableMasks
+
+    monkeypatch.setattr(Reuse, "run_stacked", unstackable)
+    model, toks = _masked_models()[1]
+    kw = dict(tolerance=1e-3, progress=False, batch_size=4)
+    new = sensitivity(model, toks, reuse="stacked", **kw)
+    old = sensitivity(model, toks, reuse=False, **kw)
+    assert len(new.layers) == 6
+    assert _as_records(new) == _as_records(old)
+
+
 def test_reuse_recomputes_only_downstream_nodes():
     from tf_fp16ops.layer_sensitivity.reuse import Reuse
 
@@ -789,3 +852,125 @@ def test_multi_worker_mirrored_strategy_two_processes_gives_the_one_device_resul
     assert [g["replicas"] for g in got] == [2, 2]
     expected = _one_device(model, x, y)
     assert got[0]["result"] == expected and got[1]["result"] == expected
+
+
+# -- the CLI where memory is too small, files that are not what they claim, token-id inputs --
+
+
+def test_cli_inputs_larger_than_memory_one_line(tmp_path, capsys):
+    # --random-inputs and an --inputs header that declare more than the machine holds raised
+    # MemoryError with a traceback (exit 1); now one line naming the flag, exit 2, and nothing
+    # of that size is allocated (the .npy header is read, not the array).
+    path = str(tmp_path / "small.keras")
+    _skip_model().save(path)
+    n = 10**12  # 432 TB of float32 (6, 6, 3) samples
+    assert cli_main([path, "--random-inputs", str(n), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(
+        f"tf-fp16-sensitivity: error: cannot read inputs/labels: --random-inputs {n} "
+    )
+    assert "more than this machine's memory" in err
+    big = tmp_path / "x.npy"
+    with open(big, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "<f4", "fortran_order": False, "shape": (10**11, 6, 6, 3)}
+        )
+        f.write(b"\0" * 64)
+    assert os.path.getsize(big) < 256
+    assert cli_main([path, "--inputs", str(big), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"tf-fp16-sensitivity: error: cannot read inputs/labels: --inputs {str(big)!r} declares "
+        "shape (100000000000, 6, 6, 3) of float32 (43200000000000 bytes) but holds 64 bytes of "
+        "data (truncated or corrupt)\n"
+    )
+
+
+def test_cli_memory_error_while_loading_is_one_line(tmp_path, capsys, monkeypatch):
+    # A file within the machine's memory whose load still runs out of it (memory in use).
+    path = str(tmp_path / "small.keras")
+    _skip_model().save(path)
+    np.save(tmp_path / "x.npy", np.zeros((2, 6, 6, 3), "float32"))
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate")
+
+    monkeypatch.setattr(np, "load", no_memory)
+    assert cli_main([path, "--inputs", str(tmp_path / "x.npy"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"tf-fp16-sensitivity: error: cannot read inputs/labels: --inputs "
+        f"{str(tmp_path / 'x.npy')!r}: not enough memory to load it\n"
+    )
+
+
+def test_cli_random_inputs_drawn_in_float32():
+    # Drawn as float32 directly: no float64 array twice the size on the way.
+    import tracemalloc
+
+    from tf_fp16ops.layer_sensitivity.cli import _random_inputs
+
+    model = _skip_model()
+    want = np.random.default_rng(0).standard_normal((5000, 6, 6, 3), dtype=np.float32)
+    tracemalloc.start()
+    try:
+        x = _random_inputs(model, 5000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert x.dtype == np.float32 and np.array_equal(x, want)
+    assert peak < 1.25 * x.nbytes, (peak, x.nbytes)
+
+
+def test_cli_model_file_that_is_not_a_zip_and_token_inputs(tmp_path, capsys):
+    bad = tmp_path / "m.keras"
+    bad.write_text("not a zip archive")
+    assert cli_main([str(bad), "--random-inputs", "2"]) == 2
+    assert capsys.readouterr().err == (
+        f"tf-fp16-sensitivity: error: model {str(bad)!r} is not a .keras zip archive\n"
+    )
+    # An int32 input (token ids for an Embedding) gets no normal values cast to integers.
+    model, _ = _masked_models()[0]
+    path = str(tmp_path / "tokens.keras")
+    model.save(path)
+    assert cli_main([path, "--random-inputs", "4", "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        "tf-fp16-sensitivity: error: cannot read inputs/labels: --random-inputs 4: the model's "
+        "input 'tokens' is int32, not floating point (token ids?): normal values would not be "
+        "valid; pass --inputs\n"
+    )
+
+
+# -- arguments: a metric that gives NaN, layers and batch_size types, dataset structure ------
+
+
+def test_metric_nan_layers_batch_size_and_dataset_structure(tmp_path):
+    import tensorflow as tf
+
+    model, _, x, y = _labelled_skip_model(tmp_path)
+
+    def nan_metric(y_true, y_pred):
+        return float("nan")
+
+    # A NaN metric compared False with every tolerance: an empty fp16 set, silently.
+    with pytest.raises(ValueError, match=r"metric 'nan_metric' returned nan \(the baseline\)"):
+        sensitivity(model, x, y, metric=nan_metric, metric_tolerance=1.0, progress=False)
+    with pytest.raises(TypeError, match=r"layers must be None, a layer name, .* got 5$"):
+        sensitivity(model, x, layers=5, progress=False)
+    with pytest.raises(TypeError, match=r"layers must be None, a layer name, .* got 5$"):
+        tf_fp16ops.convert(model, "float16", layers=5)
+    # NumPy integers are batch sizes (the same results as the int); bools are not.
+    kw = dict(tolerance=1e-3, progress=False)
+    got = sensitivity(model, x, batch_size=np.int64(4), **kw)
+    assert _as_records(got) == _as_records(sensitivity(model, x, batch_size=4, **kw))
+    for bad in (True, np.bool_(True), 2.0):
+        with pytest.raises(ValueError, match="batch_size must be a positive int, got"):
+            sensitivity(model, x, batch_size=bad, **kw)
+    four = tf.data.Dataset.from_tensor_slices((x, y, y, y)).batch(3)
+    with pytest.raises(ValueError) as info:
+        sensitivity(model, four, **kw)
+    assert str(info.value) == (
+        "x: the dataset's elements are 4-tuples (float32[None, 6, 6, 3], int64[None], "
+        "int64[None], int64[None]); sensitivity takes x or (x, y) elements"
+    )

@@ -40,7 +40,12 @@ batch keeps every intermediate activation of that batch, and each sweep run on i
 only the graph nodes downstream of the switched layer (those that consume, directly or through
 other recomputed nodes, an output of a node calling it or a nested model holding it), in the
 graph's own order, with the kept activations for everything else. The results are those of full
-runs (the nodes upstream compute exactly what the baseline computed). A sweep run then costs the
+runs (the nodes upstream compute exactly what the baseline computed). Masks (Embedding's
+mask_zero, Masking, ...) travel with the kept activations: Keras passes them between layers as
+an attribute of the tensors, which a consumer may clear (MultiHeadAttention does on its inputs),
+so the baseline run records the mask each node saw on each input and a rerun puts it back on
+the kept tensor before the node's call; a recomputed input carries the mask its recomputation
+set, as in a full run. A sweep run then costs the
 layers from the switched one to the outputs, so the sweep costs about half the full runs for a
 chain of similar layers; memory grows by one batch's activations (the sum of the layer output
 sizes times the batch size). The set search runs the whole model, as several layers change at
@@ -61,7 +66,10 @@ models with others='float32'); a kernel that rounds by call size shifts them by 
 (Keras's LayerNormalization: up to an fp32 ulp of its outputs between calls of 3 and 18
 samples, measured on TF 2.21.0, 2-core Intel Xeon with avx512_fp16; TensorFlow's Eigen
 convolution, which others='original' runs with TF_ENABLE_ONEDNN_OPTS=0, also does), which is why
-reuse=True stays the default.
+reuse=True stays the default. Masks are stacked with the activations (a node that saw no mask on
+an input in the baseline sees none in any state); where a recomputed layer gives a mask in some
+states and none in others (a `compute_mask` that depends on the values), those states run one at
+a time as with reuse=True.
 
 Evaluation set: arrays (sliced into `batch_size` batches) or a finite tf.data.Dataset whose
 elements are batches, `x` or `(x, y)` as Keras's `evaluate` takes them; a Dataset is iterated
@@ -99,7 +107,7 @@ import numpy as np
 from tf_fp16ops.conversion import LayerSelection, convert_with_report
 from tf_fp16ops.layer_sensitivity.replicas import Replicas, check_strategy
 from tf_fp16ops.layer_sensitivity.result import LayerSensitivity, SensitivityResult, check_logdir
-from tf_fp16ops.layer_sensitivity.reuse import Reuse, layer_paths
+from tf_fp16ops.layer_sensitivity.reuse import Reuse, UnstackableMasks, layer_paths
 from tf_fp16ops.layer_sensitivity.source import Source
 from tf_fp16ops.layers import KERAS
 
@@ -191,8 +199,8 @@ def sensitivity(
       y: optional labels for `metric` (class ids [N] or one-hot [N, K] for the default metric);
         None when `x` is a Dataset (its `(x, y)` elements give them).
       tolerance: largest max_rel of the combined model's outputs for the fp16 set (> 0).
-      metric: callable (y_true, y_pred) -> float, higher is better; default top-1 accuracy;
-        used only with labels. For a model with several outputs it gets the first one.
+      metric: callable (y_true, y_pred) -> float, higher is better, finite; default top-1
+        accuracy; used only with labels. For a model with several outputs it gets the first one.
       metric_tolerance: largest allowed metric drop (baseline - set metric, >= 0) for the set;
         with labels, default 0.01; ignored without them.
       others: 'float32' or 'original': how the layers not switched to fp16 run ('original':
@@ -218,16 +226,19 @@ def sensitivity(
 
     Raises:
       ValueError: bad `tolerance`, `metric_tolerance` (or one given without labels), `others`,
-        `search`, `batch_size` (or one given with a Dataset), `reuse`; `x` empty, not numeric,
-        not of the model's input rank and fixed dimensions, an infinite Dataset, or a Dataset
-        with `y`;
+        `search`, `batch_size` (a Python or NumPy int >= 1, not a bool; or one given with a
+        Dataset), `reuse`; `x` empty, not numeric, not of the model's input rank and fixed
+        dimensions, an infinite Dataset, a Dataset whose elements are not `x` or `(x, y)`, or a
+        Dataset with `y`; a `metric` that returns NaN or Inf (for the baseline, a layer or a
+        set);
         non-finite model outputs on `x` (no reference to compare with); labels whose count
         differs from the samples, and for the default metric labels that are not finite or not
         class ids of the model's output; a `logdir` that cannot be written (checked before the
         run); `layers=[]`; a model without convertible layers, and what `convert` raises for
         `model` and `layers`; a ParameterServerStrategy as `strategy`.
-      TypeError: `model` is not a keras.Model, `metric` not callable, `strategy` not a
-        tf.distribute.Strategy instance.
+      TypeError: `model` is not a keras.Model, `metric` not callable or returning something
+        that is not a number, `layers` neither None, a name, an iterable of names nor a
+        callable, `strategy` not a tf.distribute.Strategy instance.
     """
     # numbers.Real: Python and NumPy scalars (np.float32(0.01) as well as 0.01)
     if not isinstance(tolerance, numbers.Real) or isinstance(tolerance, bool) or not tolerance > 0:
@@ -247,10 +258,15 @@ def sensitivity(
         raise ValueError(f"others must be one of {_OTHERS}, got {others!r}")
     if search not in _SEARCHES:
         raise ValueError(f"search must be one of {_SEARCHES}, got {search!r}")
+    # numbers.Integral: Python and NumPy integers (np.int64(4) as well as 4), not bools
     if batch_size is not None and (
-        not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1
+        not isinstance(batch_size, numbers.Integral)
+        or isinstance(batch_size, (bool, np.bool_))
+        or batch_size < 1
     ):
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if batch_size is not None:
+        batch_size = int(batch_size)
     if not (isinstance(reuse, bool) or (isinstance(reuse, str) and reuse == "stacked")):
         raise ValueError(f"reuse must be True, False or 'stacked', got {reuse!r}")
     if metric is not None and not callable(metric):
@@ -262,7 +278,13 @@ def sensitivity(
     if metric_tolerance is not None and source.labelled is False:
         raise ValueError("metric_tolerance needs labels y; got metric_tolerance without y")
     if layers is not None and not callable(layers) and not isinstance(layers, str):
-        layers = list(layers)
+        try:
+            layers = list(layers)
+        except TypeError:
+            raise TypeError(
+                f"layers must be None, a layer name, a list of layer names or a predicate "
+                f"layer -> bool, got {layers!r}"
+            ) from None
         if not layers:
             raise ValueError("layers selects no layer: got an empty list")
     metric = metric or top1_accuracy
@@ -338,7 +360,17 @@ def sensitivity(
             group = max(1, STACK_ROWS // max(rows, 1))
             for g in range(0, len(names), group):
                 part = names[g : g + group]
-                states += reuser.run_stacked(xb, kept, [owners[nm] for nm in part], set_state, part)
+                try:
+                    states += reuser.run_stacked(
+                        xb, kept, [owners[nm] for nm in part], set_state, part
+                    )
+                except UnstackableMasks:
+                    # masks present in some states and not in others: one state at a time
+                    for name in part:
+                        set_state({name})
+                        out, _ = reuser.run(xb, kept, reuser.downstream(by_name[name]))
+                        states.append(flat(out))
+                    set_state(set())
             return states
         for name in names:
             set_state({name})
@@ -399,15 +431,31 @@ def sensitivity(
             "output values on x, though the model's own outputs are finite"
         )
 
-    def score(outs):
-        return None if y_all is None else float(metric(y_all, outs[0]))
+    metric_name = getattr(metric, "__name__", type(metric).__name__)
 
-    base_metric = score(base)
+    def score(outs, state: str):
+        if y_all is None:
+            return None
+        value = metric(y_all, outs[0])
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"metric {metric_name!r} must return a number, got {type(value).__name__} ({state})"
+            ) from None
+        if not math.isfinite(value):
+            # A NaN would compare False with every tolerance: no layer could join the fp16 set.
+            raise ValueError(
+                f"metric {metric_name!r} returned {value} ({state}); it must return a finite number"
+            )
+        return value
+
+    base_metric = score(base, "the baseline")
     sweep = {}
     for s, name in enumerate(names, start=1):
         outs = joined(swept[s])
         swept[s] = []  # each state's outputs are dropped once measured
-        sweep[name] = (*_errors(base, outs), score(outs))
+        sweep[name] = (*_errors(base, outs), score(outs, f"layer {name!r} in fp16"))
     swept.clear()
 
     def within(fp16: set):
@@ -421,7 +469,7 @@ def sensitivity(
             tick()
         outs = joined(batches)
         max_rel, mean_rel = _errors(base, outs)
-        m = score(outs)
+        m = score(outs, f"the fp16 set {sorted(fp16)}")
         ok = max_rel <= tolerance and (m is None or base_metric - m <= metric_tolerance)
         return ok, max_rel, mean_rel, m
 

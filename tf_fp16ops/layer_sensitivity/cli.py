@@ -8,15 +8,24 @@
 Prints the table of `tf_fp16ops.sensitivity` (one row per layer, by rank, then the fp16 set);
 `--json` writes `SensitivityResult.to_json()`, `--logdir` the TensorBoard summaries,
 `--save-model` the converted model for the fp16 set. Exit status 0 on success, 2 on bad
-arguments or inputs (one line on stderr).
+arguments or inputs (one line on stderr), memory too small for them included: the size an
+`--inputs` file's header declares and the size of `--random-inputs` are checked against the
+file and the machine's memory before anything is allocated.
+
+`--random-inputs N` draws N standard normal samples (seed 0) in the model's input shape, in
+float64 for a float64 input and in float32 otherwise (Keras casts them to the input's dtype); it
+refuses a model whose input is not floating point (an int32 input of token ids for an
+Embedding: normal values cast to integers would not be valid ids), naming that input.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
+import zipfile
 
 # Quiet TensorFlow's C++ start-up lines before anything below imports it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -36,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="N inputs drawn from a standard normal distribution (seed 0) in the "
-        "model's input shape",
+        "model's input shape (a model with one floating-point input)",
     )
     p.add_argument(
         "--labels",
@@ -155,11 +164,20 @@ def main(argv=None) -> int:
         import keras
     except ImportError as e:
         return fail(f"the sensitivity run needs TensorFlow: {e}; pip install 'tf_fp16ops[tf]'")
-    import numpy as np
 
     import tf_fp16ops.layers  # noqa: F401  (registers the layers so .keras files load)
     from tf_fp16ops.layer_sensitivity.analysis import sensitivity
 
+    # Before the model loads (seconds). Keras reads a .keras file as a zip archive and says
+    # "File not found" of any other file.
+    if not zipfile.is_zipfile(args.model):
+        return fail(f"model {args.model!r} is not a .keras zip archive")
+    try:
+        for flag, path in (("--inputs", args.inputs), ("--labels", args.labels)):
+            if path is not None:
+                _check_npy(flag, path)
+    except (OSError, ValueError) as e:
+        return fail(f"cannot read inputs/labels: {e}")
     try:
         model = keras.saving.load_model(args.model)
     except (OSError, ValueError, TypeError) as e:
@@ -169,16 +187,7 @@ def main(argv=None) -> int:
         if args.inputs:
             x = _load_array("--inputs", args.inputs)
         else:
-            shape = tuple(model.inputs[0].shape[1:])
-            if len(model.inputs) != 1 or any(d is None for d in shape):
-                return fail(
-                    "--random-inputs needs a model with one input of fixed shape; use --inputs"
-                )
-            x = (
-                np.random.default_rng(0)
-                .normal(size=(args.random_inputs,) + shape)
-                .astype("float32")
-            )
+            x = _random_inputs(model, args.random_inputs)
         y = _load_array("--labels", args.labels) if args.labels else None
     except (OSError, ValueError) as e:
         return fail(f"cannot read inputs/labels: {e}")
@@ -197,6 +206,11 @@ def main(argv=None) -> int:
         )
     except (ValueError, TypeError) as e:
         return fail(str(e).splitlines()[0])
+    except MemoryError:
+        return fail(
+            f"out of memory in the sensitivity run ({len(x)} samples, --batch-size "
+            f"{args.batch_size}); pass fewer samples or a smaller --batch-size"
+        )
     print(result.table())
     if args.json:
         with open(args.json, "w") as f:
@@ -206,9 +220,62 @@ def main(argv=None) -> int:
     return 0
 
 
+def _memory_bytes() -> int | None:
+    """The machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _too_big(what: str, nbytes: int) -> None:
+    """Raises ValueError naming `what` when `nbytes` exceeds the machine's memory."""
+    memory = _memory_bytes()
+    if memory is not None and nbytes > memory:
+        raise ValueError(
+            f"{what} needs {nbytes / 2**30:.1f} GiB, more than this machine's memory "
+            f"({memory / 2**30:.1f} GiB)"
+        )
+
+
+def _check_npy(flag: str, path: str) -> None:
+    """Reads only the header of the .npy file `path`: raises ValueError naming `flag` and the
+    file when it is not a .npy array file (object arrays included: they are pickles), when it
+    holds fewer data bytes than its header declares, or when the declared array is larger than
+    the machine's memory; nothing of the data is read or allocated."""
+    import numpy as np
+
+    fmt = np.lib.format
+    not_npy = ValueError(f"{flag} {path!r} is not a .npy array file")
+    with open(path, "rb") as f:
+        try:
+            version = fmt.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = fmt.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = fmt.read_array_header_2_0(f)
+            else:
+                raise not_npy
+        except (ValueError, TypeError, SyntaxError, EOFError):
+            raise not_npy from None
+        offset = f.tell()
+    if dtype.hasobject:
+        raise not_npy
+    nbytes = math.prod(shape) * dtype.itemsize
+    held = os.path.getsize(path) - offset
+    declared = f"shape {tuple(shape)} of {dtype}"
+    if held < nbytes:
+        raise ValueError(
+            f"{flag} {path!r} declares {declared} ({nbytes} bytes) but holds {held} bytes of "
+            "data (truncated or corrupt)"
+        )
+    _too_big(f"{flag} {path!r} ({declared})", nbytes)
+
+
 def _load_array(flag: str, path: str):
     """One numpy array from a .npy file (never unpickled: a file that is not a .npy array is
-    refused as such, whatever NumPy would suggest for it)."""
+    refused as such, whatever NumPy would suggest for it); ValueError naming `flag` where
+    memory runs out."""
     import numpy as np
 
     try:
@@ -217,6 +284,35 @@ def _load_array(flag: str, path: str):
         if "pickle" in str(e):
             raise ValueError(f"{flag} {path!r} is not a .npy array file") from None
         raise
+    except MemoryError:
+        raise ValueError(f"{flag} {path!r}: not enough memory to load it") from None
+
+
+def _random_inputs(model, n: int):
+    """`n` standard normal samples (seed 0) for the model's one floating-point input of fixed
+    shape, drawn in float64 for a float64 input and float32 otherwise (module docstring);
+    ValueError naming `--random-inputs` for other models and where memory is too small."""
+    import numpy as np
+
+    flag = f"--random-inputs {n}"
+    specs = model.inputs or []
+    shape = tuple(specs[0].shape[1:]) if len(specs) == 1 else ()
+    if len(specs) != 1 or any(d is None for d in shape):
+        raise ValueError(f"{flag} needs a model with one input of fixed shape; use --inputs")
+    spec = specs[0]
+    if spec.dtype not in ("float16", "bfloat16", "float32", "float64"):
+        raise ValueError(
+            f"{flag}: the model's input {spec.name!r} is {spec.dtype}, not floating point "
+            "(token ids?): normal values would not be valid; pass --inputs"
+        )
+    dtype = np.float64 if spec.dtype == "float64" else np.float32
+    size = (n, *shape)
+    nbytes = math.prod(size) * np.dtype(dtype).itemsize
+    _too_big(f"{flag} ({n} x {shape} {np.dtype(dtype).name})", nbytes)
+    try:
+        return np.random.default_rng(0).standard_normal(size, dtype=dtype)
+    except MemoryError:
+        raise ValueError(f"{flag}: not enough memory for {size} {np.dtype(dtype).name}") from None
 
 
 if __name__ == "__main__":

@@ -50,6 +50,28 @@ def check_x(model, x):
     return keras.tree.pack_sequence_as(x, checked)
 
 
+def _structure(spec) -> str:
+    """A dataset's element_spec in one short line: each tensor as dtype[shape]."""
+
+    def one(t):
+        shape = getattr(t, "shape", None)
+        dtype = getattr(getattr(t, "dtype", None), "name", None)
+        if shape is None or dtype is None:
+            return type(t).__name__
+        if shape.rank is None:
+            return f"{dtype}[...]"
+        dims = ", ".join("None" if d is None else str(d) for d in shape.as_list())
+        return f"{dtype}[{dims}]"
+
+    if isinstance(spec, tuple):
+        return "(" + ", ".join(_structure(t) for t in spec) + ")"
+    if isinstance(spec, dict):
+        return "{" + ", ".join(f"{k!r}: {_structure(v)}" for k, v in spec.items()) + "}"
+    if isinstance(spec, list):
+        return "[" + ", ".join(_structure(t) for t in spec) + "]"
+    return one(spec)
+
+
 class Source:
     """The evaluation set as batches `(x, y or None)`, read again for each pass: slices of
     arrays (`batch_size` samples) or the elements of a tf.data.Dataset, streamed."""
@@ -69,6 +91,12 @@ class Source:
                 raise ValueError(
                     f"batch_size must be None when x is a tf.data.Dataset (its elements are the "
                     f"batches), got {batch_size!r}"
+                )
+            spec = self.dataset.element_spec
+            if isinstance(spec, tuple) and len(spec) not in (1, 2, 3):
+                raise ValueError(
+                    f"x: the dataset's elements are {len(spec)}-tuples "
+                    f"{_structure(spec)}; sensitivity takes x or (x, y) elements"
                 )
             card = int(self.dataset.cardinality())
             if card == tf.data.INFINITE_CARDINALITY:
