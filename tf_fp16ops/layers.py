@@ -87,6 +87,9 @@ class _Fp16AccumulationMixin:
         float16 or float32 (e.g. "bfloat16", "float64"); any argument the Keras class rejects.
     """
 
+    # The op the layer's products run through, for messages.
+    _OP = "Fp16Conv2D"
+
     def __init__(self, *args, accumulation="float16", **kwargs):
         self.accumulation = accumulation
         super().__init__(*args, **kwargs)
@@ -94,7 +97,7 @@ class _Fp16AccumulationMixin:
             raise ValueError(
                 f"tf_fp16ops.layers.{type(self).__name__} '{self.name}': the dtype policy "
                 f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; the "
-                f"Fp16Conv2D op computes in float16 or float32 only (use dtype 'float32', "
+                f"{self._OP} op computes in float16 or float32 only (use dtype 'float32', "
                 f"'float16' or 'mixed_float16')"
             )
         self.supports_jit = False
@@ -539,8 +542,10 @@ class EinsumDense(_Fp16AccumulationMixin, keras.layers.EinsumDense):
         `tf_fp16ops.einsum` does not take (at the first call).
     """
 
+    _OP = "Fp16MatMul"
+
     def _fp16_call(self, inputs):
-        self._check_not_quantized("Fp16MatMul")
+        self._check_not_quantized(self._OP)
         x, w = self._cast_in(inputs, self.kernel)
         return self._finish(matmul_ops.einsum(self.equation, x, w, accumulation=self.accumulation))
 
@@ -579,6 +584,7 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
     # which follow this layer's accumulation (_share_accumulation), and both attention products
     # run in _compute_attention below.
     call = keras.layers.MultiHeadAttention.call
+    _OP = "Fp16MatMul"
 
     def build(self, query_shape, value_shape, key_shape=None):
         super().build(query_shape, value_shape, key_shape)

@@ -164,3 +164,19 @@ def test_convert_reports_the_equation_of_an_einsum_dense_it_leaves():
     text = report.summary()
     assert "sum_b" in text and "summed within one operand only" in text
     assert "dtype policy" not in text
+
+
+@pytest.mark.parametrize(
+    "make, op",
+    [
+        (lambda: L.EinsumDense("abc,cd->abd", (None, 4), dtype="bfloat16"), "Fp16MatMul"),
+        (lambda: L.MultiHeadAttention(2, 4, dtype="bfloat16"), "Fp16MatMul"),
+        (lambda: L.Conv2D(4, 3, dtype="bfloat16"), "Fp16Conv2D"),
+    ],
+)
+def test_policy_error_names_the_op_of_the_layer(make, op):
+    # EinsumDense and MultiHeadAttention said "the Fp16Conv2D op".
+    with pytest.raises(ValueError, match=f"compute dtype bfloat16; the {op} op computes") as e:
+        make()
+    other = "Fp16Conv2D" if op == "Fp16MatMul" else "Fp16MatMul"
+    assert other not in str(e.value)
