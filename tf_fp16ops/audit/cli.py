@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=DEFAULT_LIMITS.max_sites,
         metavar="N",
-        help=f"(call path, convolution) pairs reported (default: {DEFAULT_LIMITS.max_sites})",
+        help="call sites reported: (call path, op) pairs, convolutions and the matmul family "
+        f"(default: {DEFAULT_LIMITS.max_sites})",
     )
     lim.add_argument(
         "--max-expansions",

@@ -35,9 +35,10 @@ class Limits:
       max_nodes: nodes indexed over all graph scopes, and nodes a `.keras` config is
         reconstructed into (default 1,000,000; `--max-nodes`; indexing a 200,000-node graph
         takes about 0.15 s).
-      max_sites: (call path, convolution) pairs reported (default 20,000; `--max-sites`): each
-        costs about 0.2-0.3 ms of CPU and 20-25 KB from graph to JSON (tools/callgraph_bench.py
-        and a 100,000-layer .keras, 2-core Intel Xeon, 2026-12-01).
+      max_sites: call sites reported, (call path, op) pairs of a convolution or a matmul-family
+        op (default 20,000; `--max-sites`): each costs about 0.2-0.3 ms of CPU and 20-25 KB
+        from graph to JSON (tools/callgraph_bench.py and a 100,000-layer .keras, 2-core Intel
+        Xeon, 2026-12-01).
       max_path_frames: calls in the call paths of the reported sites, summed (default 500,000;
         `--max-path-frames`): a report's size grows with it (each call of a site's path is one
         entry of its function_path, call_nodes and provenance chains); a depth-40 diamond stops
