@@ -45,6 +45,9 @@ class Limits:
         at 12,500 sites in 3.2 s of CPU and 441 MB (benchmarks/results/callgraph_2026-12-01.md).
       max_expansions: call edges followed while enumerating call paths (default 2,000,000;
         `--max-expansions`).
+      max_weights: weight elements a `.keras` model built by Keras (`--build-keras`, `--run`)
+        may create, summed over its layers (default 500,000,000, 2 GB in float32;
+        `--max-weights`): checked per weight before Keras allocates it.
       external_dirs: directories that paths named inside a model (a TFSMLayer's `filepath`) may
         point into; empty (the default): such paths are reported, never read
         (`--allow-external-dir`).
@@ -55,6 +58,7 @@ class Limits:
     max_sites: int = 20_000
     max_expansions: int = 2_000_000
     max_path_frames: int = 500_000
+    max_weights: int = 500_000_000
     external_dirs: tuple[str, ...] = ()
 
     def __post_init__(self):
@@ -64,6 +68,7 @@ class Limits:
             "max_sites",
             "max_expansions",
             "max_path_frames",
+            "max_weights",
         ):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
