@@ -87,6 +87,9 @@ class _Fp16AccumulationMixin:
         float16 or float32 (e.g. "bfloat16", "float64"); any argument the Keras class rejects.
     """
 
+    # The op the layer's products run through, for messages.
+    _OP = "Fp16Conv2D"
+
     def __init__(self, *args, accumulation="float16", **kwargs):
         self.accumulation = accumulation
         super().__init__(*args, **kwargs)
@@ -94,7 +97,7 @@ class _Fp16AccumulationMixin:
             raise ValueError(
                 f"tf_fp16ops.layers.{type(self).__name__} '{self.name}': the dtype policy "
                 f"'{self.dtype_policy.name}' has compute dtype {self.compute_dtype}; the "
-                f"Fp16Conv2D op computes in float16 or float32 only (use dtype 'float32', "
+                f"{self._OP} op computes in float16 or float32 only (use dtype 'float32', "
                 f"'float16' or 'mixed_float16')"
             )
         self.supports_jit = False
@@ -539,8 +542,10 @@ class EinsumDense(_Fp16AccumulationMixin, keras.layers.EinsumDense):
         `tf_fp16ops.einsum` does not take (at the first call).
     """
 
+    _OP = "Fp16MatMul"
+
     def _fp16_call(self, inputs):
-        self._check_not_quantized("Fp16MatMul")
+        self._check_not_quantized(self._OP)
         x, w = self._cast_in(inputs, self.kernel)
         return self._finish(matmul_ops.einsum(self.equation, x, w, accumulation=self.accumulation))
 
@@ -556,13 +561,17 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
     Same arguments, weights (names, shapes, order), masks and config as the Keras layer, plus
     `accumulation`. The projections are `tf_fp16ops.layers.EinsumDense` layers (Keras builds
     them; their class is then switched in place, so weights and tracking are Keras's own). The
-    attention runs the explicit path of keras.layers.MultiHeadAttention: query scaled by
-    1/sqrt(key_dim), scores = einsum(dot_product_equation, key, query), softmax as Keras
-    computes it (`_masked_softmax`, in the compute dtype, masks and causal mask included),
-    dropout, then einsum(combine_equation, scores, value); both einsums run through
-    `tf_fp16ops.einsum`. (Keras itself uses the fused `ops.dot_product_attention` when there is
-    no dropout, no score output and rank-4 inputs; it computes the same softmax(QK^T/sqrt(d))V,
-    so float32 accumulation matches it within fp32 rounding.)
+    attention: query scaled by 1/sqrt(key_dim), scores = einsum(dot_product_equation, key,
+    query), a softmax, then einsum(combine_equation, weights, value); both einsums run through
+    `tf_fp16ops.einsum`. The softmax follows the path Keras takes for the same call:
+      - no dropout, no score output and rank-4 projected inputs (Keras's fused
+        `ops.dot_product_attention`): masked logits set to -0.7 * 3.38953e38, softmax in
+        float32, cast back; a query row whose every key is masked (e.g. a padded position of
+        `Embedding(mask_zero=True)`) gets uniform weights 1/S;
+      - otherwise (Keras's explicit path): `_masked_softmax` in the compute dtype, masked
+        weights 0 (a fully masked row gets all zeros), then dropout.
+    Masks and the causal mask are those of Keras in both. So float32 accumulation matches the
+    Keras layer within fp32 rounding, fully masked rows included.
 
     Input/output shapes: as keras.layers.MultiHeadAttention ([B, T, dim] query, [B, S, dim]
     value/key -> [B, T, output dim], scores [B, heads, T, S]). Numerics (accumulation=
@@ -579,6 +588,7 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
     # which follow this layer's accumulation (_share_accumulation), and both attention products
     # run in _compute_attention below.
     call = keras.layers.MultiHeadAttention.call
+    _OP = "Fp16MatMul"
 
     def build(self, query_shape, value_shape, key_shape=None):
         super().build(query_shape, value_shape, key_shape)
@@ -632,12 +642,34 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
                 if attention_mask is None
                 else keras.ops.logical_and(keras.ops.cast(attention_mask, "bool"), causal_mask)
             )
+        # Keras's own choice of path (keras.layers.MultiHeadAttention._compute_attention).
+        fused = not (self._dropout > 0.0 or return_attention_scores or len(query.shape) != 4)
         query = keras.ops.multiply(query, keras.ops.cast(self._inverse_sqrt_key_dim, query.dtype))
         scores = self._einsum(self._dot_product_equation, key, query)
+        if fused:
+            probs = self._fused_softmax(scores, attention_mask)
+            return self._einsum(self._combine_equation, probs, value), None
         scores = self._masked_softmax(scores, attention_mask)
         final = self._dropout_layer(scores, training=training) if self._dropout > 0.0 else scores
         output = self._einsum(self._combine_equation, final, value)
         return output, scores
+
+    def _fused_softmax(self, scores, attention_mask):
+        """The softmax of Keras's fused path (`keras.ops.dot_product_attention`, TensorFlow
+        backend, keras/src/backend/tensorflow/nn.py: `_apply_masks` and
+        `_dot_product_attention_xla`) on scores [B, heads, T, S]: masked positions become
+        -0.7 * 3.38953e38 in float32, the softmax runs in float32, the result is cast back to
+        the scores' dtype. So a query row whose every key is masked gets uniform weights (1/S),
+        where `_masked_softmax` (the explicit path) gives zeros."""
+        logits = tf.cast(scores, tf.float32)
+        if attention_mask is not None:
+            mask = keras.ops.cast(attention_mask, "bool")
+            # As Keras: the mask [B, T, S] (or lower rank) gains axes before T for the heads.
+            axis = -len(self._attention_axes) * 2 - 1
+            for _ in range(4 - len(mask.shape)):
+                mask = keras.ops.expand_dims(mask, axis=axis)
+            logits = tf.where(mask, logits, tf.constant(3.38953e38 * -0.7, tf.float32))
+        return tf.cast(tf.nn.softmax(logits, axis=-1), scores.dtype)
 
 
 # keras class -> tf_fp16ops class, for `convert`.

@@ -53,7 +53,8 @@ def matmul(
       transpose_a, transpose_b, adjoint_a, adjoint_b: as in `tf.linalg.matmul` (for real dtypes
         adjoint and transpose are the same; at most one of each pair may be set).
       accumulation: 'float16' (default; true fp16 accumulation, needs float16 inputs) or
-        'float32'; also 'half'/'float', tf.float16/tf.float32.
+        'float32'; also tf.float16/tf.float32 and np.float16/np.float32 (nothing else: 'half',
+        'float' or 'fp16' are a ValueError, see `tf_fp16ops.ops.accumulation_dtype`).
       name: op name.
 
     Returns:
@@ -140,8 +141,14 @@ def _fp16_matmul_grad(op, grad):
 _ELLIPSIS = "..."
 
 
-def _parse(equation: str, ranks: tuple[int, int]) -> tuple[str, str, str]:
-    """Splits 'lhs,rhs->out', expanding '...' into labels not used elsewhere."""
+def _parse(equation: str, ranks: tuple[int | None, int | None]) -> tuple[list, list, list]:
+    """Splits 'lhs,rhs->out' into the labels of a, b and the output: each letter written, and for
+    '...' one int per dimension it covers (0, 1, ..., right-aligned across the operands, as NumPy
+    aligns them), so an equation of any rank has labels enough and the ints never meet a letter.
+
+    Raises:
+      ValueError: an equation outside the supported form, or ranks that do not fit it.
+    """
     if not isinstance(equation, str):
         raise ValueError(f"equation must be a string, got {equation!r}")
     eq = equation.replace(" ", "")
@@ -155,13 +162,14 @@ def _parse(equation: str, ranks: tuple[int, int]) -> tuple[str, str, str]:
         rest = term.replace(_ELLIPSIS, "", 1)
         if not all(c in string.ascii_letters for c in rest):
             raise ValueError(f"equation labels must be letters (and one '...'), got {equation!r}")
-    free = [c for c in string.ascii_letters if c not in eq]
     spans = []
-    for term, rank in zip(terms, ranks, strict=True):
-        n = len(term.replace(_ELLIPSIS, "")) if _ELLIPSIS in term else len(term)
+    for arg, term, rank in zip(("a", "b"), terms, ranks, strict=True):
+        n = len(term.replace(_ELLIPSIS, ""))
         if _ELLIPSIS in term:
             if rank is None:
-                raise ValueError(f"'...' in {equation!r} needs operands of known rank")
+                raise ValueError(
+                    f"operand {arg} of {equation!r} has unknown rank; its '...' needs a known rank"
+                )
             if rank < n:
                 raise ValueError(f"operand {term!r} of {equation!r} has rank {rank} < {n}")
             spans.append(rank - n)
@@ -170,15 +178,17 @@ def _parse(equation: str, ranks: tuple[int, int]) -> tuple[str, str, str]:
                 raise ValueError(f"operand {term!r} of {equation!r} must have rank {n}, got {rank}")
             spans.append(0)
     width = max(spans)
-    labels = "".join(free[:width])
-    expanded = [
-        t.replace(_ELLIPSIS, labels[width - s :]) for t, s in zip(terms, spans, strict=True)
-    ]
-    if _ELLIPSIS in out:
-        out = out.replace(_ELLIPSIS, labels)
-    elif width and any(_ELLIPSIS in t for t in terms):
+
+    def expand(term: str, span: int) -> list:
+        if _ELLIPSIS not in term:
+            return list(term)
+        head, tail = term.split(_ELLIPSIS)
+        return [*head, *range(width - span, width), *tail]
+
+    lhs, rhs = (expand(t, s) for t, s in zip(terms, spans, strict=True))
+    if _ELLIPSIS not in out and width and any(_ELLIPSIS in t for t in terms):
         raise ValueError(f"'...' of the operands must appear in the output of {equation!r}")
-    return expanded[0], expanded[1], out
+    return lhs, rhs, expand(out, width)
 
 
 def equation_problem(equation) -> str | None:
@@ -195,9 +205,12 @@ def equation_problem(equation) -> str | None:
 
 
 def _check_labels(equation, lhs, rhs, out) -> None:
+    """The label rules of `einsum` on parsed labels (ints, the '...' dimensions, always obey
+    them: each is in the output and in every operand whose '...' covers it)."""
     for term in (lhs, rhs, out):
-        if len(set(term)) != len(term):
-            raise ValueError(f"a label repeats within {term!r} of {equation!r}")
+        for c in term:
+            if term.count(c) > 1:
+                raise ValueError(f"a label repeats within one term of {equation!r}: {c!r}")
     for c in out:
         if c not in lhs and c not in rhs:
             raise ValueError(f"output label {c!r} of {equation!r} is in no operand")
@@ -206,6 +219,20 @@ def _check_labels(equation, lhs, rhs, out) -> None:
             raise ValueError(
                 f"label {c!r} of {equation!r} is summed within one operand only (not supported)"
             )
+
+
+def _with_rank(t: tf.Tensor, arg: str, rank: int, equation: str) -> tf.Tensor:
+    """`t` with static rank `rank`: t itself when its rank is known (`_parse` checked it), else t
+    after a run-time check of its rank (InvalidArgumentError naming the operand)."""
+    if t.shape.rank is not None:
+        return t
+    check = tf.debugging.assert_rank(
+        t, rank, message=f"einsum {_run_time(equation)}: operand {arg} must have rank {rank}"
+    )
+    with tf.control_dependencies([check] if check is not None else []):
+        t = tf.identity(t)
+    t.set_shape([None] * rank)
+    return t
 
 
 def _dims(t: tf.Tensor) -> list:
@@ -232,6 +259,68 @@ def _shape(values) -> object:
     if all(isinstance(v, int) for v in values):
         return list(values)
     return tf.stack([tf.cast(v, tf.int32) for v in values])
+
+
+def _vector(values) -> tf.Tensor:
+    """Sizes (Python ints or scalar tensors) as one int32 vector."""
+    return tf.convert_to_tensor(_shape(values), tf.int32)
+
+
+def _shown(dims) -> str:
+    """Dimensions for a message, unknown ones as None (TensorShape's spelling)."""
+    return str([d if isinstance(d, int) else None for d in dims])
+
+
+def _run_time(equation: str) -> str:
+    """The equation as run-time messages show it: unquoted, since tf.Assert escapes quotes."""
+    return equation.replace(" ", "")
+
+
+def _size_checks(equation: str, lhs, rhs, shared, da, db) -> list:
+    """The run-time checks that the `shared` labels (batch and contracted) have one size in a and
+    b, for the pairs of sizes not both static; raises at once for a static pair that differs.
+
+    Messages name only what the user wrote: a letter label, or '...' for the dimensions the
+    ellipsis covers (all of them in one message, with each operand's '...' dimensions). The
+    run-time ones leave quotes out (tf.Assert would print them escaped): "einsum mk,kn->mn:
+    label k has size 3 in a and 5 in b".
+
+    Raises:
+      ValueError: a letter label or '...' dimension whose static sizes differ.
+    """
+    checks = []
+    ell_pairs = []
+    for c in shared:
+        sa, sb = da[lhs.index(c)], db[rhs.index(c)]
+        if isinstance(c, int):
+            ell_pairs.append((sa, sb))
+            continue
+        if isinstance(sa, int) and isinstance(sb, int):
+            if sa != sb:
+                raise ValueError(f"label {c!r} of {equation!r} has size {sa} in a and {sb} in b")
+            continue
+        msg = tf.strings.format(
+            f"einsum {_run_time(equation)}: label {c} has size {{}} in a and {{}} in b", (sa, sb)
+        )
+        checks.append(tf.Assert(tf.equal(tf.cast(sa, tf.int32), tf.cast(sb, tf.int32)), [msg]))
+    if not ell_pairs:
+        return checks
+    ell_a = [d for c, d in zip(lhs, da, strict=True) if isinstance(c, int)]
+    ell_b = [d for c, d in zip(rhs, db, strict=True) if isinstance(c, int)]
+    why = (
+        "do not match: {} in a and {} in b (tf_fp16ops.einsum needs them equal where both "
+        "operands have them; it does not broadcast them)"
+    )
+    if any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in ell_pairs):
+        what = f"the '...' dimensions of {equation!r} " + why
+        raise ValueError(what.format(_shown(ell_a), _shown(ell_b)))
+    dynamic = [(x, y) for x, y in ell_pairs if not (isinstance(x, int) and isinstance(y, int))]
+    if dynamic:
+        what = f"einsum {_run_time(equation)}: the dimensions of ... " + why
+        msg = tf.strings.format(what, (_vector(ell_a), _vector(ell_b)))
+        same = tf.equal(_vector([x for x, _ in dynamic]), _vector([y for _, y in dynamic]))
+        checks.append(tf.Assert(tf.reduce_all(same), [msg]))
+    return checks
 
 
 def einsum(equation: str, a, b, *, accumulation="float16", name: str | None = None) -> tf.Tensor:
@@ -265,8 +354,15 @@ def einsum(equation: str, a, b, *, accumulation="float16", name: str | None = No
     Raises:
       ValueError: an equation outside the supported form (implicit output, one or more than two
         operands, a label repeated in one term, a label summed in one operand only, an output
-        label in no operand), ranks that do not match it, a batch or contracted label whose
-        static sizes differ between a and b, and the errors of `matmul`.
+        label in no operand), ranks that do not match it (also an operand of unknown rank whose
+        term has '...'), a batch or contracted label whose static sizes differ between a and b
+        (the message names the equation, the label and both sizes), '...' dimensions shared by
+        a and b whose static sizes differ (they must be equal: no broadcasting), and the errors
+        of `matmul`.
+      tf.errors.InvalidArgumentError: when running, the same size checks for sizes not known
+        when the graph is built (graph mode with unknown dimensions; the message names the
+        equation, the label or '...', and both sizes), and an operand of unknown static rank
+        whose rank does not match its term (the message names the operand).
     """
     tacc = accumulation_dtype(accumulation)
     with tf.name_scope(name or "Fp16Einsum"):
@@ -275,16 +371,22 @@ def einsum(equation: str, a, b, *, accumulation="float16", name: str | None = No
         _check_dtypes(tacc, a=a, b=b)
         lhs, rhs, out = _parse(equation, (a.shape.rank, b.shape.rank))
         _check_labels(equation, lhs, rhs, out)
+        a = _with_rank(a, "a", len(lhs), equation)
+        b = _with_rank(b, "b", len(rhs), equation)
         batch = [c for c in out if c in lhs and c in rhs]
         contracted = [c for c in lhs if c in rhs and c not in out]
         free_a = [c for c in lhs if c not in rhs]
         free_b = [c for c in rhs if c not in lhs]
         da, db = _dims(a), _dims(b)
+        checks = _size_checks(equation, lhs, rhs, batch + contracted, da, db)
+        if checks:
+            # The reshapes below would otherwise run (and fail, or flatten sizes that differ
+            # into one equal product) before the checks.
+            with tf.control_dependencies(checks):
+                a, b = tf.identity(a), tf.identity(b)
         size = {}
         for c in batch + contracted:
             sa, sb = da[lhs.index(c)], db[rhs.index(c)]
-            if isinstance(sa, int) and isinstance(sb, int) and sa != sb:
-                raise ValueError(f"label {c!r} of {equation!r} has size {sa} in a and {sb} in b")
             size[c] = sa if isinstance(sa, int) else sb
         for c in free_a:
             size[c] = da[lhs.index(c)]

@@ -105,8 +105,8 @@ def test_site_budget_marks_the_report_partial_in_every_format(tmp_path):
     p = tmp_path / "diamond.pb"
     p.write_bytes(diamond(20).SerializeToString())
     line = (
-        "call sites: the first 300 (call path, convolution) pairs are reported; the call graph "
-        "has more (--max-sites)"
+        "call sites: the first 300 (call path, op) pairs are reported (ops: "
+        "convolutions and the matmul family); the call graph has more (--max-sites)"
     )
     table = run_bounded(["--max-sites", "300", str(p)])
     assert table.stdout.startswith(f"PARTIAL REPORT (over budget): {line}\n")

@@ -256,8 +256,8 @@ def test_100k_layer_keras_config_is_cut_at_the_site_budget(tmp_path):
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     line = (
-        "layers: the Keras config is reconstructed only up to 5000 conv layers (--max-sites); "
-        "layers from #5000 on are left out"
+        "layers: the Keras config is reconstructed only up to 5000 layers with call sites "
+        "(--max-sites); layers from #5000 on are left out"
     )
     assert report["partial"] == [line] and len(report["findings"]) == 5_000
     assert res.stderr == f"tf-fp16-audit: over budget: {p}: {line}\n"

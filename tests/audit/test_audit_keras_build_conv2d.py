@@ -2,8 +2,10 @@
 accumulation."""
 
 import keras
+import pytest
 
 import tf_fp16ops
+from support.audit_helpers import CPU
 from tf_fp16ops.audit import RuntimeContext, audit
 
 
@@ -93,3 +95,53 @@ def test_build_keras_failure_is_one_line(tmp_path):
         raise AssertionError("build_keras accepted an unknown layer class")
     assert msg.startswith(f"{bad}: keras could not build the model"), msg
     assert "\n" not in msg and len(msg) < 600, msg
+
+
+def _with_units(tmp_path, units: int) -> tuple[str, str]:
+    """A saved Dense(2) on 1000 inputs, and a copy whose config.json says `units` (its weights
+    file still holds the small kernel: Keras allocates the config's sizes before it reads them)."""
+    import zipfile
+
+    model = keras.Sequential([keras.Input((1000,)), keras.layers.Dense(2, name="wide")])
+    path = tmp_path / "m.keras"
+    model.save(path)
+    with zipfile.ZipFile(path) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    assert b'"units": 2,' in files["config.json"]
+    files["config.json"] = files["config.json"].replace(
+        b'"units": 2,', f'"units": {units},'.encode()
+    )
+    bad = tmp_path / f"units{units}.keras"
+    with zipfile.ZipFile(bad, "w") as z:
+        for n, data in files.items():
+            z.writestr(n, data)
+    return str(path), str(bad)
+
+
+def test_build_keras_refuses_weights_past_the_limit_before_allocating(tmp_path, capsys):
+    """A small .keras whose Dense says units=100,000 asks Keras for a 1000 x 100,000 kernel
+    (400 MB); the build had no bound. Past --max-weights it is refused, naming the layer and the
+    limit; within it, it builds."""
+    from tf_fp16ops.audit.cli import main
+    from tf_fp16ops.audit.errors import AuditInputError
+    from tf_fp16ops.audit.limits import Limits
+
+    small, path = _with_units(tmp_path, 100_000)
+    with pytest.raises(AuditInputError) as e:
+        audit(path, CPU, build_keras_model=True, limits=Limits(max_weights=1_000_000))
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: layer 'wide' (Dense) would create a weight of shape "), msg
+    assert "[1000, 100000] (100,000,000 elements)" in msg and "1,000,000 elements" in msg, msg
+    assert "(--max-weights)" in msg and "\n" not in msg
+    assert main(["--build-keras", "--max-weights", "1000000", path]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tf-fp16-audit: error: ") and "layer 'wide' (Dense)" in err, err
+    # The limit counts every weight: kernel 1000 x 2 and bias 2 are 2002 elements.
+    with pytest.raises(
+        AuditInputError,
+        match=r"layer 'wide' \(Dense\) would create a weight of "
+        r"shape \[2\] \(2 elements\): .* limit of 2,001 elements",
+    ):
+        audit(small, CPU, build_keras_model=True, limits=Limits(max_weights=2001))
+    report = audit(small, CPU, build_keras_model=True, limits=Limits(max_weights=2002))
+    assert [f.keras_layer for f in report.findings] == ["wide"]

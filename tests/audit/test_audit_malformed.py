@@ -172,6 +172,114 @@ def test_empty_explicit_paddings_is_tensorflows_default():
     assert f.flops is not None and not any(fl.startswith("invalid-attrs") for fl in f.flags)
 
 
+# ---- 4c. matmul-family sites: the conv sites' codes ------------------------------------------
+def _product_graph(op, a_shape, b_shape, **attrs) -> graph_pb2.GraphDef:
+    """Placeholders a, b (half) of the given shapes -> one matmul-family op."""
+    gd = graph_pb2.GraphDef()
+    for name, shape in (("a", a_shape), ("b", b_shape)):
+        n = add_node(gd.node, name, "Placeholder", dtype="DT_HALF")
+        for d in shape:
+            n.attr["shape"].shape.dim.add().size = d
+    add_node(gd.node, "mm", op, ["a", "b"], T="DT_HALF", **attrs)
+    return gd
+
+
+def _einsum_graph(a_shape=(2, 3), b_shape=(3, 4)):
+    return _product_graph("Einsum", a_shape, b_shape, N=2)
+
+
+def _set_bytes(a, v):
+    a.s = v
+
+
+def _set_strings(a, v):
+    a.list.s.extend(v)
+
+
+@pytest.mark.parametrize(
+    "setter,value,words",
+    [
+        (None, None, "equation missing"),
+        (_set_int, 3, "equation is an int 3, not a string"),
+        (
+            _set_strings,
+            [b"mk,kn->mn"],
+            "equation is a list of strings [b'mk,kn->mn'], not a string",
+        ),
+        (_set_bytes, b"mk,kn->\xff\xfe", r"equation b'mk,kn->\xff\xfe' is not UTF-8"),
+    ],
+)
+def test_einsum_equation_of_no_kernel_is_invalid_attrs(setter, value, words):
+    # Reported with FLOPs '?' and no flag before.
+    gd = _einsum_graph()
+    if setter is not None:
+        setter(gd.node[2].attr["equation"], value)
+    (f,) = audit(gd, CPU).findings
+    assert f.flops is None
+    assert f"invalid-attrs({words})" in f.flag_texts, f.flag_texts
+    gd.node[2].attr["equation"].Clear()
+    gd.node[2].attr["equation"].s = b"mk,kn->mn"  # the well-formed twin
+    (f,) = audit(gd, CPU).findings
+    assert f.flops == 2 * 2 * 3 * 4 and not any(t.startswith("invalid-attrs") for t in f.flag_texts)
+
+
+@pytest.mark.parametrize(
+    "op,attrs",
+    [("MatMul", {}), ("BatchMatMulV2", {}), ("Fp16MatMul", {"Tacc": "DT_FLOAT"}), ("Einsum", {})],
+)
+def test_dimensions_below_minus_one_are_invalid_attrs(op, attrs):
+    gd = _product_graph(op, (2, -5), (3, 4), **attrs)
+    if op == "Einsum":
+        gd.node[2].attr["N"].i = 2
+        gd.node[2].attr["equation"].s = b"mk,kn->mn"
+    (f,) = audit(gd, CPU).findings
+    assert f.flops is None
+    assert "invalid-attrs(a shape [2, -5] has a dimension below -1)" in f.flag_texts, f.flag_texts
+
+
+@pytest.mark.parametrize("op", ["MatMul", "Einsum"])
+@pytest.mark.parametrize("recorded", [False, True])
+def test_product_beyond_int64_is_size_overflow(op, recorded):
+    # [2^62, K] x [K, 2^62] with K unknown: 2^124 output elements; also when the node records an
+    # output shape of unknown sizes.
+    gd = _product_graph(op, (2**62, -1), (-1, 2**62))
+    if op == "Einsum":
+        gd.node[2].attr["N"].i = 2
+        gd.node[2].attr["equation"].s = b"mk,kn->mn"
+    if recorded:
+        out = gd.node[2].attr["_output_shapes"].list.shape.add()
+        out.dim.add().size = -1
+        out.dim.add().size = -1
+    (f,) = audit(gd, CPU).findings
+    assert f.flops is None and "size-overflow" in f.flag_texts, f.flag_texts
+
+
+def test_fp16_matmul_adj_x_of_another_type_is_invalid_attrs():
+    gd = _product_graph("Fp16MatMul", (4, 3), (3, 5), Tacc="DT_FLOAT", adj_x=b"yes")
+    (f,) = audit(gd, CPU).findings
+    assert f.flops is None
+    assert "invalid-attrs(adj_x is string, not a bool)" in f.flag_texts, f.flag_texts
+
+
+# ---- 4d. a filter larger than its VALID input ---------------------------------------------------
+def test_filter_larger_than_valid_input_is_invalid_attrs(tmp_path):
+    """TensorFlow's shape function rejects the conv (negative output size); the audit reported
+    FLOPs 0 and no flag for a static .keras Conv2D with a 1000x1000 kernel on a 6x6 input."""
+    p = str(tmp_path / "m.keras")
+    layer = _conv_layer(kernel_size=[1000, 1000], build_config={"input_shape": [None, 6, 6, 4]})
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("config.json", json.dumps(_model(layer)))
+    (f,) = audit(p, CPU).findings
+    words = "padding='VALID': filter 1000 (dilation 1, stride 1) on input size 6 gives a negative"
+    assert f.flops is None and any(words in t for t in f.flag_texts), f.flag_texts
+    # A traced graph the same way; the edge TensorFlow still accepts (output size 0) is no flag.
+    for k, flagged in ((1000, True), (10, True), (9, False)):
+        gd = conv_graph()
+        gd.node[1].attr["value"].tensor.tensor_shape.dim[0].size = k
+        (f,) = audit(gd, CPU).findings
+        assert any(t.startswith("invalid-attrs(padding='VALID'") for t in f.flag_texts) is flagged
+
+
 # ---- 4. stride 0 / negative without _output_shapes -----------------------------------------------
 @pytest.mark.parametrize(
     "strides,padding",
@@ -259,8 +367,8 @@ def test_exponentially_many_call_sites_are_capped_and_marked_partial(tmp_path, d
     r = audit(p, CPU, limits=Limits(max_sites=500))
     assert len(r.findings) == 500
     assert r.partial == (
-        "call sites: the first 500 (call path, convolution) pairs are reported; the call graph "
-        "has more (--max-sites)",
+        "call sites: the first 500 (call path, op) pairs are reported (ops: "
+        "convolutions and the matmul family); the call graph has more (--max-sites)",
     )
     assert r.to_dict()["partial"] == list(r.partial)
 

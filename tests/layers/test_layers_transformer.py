@@ -164,3 +164,69 @@ def test_convert_reports_the_equation_of_an_einsum_dense_it_leaves():
     text = report.summary()
     assert "sum_b" in text and "summed within one operand only" in text
     assert "dtype policy" not in text
+
+
+# ---- fully masked query rows: the softmax of the path Keras takes ----------------------------
+def _mha_pair(dropout):
+    keras.utils.set_random_seed(1)
+    ours = L.MultiHeadAttention(HEADS, KEY_DIM, dropout=dropout, accumulation="float32")
+    theirs = keras.layers.MultiHeadAttention(HEADS, KEY_DIM, dropout=dropout)
+    q, v = inputs(2, 1), inputs(2, 2)[:, :7]
+    ours(q, v)
+    theirs(q, v)
+    ours.set_weights(theirs.get_weights())
+    return ours, theirs, q, v
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.25])
+def test_mha_float32_matches_keras_on_fully_masked_rows(dropout):
+    """Keras's fused path (no dropout, no scores) gives a query row whose every key is masked
+    uniform weights, its explicit path (dropout > 0, or scores returned) zeros; ours gave zeros
+    on both, 1.75 away from Keras on a padded encoder. Inference (training=False): dropout is the
+    identity, but Keras still takes its explicit path."""
+    ours, theirs, q, v = _mha_pair(dropout)
+    partial = np.random.default_rng(3).random((2, SEQ, 7)) < 0.7
+    partial[0, 3] = False  # one fully masked query row
+    partial[1, 5:] = False
+    for mask in (partial, np.zeros((2, SEQ, 7), bool)):
+        for scores in (False, True):
+            a = ours(q, v, attention_mask=mask, return_attention_scores=scores, training=False)
+            b = theirs(q, v, attention_mask=mask, return_attention_scores=scores, training=False)
+            if scores:
+                (a, sa), (b, sb) = a, b
+                np.testing.assert_allclose(sa.numpy(), sb.numpy(), rtol=1e-5, atol=1e-7)
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_padded_encoder_float32_matches_keras():
+    """Embedding(mask_zero=True) before a 2-block encoder: the padded positions are fully masked
+    query rows of both MultiHeadAttention layers."""
+    keras.utils.set_random_seed(5)
+    tokens = keras.Input((SEQ,), dtype="int32")
+    x = keras.layers.Embedding(50, DIM, mask_zero=True)(tokens)
+    for b in range(2):
+        att = keras.layers.MultiHeadAttention(HEADS, KEY_DIM, name=f"mha_{b}")(x, x)
+        x = keras.layers.LayerNormalization(epsilon=1e-6, name=f"ln_{b}")(x + att)
+    model = keras.Model(tokens, x)
+    ids = np.random.default_rng(7).integers(1, 50, (3, SEQ)).astype("int32")
+    ids[0, 8:] = 0
+    ids[1, 3:] = 0
+    converted = tf_fp16ops.convert(model, "float32")
+    assert sum(isinstance(layer, L.MultiHeadAttention) for layer in converted.layers) == 2
+    np.testing.assert_allclose(converted(ids).numpy(), model(ids).numpy(), rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize(
+    "make, op",
+    [
+        (lambda: L.EinsumDense("abc,cd->abd", (None, 4), dtype="bfloat16"), "Fp16MatMul"),
+        (lambda: L.MultiHeadAttention(2, 4, dtype="bfloat16"), "Fp16MatMul"),
+        (lambda: L.Conv2D(4, 3, dtype="bfloat16"), "Fp16Conv2D"),
+    ],
+)
+def test_policy_error_names_the_op_of_the_layer(make, op):
+    # EinsumDense and MultiHeadAttention said "the Fp16Conv2D op".
+    with pytest.raises(ValueError, match=f"compute dtype bfloat16; the {op} op computes") as e:
+        make()
+    other = "Fp16Conv2D" if op == "Fp16MatMul" else "Fp16MatMul"
+    assert other not in str(e.value)

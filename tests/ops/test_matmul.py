@@ -6,6 +6,7 @@ numerics contract; gradients; shape rules and errors; every CPU instruction-set 
 from __future__ import annotations
 
 import itertools
+import string
 
 import numpy as np
 import pytest
@@ -341,6 +342,145 @@ def test_einsum_gradient_matches_tf_einsum():
         grads.append([t.numpy() for t in tape.gradient(loss, [qt, kt])])
     for ours, theirs in zip(*grads, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------ einsum: sizes known only when it runs
+def _graph_einsum(equation, a_spec, b_spec, fn=None):
+    """einsum (or `fn`) traced with the given static shapes (None: unknown rank), float32."""
+    fn = fn or (lambda x, y: tf_fp16ops.einsum(equation, x, y, accumulation="float32"))
+    return tf.function(
+        fn,
+        input_signature=[
+            tf.TensorSpec(a_spec, tf.float32),
+            tf.TensorSpec(b_spec, tf.float32),
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    "equation, a_spec, b_spec, xs, ys, match",
+    [
+        # Flattening c and d into one contraction of 6 hid both mismatches.
+        (
+            "acd,cdb->ab",
+            [None] * 3,
+            [None] * 3,
+            (4, 2, 3),
+            (3, 2, 5),
+            r"einsum acd,cdb->ab: label [cd] has size (2 in a and 3 in b|3 in a and 2 in b)",
+        ),
+        (
+            "pqmk,pqkn->pqmn",
+            [None] * 4,
+            [None] * 4,
+            (2, 3, 4, 5),
+            (3, 2, 5, 6),
+            r"einsum pqmk,pqkn->pqmn: label [pq] has size (2 in a and 3 in b|3 in a and 2 in b)",
+        ),
+        # Failed inside a Reshape naming neither the equation nor the label.
+        (
+            "mk,kn->mn",
+            [None] * 2,
+            [None] * 2,
+            (2, 3),
+            (5, 4),
+            "einsum mk,kn->mn: label k has size 3 in a and 5 in b",
+        ),
+        # One side static, the other not.
+        (
+            "mk,kn->mn",
+            [None, 3],
+            [None, None],
+            (2, 3),
+            (5, 4),
+            "einsum mk,kn->mn: label k has size 3 in a and 5 in b",
+        ),
+        (
+            "...mk,...kn->...mn",
+            [None] * 4,
+            [None] * 4,
+            (2, 3, 4, 5),
+            (2, 4, 5, 6),
+            r"einsum \.\.\.mk,\.\.\.kn->\.\.\.mn: the dimensions of \.\.\. do not match: "
+            r"\[2 3\] in a and \[2 4\] in b",
+        ),
+    ],
+)
+def test_einsum_graph_mode_checks_sizes_known_only_at_run_time(
+    equation, a_spec, b_spec, xs, ys, match
+):
+    a, b = np.ones(xs, np.float32), np.ones(ys, np.float32)
+    # The reference: tf.einsum rejects the same operands.
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        _graph_einsum(equation, a_spec, b_spec, fn=lambda x, y: tf.einsum(equation, x, y))(a, b)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=match):
+        _graph_einsum(equation, a_spec, b_spec)(a, b)
+
+
+@pytest.mark.parametrize(
+    "equation, xs, ys",
+    [
+        ("acd,cdb->ab", (4, 2, 3), (2, 3, 5)),
+        ("pqmk,pqkn->pqmn", (2, 3, 4, 5), (2, 3, 5, 6)),
+        ("...mk,...kn->...mn", (2, 3, 4, 5), (2, 3, 5, 6)),
+        ("mk,kn->mn", (2, 3), (3, 4)),
+    ],
+)
+def test_einsum_graph_mode_unknown_sizes_that_agree_match_tf_einsum(equation, xs, ys):
+    rng = np.random.default_rng(31)
+    a = rng.standard_normal(xs).astype(np.float32)
+    b = rng.standard_normal(ys).astype(np.float32)
+    spec_a, spec_b = [None] * len(xs), [None] * len(ys)
+    ours = _graph_einsum(equation, spec_a, spec_b)(a, b).numpy()
+    np.testing.assert_allclose(ours, tf.einsum(equation, a, b).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_unknown_rank_operands():
+    """Unknown rank: the equation gives the rank (checked when it runs, naming the operand); with
+    '...' it cannot, a ValueError naming the operand (was: as_list() is not defined on an unknown
+    TensorShape)."""
+    rng = np.random.default_rng(37)
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    f = _graph_einsum("mk,kn->mn", None, None)
+    np.testing.assert_allclose(
+        f(a, b).numpy(), tf.einsum("mk,kn->mn", a, b).numpy(), rtol=1e-5, atol=1e-6
+    )
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="einsum mk,kn->mn: operand a must have rank 2"
+    ):
+        f(np.ones([2, 3, 1], np.float32), b)
+    with pytest.raises(
+        ValueError, match=r"operand b of '\.\.\.k,\.\.\.kn->\.\.\.n' has unknown rank"
+    ):
+        _graph_einsum("...k,...kn->...n", [2, 3], None).get_concrete_function()
+
+
+def test_einsum_static_ellipsis_mismatch_names_no_internal_label():
+    """'...' dimensions that differ are named as such (the message named an internal label, 'a',
+    which the equation does not hold)."""
+    a, b = np.ones([2, 3, 4], np.float16), np.ones([5, 4, 6], np.float16)
+    with pytest.raises(ValueError) as e:
+        tf_fp16ops.einsum("...mk,...kn->...mn", a, b)
+    msg = str(e.value)
+    assert "the '...' dimensions of '...mk,...kn->...mn' do not match: [2] in a and [5] in b" in msg
+    assert "label" not in msg
+    with pytest.raises(tf.errors.InvalidArgumentError):  # the reference rejects them too
+        tf.einsum("...mk,...kn->...mn", a, b)
+
+
+def test_einsum_ellipsis_with_many_letters_keeps_every_dimension():
+    """An equation using 50 letters with '...' left too few free letters for the ellipsis: a
+    dimension was dropped (rank 51 where tf.einsum gives 52)."""
+    letters = string.ascii_letters
+    eq = f"...{letters[:49]},{letters[48:50]}->...{letters[:48]}{letters[49]}"
+    rng = np.random.default_rng(41)
+    a = rng.standard_normal([2, 3, 4] + [1] * 49).astype(np.float32)
+    b = rng.standard_normal([1, 3]).astype(np.float32)
+    want = tf.einsum(eq, a, b).numpy()
+    ours = tf_fp16ops.einsum(eq, a, b, accumulation="float32").numpy()
+    assert ours.shape == want.shape == (2, 3, 4) + (1,) * 48 + (3,)
+    np.testing.assert_allclose(ours, want, rtol=1e-6, atol=1e-6)
 
 
 # --------------------------------------------------------------- instruction-set paths

@@ -52,7 +52,7 @@ def audit(
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         model = (
-            build_keras(path)
+            build_keras(path, limits)
             if build_keras_model and path.endswith(".keras")
             else load_path(path, limits)
         )

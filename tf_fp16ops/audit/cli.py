@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=DEFAULT_LIMITS.max_sites,
         metavar="N",
-        help=f"(call path, convolution) pairs reported (default: {DEFAULT_LIMITS.max_sites})",
+        help="call sites reported: (call path, op) pairs, convolutions and the matmul family "
+        f"(default: {DEFAULT_LIMITS.max_sites})",
     )
     lim.add_argument(
         "--max-expansions",
@@ -172,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="calls in the call paths of the reported sites, summed: bounds the report's size "
         f"on deep call graphs (default: {DEFAULT_LIMITS.max_path_frames})",
+    )
+    lim.add_argument(
+        "--max-weights",
+        type=_positive_int,
+        default=DEFAULT_LIMITS.max_weights,
+        metavar="N",
+        help="weight elements a .keras model built by Keras (--build-keras, --run) may create, "
+        f"checked before each is allocated (default: {DEFAULT_LIMITS.max_weights})",
     )
     lim.add_argument(
         "--allow-external-dir",
@@ -283,6 +292,7 @@ def _run(path: str, ctx, args, shapes, switch_envs):
     import tensorflow as tf
 
     from .errors import AuditInputError
+    from .limits import Limits
     from .loader import build_keras, load_path
     from .runtime.evidence import verify_path
 
@@ -294,11 +304,15 @@ def _run(path: str, ctx, args, shapes, switch_envs):
             input_shapes=shapes,
             seed=args.seed,
             switch_envs=switch_envs,
+            max_weights=args.max_weights,
         )
     except (tf.errors.OpError, RuntimeError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise AuditInputError(f"{path}: executing the model failed: {msg}") from None
-    model = build_keras(path) if path.endswith(".keras") else load_path(path)
+    if path.endswith(".keras"):
+        model = build_keras(path, Limits(max_weights=args.max_weights))
+    else:
+        model = load_path(path)
     return report, model
 
 
@@ -371,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         max_sites=args.max_sites,
         max_expansions=args.max_expansions,
         max_path_frames=args.max_path_frames,
+        max_weights=args.max_weights,
         external_dirs=tuple(args.allow_external_dir),
     )
     outputs, status, failed, wrote_logdir = [], 0, False, False
@@ -400,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
                     report = select_kind(report, args.ops)
             else:
                 model = (
-                    build_keras(path)
+                    build_keras(path, limits)
                     if args.build_keras and path.endswith(".keras")
                     else load_path(path, limits)
                 )

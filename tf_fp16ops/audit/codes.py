@@ -34,7 +34,9 @@ Meanings (`side`: "input"/"filter" of a conv, "a"/"b" of a matmul):
   fp16-acc-long-reduction: fp16 accumulation over more than 2048 terms can stagnate or overflow.
   tensor-core-unfriendly: sizes that are not multiples of 8, or groups > 1 (depthwise: true for
     a depthwise conv, one group per input channel; K, N for a matmul).
-  invalid-attrs: attrs no TensorFlow kernel accepts; size-overflow: sizes beyond int64.
+  invalid-attrs: attrs (or recorded shapes) no TensorFlow kernel accepts, for convs and the
+    matmul family alike (passes/shapes.py `invalid_attrs`, `negative_outputs`,
+    `invalid_matmul_attrs`); size-overflow: sizes beyond int64.
   in-loop / in-branch: the site is in a While body / an If or Case branch, so its FLOPs count
     one iteration / that branch.
   xla-may-drop-round-trip: fake-fp16 inside XLA, whose simplifier may remove

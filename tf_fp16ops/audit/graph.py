@@ -195,7 +195,8 @@ class AuditGraph:
 
     # ---- call sites --------------------------------------------------------------------------
     def call_sites(self, budget: Budget | None = None) -> Iterator[CallSite]:
-        """Every (call path, convolution) pair, roots first, depth first.
+        """Every (call path, op) pair (a convolution or a matmul-family op), roots first, depth
+        first.
 
         One depth-first walk over the call graph with the current path kept as a stack (a path
         of depth d costs O(1) per step, not O(d)): time and memory are linear in the number of
@@ -233,8 +234,9 @@ class AuditGraph:
                     for conv in scope.convs:
                         if count >= max_sites:
                             budget.over(
-                                f"call sites: the first {max_sites} (call path, convolution) "
-                                "pairs are reported; the call graph has more (--max-sites)"
+                                f"call sites: the first {max_sites} (call path, op) pairs are "
+                                "reported (ops: convolutions and the matmul family); the call "
+                                "graph has more (--max-sites)"
                             )
                             return
                         path_frames += len(frames)

@@ -147,7 +147,7 @@ def static_graph_from_config(
             flag, limit, what = (
                 ("--max-nodes", max_nodes, "nodes")
                 if len(gd.node) >= max_nodes
-                else ("--max-sites", max_layers, "conv layers")
+                else ("--max-sites", max_layers, "layers with call sites")
             )
             notes.partial.append(
                 f"layers: the Keras config is reconstructed only up to {limit} {what} "

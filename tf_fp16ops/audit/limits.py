@@ -35,15 +35,19 @@ class Limits:
       max_nodes: nodes indexed over all graph scopes, and nodes a `.keras` config is
         reconstructed into (default 1,000,000; `--max-nodes`; indexing a 200,000-node graph
         takes about 0.15 s).
-      max_sites: (call path, convolution) pairs reported (default 20,000; `--max-sites`): each
-        costs about 0.2-0.3 ms of CPU and 20-25 KB from graph to JSON (tools/callgraph_bench.py
-        and a 100,000-layer .keras, 2-core Intel Xeon, 2026-12-01).
+      max_sites: call sites reported, (call path, op) pairs of a convolution or a matmul-family
+        op (default 20,000; `--max-sites`): each costs about 0.2-0.3 ms of CPU and 20-25 KB
+        from graph to JSON (tools/callgraph_bench.py and a 100,000-layer .keras, 2-core Intel
+        Xeon, 2026-12-01).
       max_path_frames: calls in the call paths of the reported sites, summed (default 500,000;
         `--max-path-frames`): a report's size grows with it (each call of a site's path is one
         entry of its function_path, call_nodes and provenance chains); a depth-40 diamond stops
         at 12,500 sites in 3.2 s of CPU and 441 MB (benchmarks/results/callgraph_2026-12-01.md).
       max_expansions: call edges followed while enumerating call paths (default 2,000,000;
         `--max-expansions`).
+      max_weights: weight elements a `.keras` model built by Keras (`--build-keras`, `--run`)
+        may create, summed over its layers (default 500,000,000, 2 GB in float32;
+        `--max-weights`): checked per weight before Keras allocates it.
       external_dirs: directories that paths named inside a model (a TFSMLayer's `filepath`) may
         point into; empty (the default): such paths are reported, never read
         (`--allow-external-dir`).
@@ -54,6 +58,7 @@ class Limits:
     max_sites: int = 20_000
     max_expansions: int = 2_000_000
     max_path_frames: int = 500_000
+    max_weights: int = 500_000_000
     external_dirs: tuple[str, ...] = ()
 
     def __post_init__(self):
@@ -63,6 +68,7 @@ class Limits:
             "max_sites",
             "max_expansions",
             "max_path_frames",
+            "max_weights",
         ):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:

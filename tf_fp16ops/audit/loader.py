@@ -14,6 +14,7 @@ Errors: `AuditInputError` naming the path and the problem.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import sys
@@ -250,18 +251,67 @@ def _load_keras(path: str, limits: Limits = DEFAULT) -> LoadedModel:
     )
 
 
-def load_keras_model(path: str) -> Any:
-    """`keras.saving.load_model(path, compile=False, safe_mode=True)` with this package's layers
-    registered (`import tf_fp16ops.layers`, which loads the op library).
+class _WeightBudget:
+    """Counts the elements of the weights Keras creates while loading a model (every weight goes
+    through `keras.layers.Layer.add_weight`, wrapped here for the duration of the load) and
+    refuses one that takes the total past `limit` before it is allocated."""
 
-    Raises AuditInputError (one line naming `path`) when Keras cannot build the model."""
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.total = 0
+        self.refused: str | None = None
+
+    def __enter__(self):
+        import keras
+
+        self.cls = keras.layers.Layer
+        self.original = original = self.cls.add_weight
+        budget = self
+
+        def add_weight(layer, *args, shape=None, **kwargs):
+            dims = args[0] if args else shape
+            try:
+                n = math.prod(int(d) for d in (dims or ()))
+            except (TypeError, ValueError):
+                n = 0  # not a list of ints: Keras itself rejects it
+            if budget.total + n > budget.limit:
+                budget.refused = (
+                    f"layer {layer.name!r} ({type(layer).__name__}) would create a weight of "
+                    f"shape {list(dims)} ({n:,} elements): the model's weights would pass the "
+                    f"limit of {budget.limit:,} elements (--max-weights)"
+                )
+                raise AuditInputError(budget.refused)
+            budget.total += n
+            return original(layer, *args, shape=shape, **kwargs)
+
+        self.cls.add_weight = add_weight
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.add_weight = self.original
+        return False
+
+
+def load_keras_model(path: str, max_weights: int = DEFAULT.max_weights) -> Any:
+    """`keras.saving.load_model(path, compile=False, safe_mode=True)` with this package's layers
+    registered (`import tf_fp16ops.layers`, which loads the op library), creating at most
+    `max_weights` weight elements in all (`Limits.max_weights`): Keras allocates each weight as
+    the layer's config sizes it, so a small file can ask for gigabytes.
+
+    Raises AuditInputError (one line naming `path`) when Keras cannot build the model, or when a
+    layer's weight would take the total past `max_weights` (naming the layer and the limit; checked
+    before the weight is allocated)."""
     import keras
 
     import tf_fp16ops.layers  # noqa: F401 - registers "tf_fp16ops>Conv2D", ... with Keras
 
+    budget = _WeightBudget(max_weights)
     try:
-        return keras.saving.load_model(path, compile=False, safe_mode=True)
+        with budget:
+            return keras.saving.load_model(path, compile=False, safe_mode=True)
     except Exception as e:  # noqa: BLE001 - any load failure is an input problem here
+        if budget.refused is not None:  # however Keras re-raised it
+            raise AuditInputError(f"{path}: {budget.refused}") from None
         # Keras' message spans many lines (the whole layer config); its first line names the cause.
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
         raise AuditInputError(
@@ -269,12 +319,13 @@ def load_keras_model(path: str) -> Any:
         ) from None
 
 
-def build_keras(path: str) -> LoadedModel:
+def build_keras(path: str, limits: Limits = DEFAULT) -> LoadedModel:
     """Opt-in: loads a .keras file with `keras.saving.load_model(safe_mode=True)` and traces it.
 
-    This runs Keras' own layer code (safe mode refuses Lambda layers and arbitrary code).
+    This runs Keras' own layer code (safe mode refuses Lambda layers and arbitrary code), with
+    the weights bounded by `limits.max_weights` (see `load_keras_model`).
     """
-    loaded = load_object(load_keras_model(path))
+    loaded = load_object(load_keras_model(path, limits.max_weights))
     return LoadedModel(
         path,
         "keras-built",

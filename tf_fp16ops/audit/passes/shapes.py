@@ -10,8 +10,10 @@ Impossible attrs (TensorFlow's conv kernels, tensorflow/core/kernels/conv_ops.cc
 strides/dilations not spatial_dims + 2 positive ints of int32 range, padding not SAME, VALID or
 EXPLICIT, explicit_paddings not 2 * (spatial_dims + 2) non-negative ints with zero batch and
 channel pads, and any of them, or data_format, set as a value of another type, such as strides
-as a string or dilations as floats) give the flag "invalid-attrs(...)" and unknown FLOPs;
-element counts or FLOPs beyond int64 give "size-overflow" and unknown FLOPs.
+as a string or dilations as floats), and a VALID/EXPLICIT window whose output size TensorFlow's
+shape function finds negative (`negative_outputs`), give the flag "invalid-attrs(...)" and
+unknown FLOPs; element counts or FLOPs beyond int64 give "size-overflow" and unknown FLOPs. The
+matmul family gets the same codes (`invalid_matmul_attrs`, `analyse_matmul`).
 """
 
 from __future__ import annotations
@@ -59,13 +61,10 @@ def output_size(size: int, k: int, stride: int, dilation: int, padding: str) -> 
     raise ValueError(f"padding must be SAME, VALID or EXPLICIT, got {padding!r}")
 
 
-def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
-    """Output shape of a forward conv from its input and filter shapes, or None.
-
-    `attrs` reads the conv's attrs on demand (`.ints(key)`, `.str(key)`): strides, dilations,
-    padding, explicit_paddings, data_format (see `passes.attrs.NodeAttrs`). None also when a
-    spatial stride or dilation is not positive (no output size is defined; TensorFlow rejects
-    such a conv)."""
+def _windows(in_shape, filt, attrs, info: ConvOpInfo):
+    """(channels_last, spatial input sizes (explicit pads added), filter spatial sizes, strides,
+    dilations, padding) of a forward conv, or None when they are not all defined (see
+    `fprop_output`)."""
     sd = info.spatial_dims
     if not in_shape or not filt or len(in_shape) != sd + 2 or len(filt) != sd + 2:
         return None
@@ -92,12 +91,51 @@ def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
         sp = [-1 if n < 0 else n + a + b for n, (a, b) in zip(sp, pairs, strict=True)]
     if padding not in ("SAME", "VALID", "EXPLICIT"):
         return None
+    return cl, tuple(sp), tuple(filt[:sd]), tuple(st), tuple(dl), padding
+
+
+def fprop_output(in_shape, filt, attrs, info: ConvOpInfo):
+    """Output shape of a forward conv from its input and filter shapes, or None.
+
+    `attrs` reads the conv's attrs on demand (`.ints(key)`, `.str(key)`): strides, dilations,
+    padding, explicit_paddings, data_format (see `passes.attrs.NodeAttrs`). None also when a
+    spatial stride or dilation is not positive (no output size is defined; TensorFlow rejects
+    such a conv)."""
+    w = _windows(in_shape, filt, attrs, info)
+    if w is None:
+        return None
+    cl, sp, ks, st, dl, padding = w
+    sd = info.spatial_dims
     out = [
-        output_size(size, k, s, d, padding)
-        for size, k, s, d in zip(sp, filt[:sd], st, dl, strict=True)
+        output_size(size, k, s, d, padding) for size, k, s, d in zip(sp, ks, st, dl, strict=True)
     ]
     cout = filt[sd] * filt[sd + 1] if info.family == "depthwise" else filt[sd + 1]
     return (in_shape[0],) + tuple(out) + (cout,) if cl else (in_shape[0], cout) + tuple(out)
+
+
+def negative_outputs(in_shape, filt, attrs, info: ConvOpInfo) -> list[str]:
+    """The spatial axes of a forward conv whose output size TensorFlow's shape function rejects
+    as negative (GetWindowedOutputSizeVerbose, tensorflow/core/framework/kernel_shape_util.cc:
+    VALID/EXPLICIT output (input - effective_filter + stride) / stride, truncated, must be >= 0,
+    effective_filter = (filter - 1) * dilation + 1, input with the explicit pads), each as words
+    for the "invalid-attrs" flag; [] when none (or when a size is unknown)."""
+    w = _windows(in_shape, filt, attrs, info)
+    if w is None or w[5] == "SAME":
+        return []
+    _, sp, ks, st, dl, padding = w
+    bad = []
+    for size, k, s, d in zip(sp, ks, st, dl, strict=True):
+        if size < 0 or k < 0:
+            continue
+        eff = (k - 1) * d + 1
+        # C++ division truncates toward 0: (size - eff + s) / s < 0 exactly when the numerator
+        # is <= -s.
+        if size - eff + s <= -s:
+            bad.append(
+                f"padding={padding!r}: filter {k} (dilation {d}, stride {s}) on input size "
+                f"{size} gives a negative output size"
+            )
+    return bad
 
 
 def _channel_problems(cin: int, cout: int) -> dict[str, int]:
@@ -182,6 +220,8 @@ def analyse(
     flops, note = None, "shapes unknown"
     flags: list[Flag] = []
     invalid = invalid_attrs(attrs, info)
+    if not invalid and info.direction == "fprop":
+        invalid = negative_outputs(data_shape, filt, attrs, info)
     if invalid:
         flags.append(flag("invalid-attrs", attrs=tuple(invalid)))
     if info.direction == "fprop":
@@ -302,9 +342,9 @@ def parse_einsum(equation: str, ranks: list[int]) -> tuple[list[str], str] | Non
 
 def _einsum_sizes(equation: str, shapes: list[tuple[int, ...]]):
     """(product of every label size, product of the contracted label sizes, output shape, note) of
-    an einsum with known operand ranks; None when malformed, inconsistent or when a size it needs
-    is unknown. Unknown sizes (-1) of output labels count as 1 (note "per example"); an unknown
-    contracted size makes it None."""
+    an einsum with known operand ranks; None when malformed or inconsistent. Unknown sizes (-1) of
+    output labels count as 1 (note "per example"); an unknown contracted size makes both products
+    None (the output shape is still known)."""
     parsed = parse_einsum(equation, [len(s) for s in shapes])
     if parsed is None:
         return None
@@ -328,23 +368,67 @@ def _einsum_sizes(equation: str, shapes: list[tuple[int, ...]]):
     if any(c != "." and c not in sizes for c in out):
         return None
     contracted = [d for c, d in sizes.items() if c not in out]
-    if any(d < 0 for d in contracted):
-        return None
-    unknown = any(d < 0 for d in sizes.values()) or any(d < 0 for d in ell)
     out_shape = tuple(d for c in out for d in (ell if c == "." else (sizes[c],)))
+    if any(d < 0 for d in contracted):
+        return None, None, out_shape, "shapes unknown"
+    unknown = any(d < 0 for d in sizes.values()) or any(d < 0 for d in ell)
     total = math.prod(max(d, 1) for d in ell) * math.prod(max(d, 1) for d in sizes.values())
     note = "per example (batch size unknown)" if unknown else "for the graph's batch size"
     return total, math.prod(contracted), out_shape, note
 
 
+def invalid_matmul_attrs(attrs, info, named_shapes) -> list[str]:
+    """What no TensorFlow kernel of a matmul-family op accepts, each as words for the
+    "invalid-attrs" flag: an Einsum's `equation` missing, not a string ("equation is an int 3, not
+    a string") or not UTF-8; a transpose/adjoint attr (`transpose_a`, `adj_x`, ...) that is not a
+    bool; a dimension below -1 (the only negative size a shape may hold is -1, unknown) in one of
+    `named_shapes` ((name, shape or None) pairs). [] when all is well formed."""
+    bad = []
+    if info.family == "einsum":
+        kind = attrs.kind("equation")
+        if kind is None:
+            bad.append("equation missing")
+        elif kind != "string":
+            bad.append(f"equation is {kind}, not a string")
+        else:
+            raw = attrs.get("equation").s
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                bad.append(f"equation {raw[:40]!r} is not UTF-8")
+    for key in (info.transpose_a, info.transpose_b):
+        kind = attrs.kind(key) if key else None
+        if kind is not None and not kind.startswith("a bool"):
+            bad.append(f"{key} is {kind}, not a bool")
+    for name, shape in named_shapes:
+        if shape and any(d < -1 for d in shape):
+            bad.append(f"{name} shape {list(shape)} has a dimension below -1")
+    return bad
+
+
 def analyse_matmul(info, T: str | None, accumulation: str, a_shape, b_shape, out_shape, attrs):
     """Shapes, FLOPs and shape flags of one op of the matmul family (see the section comment).
 
-    `attrs` reads the op's attrs (`.ints`, `.str`, `.get`); returns ShapeFacts with
-    input_shape = a's shape, filter_shape = b's shape, output_shape = the product's."""
+    `attrs` reads the op's attrs (`.ints`, `.str`, `.get`, `.kind`); returns ShapeFacts with
+    input_shape = a's shape, filter_shape = b's shape, output_shape = the product's. Attrs or
+    shapes no kernel accepts (`invalid_matmul_attrs`) give the flag "invalid-attrs(...)" and
+    unknown FLOPs; element counts or FLOPs beyond int64 give "size-overflow" and unknown FLOPs.
+    """
     flags: list[Flag] = []
     flops, note, k, n = None, "shapes unknown", None, None
     y = out_shape
+    computed = None  # the output shape the operands give (a recorded one may hold unknowns)
+    invalid = invalid_matmul_attrs(attrs, info, (("a", a_shape), ("b", b_shape), ("output", y)))
+    if invalid:
+        flags.append(flag("invalid-attrs", attrs=tuple(invalid)))
+        return ShapeFacts(
+            a_shape,
+            b_shape,
+            None,
+            None,
+            "output shape undefined: " + "; ".join(invalid),
+            tuple(flags),
+        )
     if info.family == "einsum":
         eq = attrs.str("equation")
         shapes = [s for s in (a_shape, b_shape) if s is not None]
@@ -355,7 +439,7 @@ def analyse_matmul(info, T: str | None, accumulation: str, a_shape, b_shape, out
             if got is not None:
                 total, k, computed, note = got
                 y = y or computed
-                flops = (2 if n_in == 2 else 1) * total
+                flops = None if total is None else (2 if n_in == 2 else 1) * total
                 n = y[-1] if y else None
     elif a_shape and b_shape and len(a_shape) >= 2 and len(b_shape) >= 2:
         ta = _flag(attrs, info.transpose_a)
@@ -366,8 +450,9 @@ def analyse_matmul(info, T: str | None, accumulation: str, a_shape, b_shape, out
         batch = _broadcast(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
         if info.family == "matmul":
             batch = ()
-        if y is None and batch is not None:
-            y = batch + (m, n)
+        if batch is not None:
+            computed = batch + (m, n)
+            y = y or computed
         if y is not None and k is not None and k >= 0 and y[-1] >= 0:
             # Unknown batch dims or rows (M, e.g. a Tensordot's flattened batch) count as 1.
             note = "for the graph's batch size"
@@ -376,7 +461,9 @@ def analyse_matmul(info, T: str | None, accumulation: str, a_shape, b_shape, out
             elif y[-2] < 0:
                 note = "per row (M unknown: the row count is a run-time value)"
             flops = 2 * math.prod(max(d, 1) for d in y) * k
-    if any(_too_big(t) for t in (a_shape, b_shape, y)) or (flops is not None and flops > INT64_MAX):
+    if any(_too_big(t) for t in (a_shape, b_shape, y, computed)) or (
+        flops is not None and flops > INT64_MAX
+    ):
         flags.append(flag("size-overflow"))
         flops, note = None, "element counts or FLOPs beyond int64"
     if accumulation == "fp16" and k is not None and k > FP16_ACC_SAFE_TERMS:

@@ -17,6 +17,7 @@ from ..context import RuntimeContext
 from ..errors import AuditInputError
 from ..findings import AuditReport, RuntimeEvidence
 from ..graph import build_graph
+from ..limits import DEFAULT
 from ..model import LoadedModel
 from .executed import collect
 from .match import fusion_names, match, match_xla, observe, probe_config
@@ -296,9 +297,12 @@ def verify_path(
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     seed: int = 0,
     switch_envs: tuple[Mapping[str, str], ...] = (),
+    max_weights: int = DEFAULT.max_weights,
 ) -> AuditReport:
     """`tf-fp16-audit --run` for one path: SavedModel directory (every signature, or `signature`)
-    or .keras archive."""
+    or .keras archive (built with at most `max_weights` weight elements, see
+    `loader.load_keras_model`)."""
+    from ..limits import Limits
     from ..loader import build_keras, load_keras_model, load_path
 
     shapes = dict(input_shapes or {})
@@ -330,8 +334,8 @@ def verify_path(
             report = replace(report, runtime=replace(report.runtime, switch_probes=extra))
         return report
     if path.endswith(".keras"):
-        model = build_keras(path)
-        km = load_keras_model(path)
+        model = build_keras(path, Limits(max_weights=max_weights))
+        km = load_keras_model(path, max_weights)
         try:
             call = keras_call(km, shapes, seed)
         except ValueError as e:
