@@ -69,6 +69,13 @@ std::string DepthwiseOutputDims(const int64_t in_nhwc[4], const int64_t filter[4
                                 const ConvWindow& window, bool check_counts, int64_t out_nhwc[4],
                                 int64_t* pad_top, int64_t* pad_left);
 
+// The depthwise convolution as the grouped problem it is: groups = C, Cg = 1, K = C * M (the
+// filter [KH, KW, C, M] read as HWIO [KH, KW, 1, C * M]; output channel c * M + m belongs to
+// group c), with the rules and messages of DepthwiseOutputDims on known sizes (in and filter
+// non-negative). With C = 0, groups is 1 and K is 0 (no work).
+std::string DepthwiseConvProblem(const int64_t in_nhwc[4], const int64_t filter[4],
+                                 const ConvWindow& window, bool check_counts, ConvProblem* p);
+
 // True when the convolution has at least one multiply-add for the pass (every output or
 // reduction extent positive). A problem without work has an all-zero (or empty) result and
 // must not allocate scratch proportional to any of its sizes.

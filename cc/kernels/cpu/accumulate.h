@@ -1,7 +1,8 @@
 // Row accumulation primitive shared by the CPU fprop, dgrad and wgrad functors.
 //
-//   for t in [0, terms):  for l in [0, len):  acc[l] = Step(acc[l], xs[t], rows[t * row_stride +
-//   l])
+// clang-format off
+//   for t in [0, terms):  for l in [0, len):  acc[l] = Step(acc[l], xs[t], rows[t * row_stride + l])
+// clang-format on
 //
 // Every convolution on the CPU is a sequence of such calls: the scalar xs[t] is broadcast
 // across a contiguous row of `len` output lanes (output channels for fprop and wgrad, input

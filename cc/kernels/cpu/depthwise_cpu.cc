@@ -97,8 +97,8 @@ Path ChosenPath() {
   return path;
 }
 
-}  // namespace
-
+// acc[l] = Step(acc[l], x[t][l], w[t][l]) for t in [0, terms), l in [0, len): the elementwise
+// form of the accumulation, DepthwiseFprop's inner loop, on the path of ChosenPath.
 void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
                            const float* const* x, const float* const* w, int64_t terms) {
   if (len <= 0 || terms <= 0) return;
@@ -120,22 +120,26 @@ void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
   ElementwiseScalar(accumulation, acc, len, x, w, terms);
 }
 
-void DepthwiseFprop(const DepthwiseGeometry& g, Accumulation acc, const float* x, const float* w,
-                    float* y, const DepthwiseParallelFor& parallel_for) {
-  const int64_t L = g.C * g.M;
+}  // namespace
+
+void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w,
+                    float* y, const ParallelFor& parallel_for) {
+  const int64_t M = g.K / g.groups;  // the depth multiplier (groups = C)
+  const int64_t L = g.K;             // C * M lanes, output channel c * M + m
+  if (L == 0 || g.N == 0 || g.P == 0 || g.Q == 0) return;
   const int64_t T = g.KH * g.KW;
   // With a depth multiplier M > 1, lane c*M + m reads input channel c: the input is expanded
   // once to [N, H, W, C*M] so that every lane reads its own element.
   std::vector<float> expanded;
   const float* xs = x;
-  if (g.M > 1) {
+  if (M > 1) {
     expanded.resize(static_cast<size_t>(g.N * g.H * g.W * L));
     const int64_t pixels = g.N * g.H * g.W;
     parallel_for(pixels, std::max<int64_t>(1, L), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float* src = x + i * g.C;
         float* dst = expanded.data() + i * L;
-        for (int64_t c = 0; c < g.C; ++c) std::fill(dst + c * g.M, dst + (c + 1) * g.M, src[c]);
+        for (int64_t c = 0; c < g.C; ++c) std::fill(dst + c * M, dst + (c + 1) * M, src[c]);
       }
     });
     xs = expanded.data();

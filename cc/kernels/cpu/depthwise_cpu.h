@@ -16,30 +16,17 @@
 #define TF_FP16OPS_CC_KERNELS_CPU_DEPTHWISE_CPU_H_
 
 #include <cstdint>
-#include <functional>
 
 #include "cc/kernels/cpu/accumulate.h"
+#include "cc/kernels/cpu/conv2d_cpu.h"
 
 namespace tf_fp16ops {
 namespace cpu {
 
-struct DepthwiseGeometry {
-  int64_t N, H, W, C, M, KH, KW, P, Q;
-  int64_t stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left;
-};
-
-using DepthwiseParallelFor = std::function<void(int64_t total, int64_t cost_per_unit,
-                                                const std::function<void(int64_t, int64_t)>& fn)>;
-
-// y: [N, P, Q, C*M]
-void DepthwiseFprop(const DepthwiseGeometry& g, Accumulation acc, const float* x, const float* w,
-                    float* y, const DepthwiseParallelFor& parallel_for);
-
-// acc[l] = Step(acc[l], x[t][l], w[t][l]) for t in [0, terms), l in [0, len): the elementwise
-// form of the accumulation, DepthwiseFprop's inner loop (vectorized on the path of
-// cc/kernels/cpu/accumulate.h).
-void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
-                           const float* const* x, const float* const* w, int64_t terms);
+// g: the grouped problem of DepthwiseConvProblem (cc/kernels/conv_shape.h): groups = C, Cg = 1,
+// K = C * M (the filter [KH, KW, C, M] is HWIO [KH, KW, 1, C * M]), NHWC. y: [N, P, Q, C * M].
+void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w,
+                    float* y, const ParallelFor& parallel_for);
 
 }  // namespace cpu
 }  // namespace tf_fp16ops
