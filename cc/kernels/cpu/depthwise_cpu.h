@@ -28,6 +28,20 @@ namespace cpu {
 void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w,
                     float* y, const ParallelFor& parallel_for);
 
+// The gradients of the same problem (or of any grouped convolution with one input channel per
+// group, Cg = 1 and groups = C), with the bits of Conv2DDgrad and Conv2DWgrad
+// (cc/kernels/cpu/conv2d_cpu.h), vectorized over channels instead of one lane per group:
+//   dgrad  dx[n, h, w, c]     = sum over (kh, kw, m) ascending of dy[n, p, q, c*M + m] * w[kh, kw,
+//   0,
+//                               c*M + m], for the (p, q) with hi == h and wi == w (only those)
+//   wgrad  dw[kh, kw, 0, c*M + m] = sum over (n, p, q) ascending of x[n, hi, wi, c] * dy[n, p, q,
+//                               c*M + m], padded positions zeros that take part
+// dx: [N, H, W, C] from dy [N, P, Q, C*M]; dw: [KH, KW, 1, C*M].
+void DepthwiseDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
+                    float* dx, const ParallelFor& parallel_for);
+void DepthwiseWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
+                    float* dw, const ParallelFor& parallel_for);
+
 }  // namespace cpu
 }  // namespace tf_fp16ops
 
