@@ -399,6 +399,18 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
     AccumulateRows(accumulation, acc[r], len, xs[r], terms, rows, row_stride);
 }
 
+int RegisterTileRows(Accumulation accumulation, int64_t len) {
+#if defined(__x86_64__)
+  const Isa isa = ChosenIsa();
+  if (accumulation == Accumulation::kFloat && (isa == Isa::kAvx512 || isa == Isa::kAvx512Fp16)) {
+    return kF32RowsFor[len >= 48 ? 3 : len >= 32 ? 2 : 1];
+  }
+#endif
+  (void)accumulation;
+  (void)len;
+  return kHalfRows;
+}
+
 #if defined(__x86_64__)
 namespace {
 __attribute__((target("avx2,f16c"))) void HalfToFloat256(const uint16_t* src, float* dst,

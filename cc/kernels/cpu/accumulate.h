@@ -43,6 +43,11 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
                          const float* const* xs, int64_t terms, const float* rows,
                          int64_t row_stride);
 
+// The number of rows AccumulateRowsMulti holds in registers at once for rows of `len` lanes on the
+// path in use (AVX-512: kFloat 12 rows of one or two vectors, 8 of three; kHalf kHalfRows; other
+// paths kHalfRows), so that callers cut their rows into balanced tiles of at most that many.
+int RegisterTileRows(Accumulation accumulation, int64_t len);
+
 // n values between IEEE binary16 bit patterns and binary32: widening is exact, narrowing rounds
 // to nearest even (+-inf beyond 65520; NaN stays NaN). F16C (8 lanes) on the AVX2 and AVX-512
 // paths, a scalar loop on the scalar path; independent of MXCSR.DAZ/FTZ (binary16 values are

@@ -390,9 +390,11 @@ void DepthwiseWgrad(const ConvGeometry& g, Accumulation acc, const float* x, con
       }
       for (int64_t u0 = 0; u0 < terms; u0 += kTermChunk) {
         const int64_t nt = std::min(kTermChunk, terms - u0);
-        for (int64_t j = 0; j < nt; ++j) {
+        int64_t q = u0 % g.Q, p = (u0 / g.Q) % g.P, n = u0 / (g.P * g.Q);
+        for (int64_t j = 0; j < nt; ++j, ++q) {
+          if (q == g.Q) q = 0, ++p;  // (n, p, q) of term u0 + j, counted on
+          if (p == g.P) p = 0, ++n;
           const int64_t e = u0 + j;
-          const int64_t q = e % g.Q, p = (e / g.Q) % g.P, n = e / (g.P * g.Q);
           wp[j] = dy + e * L + l0;
           for (int i = 0; i < m; ++i) {
             const int64_t kh = (t_first + i) / g.KW, kw = (t_first + i) % g.KW;
