@@ -23,6 +23,13 @@ int64_t CostOf(std::initializer_list<int64_t> factors) {
 
 // Start of tile i of `n` items cut into `tiles` tiles whose sizes differ by at most one
 // (i * n / tiles without overflow: n < 2^62 and tiles <= n).
+// A 1x1 convolution with stride 1, no padding and one group is the product of the [N*H*W, C]
+// input and the [C, K] filter (output positions are the input positions).
+bool IsGemm(const ConvGeometry& g) {
+  return g.KH == 1 && g.KW == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
+         g.pad_left == 0 && g.P == g.H && g.Q == g.W && g.groups == 1;
+}
+
 int64_t TileStart(int64_t i, int64_t n, int64_t tiles) {
   return static_cast<int64_t>(static_cast<__int128>(i) * n / tiles);
 }
@@ -37,6 +44,25 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   }
   if (acc == Accumulation::kHalf && Conv2DFpropFp16Spatial(g, x, w, y, parallel_for)) return;
   const int64_t Kg = g.K / g.groups;
+  if (IsGemm(g)) {  // y[N*P*Q, K] = x[N*H*W, C] w[C, K]: kMaxRows positions per call, any rows
+    const int64_t positions = g.N * g.P * g.Q;
+    const int64_t blocks = (positions + kMaxRows - 1) / kMaxRows;
+    parallel_for(blocks, CostOf({2 * kMaxRows, g.C, g.K}), [&](int64_t begin, int64_t end) {
+      float* accs[kMaxRows];
+      const float* xs[kMaxRows];
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t p0 = b * kMaxRows;
+        const int m = static_cast<int>(std::min<int64_t>(kMaxRows, positions - p0));
+        for (int i = 0; i < m; ++i) {
+          accs[i] = y + (p0 + i) * g.K;
+          xs[i] = x + (p0 + i) * g.C;
+          std::fill(accs[i], accs[i] + g.K, 0.0f);
+        }
+        AccumulateRowsMulti(acc, m, accs, g.K, xs, g.C, w, g.K);
+      }
+    });
+    return;
+  }
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
   const int64_t cost = CostOf({2, g.Q, g.KH, g.KW, g.Cg, g.K});
   // With one group and no horizontal dilation, the (kw, ci) terms of a window row are
@@ -259,6 +285,37 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
     return;
   }
   const int64_t Kg = g.K / g.groups;
+  if (IsGemm(g)) {
+    // dw[C, K] = x[N*H*W, C]^T dy[N*H*W, K]: x transposed once to [C, N*H*W], so that each
+    // filter row sums over all (n, p, q) in one call, in their order.
+    const int64_t positions = g.N * g.H * g.W;
+    std::vector<float> xt(static_cast<size_t>(g.InputElements()));
+    constexpr int64_t kPosBlock = 256;
+    parallel_for((positions + kPosBlock - 1) / kPosBlock, CostOf({2 * kPosBlock, g.C}),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t b = begin; b < end; ++b) {
+                     const int64_t e0 = b * kPosBlock, e1 = std::min(positions, e0 + kPosBlock);
+                     for (int64_t c = 0; c < g.C; ++c)
+                       for (int64_t e = e0; e < e1; ++e) xt[c * positions + e] = x[e * g.C + c];
+                   }
+                 });
+    const int64_t blocks = (g.C + kMaxRows - 1) / kMaxRows;
+    parallel_for(blocks, CostOf({2 * kMaxRows, positions, g.K}), [&](int64_t begin, int64_t end) {
+      float* accs[kMaxRows];
+      const float* xs[kMaxRows];
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t c0 = b * kMaxRows;
+        const int m = static_cast<int>(std::min<int64_t>(kMaxRows, g.C - c0));
+        for (int i = 0; i < m; ++i) {
+          accs[i] = dw + (c0 + i) * g.K;
+          xs[i] = xt.data() + (c0 + i) * positions;
+          std::fill(accs[i], accs[i] + g.K, 0.0f);
+        }
+        AccumulateRowsMulti(acc, m, accs, g.K, xs, positions, dy, g.K);
+      }
+    });
+    return;
+  }
   const int64_t ci_blocks = (g.Cg + kMaxRows - 1) / kMaxRows;
   // One shard unit: up to kMaxRows filter rows dw[kh, kw, ci, :] that share the dy rows.
   const int64_t units = g.KH * g.KW * ci_blocks;
