@@ -1,7 +1,9 @@
 // Size arithmetic of a 2-D convolution, TensorFlow-free: the one place for the output-size,
 // padding, zero-size and stand-in-size rules, used by the shape functions (cc/ops), the kernels
-// (through cc/kernels/conv_params.h) and the CPU functors. Every function returns an empty string
-// on success and otherwise the error message (the caller wraps it in InvalidArgument).
+// (through cc/kernels/conv_params.h), the CPU functors and the host test
+// cc/kernels/conv_shape_test.cc (`bazel run //:conv_shape_test`, part of `make test`). Every
+// function returns an empty string on success and otherwise the error message (the caller wraps
+// it in InvalidArgument).
 //
 // Output size (TensorFlow's shape function, tensorflow/core/framework/common_shape_fns.cc,
 // GetWindowedOutputSizeFromDimsV2), with the effective filter size E = (KH - 1) * dilation + 1:
