@@ -292,7 +292,7 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
     // filter row sums over all (n, p, q) in one call, in their order.
     const int64_t positions = g.N * g.H * g.W;
     std::vector<float> xt(static_cast<size_t>(g.InputElements()));
-    constexpr int64_t kPosBlock = 256;
+    constexpr int64_t kPosBlock = 32;  // 32 rows of x (16 KiB at C = 128) stay in L1
     parallel_for((positions + kPosBlock - 1) / kPosBlock, CostOf({2 * kPosBlock, g.C}),
                  [&](int64_t begin, int64_t end) {
                    for (int64_t b = begin; b < end; ++b) {
@@ -310,10 +310,17 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
         const int m = static_cast<int>(std::min<int64_t>(kMaxRows, g.C - c0));
         for (int i = 0; i < m; ++i) {
           accs[i] = dw + (c0 + i) * g.K;
-          xs[i] = xt.data() + (c0 + i) * positions;
           std::fill(accs[i], accs[i] + g.K, 0.0f);
         }
-        AccumulateRowsMulti(acc, m, accs, g.K, xs, positions, dy, g.K);
+        // Positions in blocks (ascending; the accumulators are stored exactly between blocks),
+        // so that the dy rows of a block stay in cache while every lane tile and row chunk of the
+        // call reads them.
+        constexpr int64_t kTermBlock = 256;
+        for (int64_t e0 = 0; e0 < positions; e0 += kTermBlock) {
+          for (int i = 0; i < m; ++i) xs[i] = xt.data() + (c0 + i) * positions + e0;
+          AccumulateRowsMulti(acc, m, accs, g.K, xs, std::min(kTermBlock, positions - e0),
+                              dy + e0 * g.K, g.K);
+        }
       }
     });
     return;
