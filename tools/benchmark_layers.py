@@ -3,7 +3,12 @@
 For each layer type the Keras layer and the tf_fp16ops layer with accumulation='float32' and
 'float16' (same weights, float32 model, inference, each wrapped in tf.function) run on the
 same input, interleaved, `--repeats` times each; the figure is 2 * multiply-adds / median time
-(GFLOP/s) and the ratio is ours / Keras. Multiply-adds per call:
+(GFLOP/s) and the ratio is ours / Keras. A second table times the training step of each layer,
+forward and both gradients (input and kernel, through tf.GradientTape in tf.function: 3x the
+forward multiply-adds), and gives the float16-accumulation rate of both as a fraction of the
+ceiling of the ISA path in use (the op library's Tacc=half micro-kernel, FpropHalfCeilingProbe,
+as tools/benchmark_cpu.py measures it), in fp16 steps per CPU second of the process.
+Multiply-adds per call:
   DepthwiseConv2D   N*P*Q*C*M*KH*KW
   SeparableConv2D   depthwise + N*P*Q*(C*M)*filters
   Conv2DTranspose   N*H*W*C*KH*KW*filters (every input element meets the whole kernel)
@@ -95,7 +100,14 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
-    rows = []
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from benchmark_cpu import ceiling_steps_per_s
+
+    threads = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
+    isa, ceiling = ceiling_steps_per_s(threads, args.repeats)
+    rows, train_rows = [], []
     progress = keras.utils.Progbar(len(CASES), unit_name="layer type")
     for i, (name, keras_cls, ours_cls, kw, shape, macs) in enumerate(CASES):
         x = tf.constant(np.random.default_rng(0).normal(size=shape).astype("float32"))
@@ -117,6 +129,46 @@ def main(argv=None) -> None:
                 f(x).numpy()
                 times[k].append(time.perf_counter() - t)
         gflops = {k: 2 * macs / float(np.median(v)) / 1e9 for k, v in times.items()}
+
+        # The fp16-accumulation forward again in CPU seconds, and the training step (forward,
+        # input gradient, kernel gradient) of Keras and of ours, interleaved.
+        def step_fn(layer):
+            @tf.function
+            def step(inp):
+                with tf.GradientTape() as tape:
+                    tape.watch(inp)
+                    out = layer(inp)
+                # The output is returned too: unused, the forward op would be pruned (the
+                # gradients of a linear op do not read its output).
+                return [out] + tape.gradient(out, [inp] + layer.trainable_weights)
+
+            return step
+
+        cpu_fns = {
+            "fwd16": fns["float16"],
+            "train_keras": step_fn(ref),
+            "train16": step_fn(peers["float16"]),
+        }
+        for f in cpu_fns.values():
+            [t.numpy() for t in tf.nest.flatten(f(x))]
+        cpu = {k: [] for k in cpu_fns}
+        wall = {k: [] for k in cpu_fns}
+        for _ in range(args.repeats):
+            for k, f in cpu_fns.items():
+                t, c = time.perf_counter(), time.process_time()
+                [r.numpy() for r in tf.nest.flatten(f(x))]
+                cpu[k].append(time.process_time() - c)
+                wall[k].append(time.perf_counter() - t)
+        med = {k: float(np.median(v)) for k, v in cpu.items()}
+        medw = {k: float(np.median(v)) for k, v in wall.items()}
+        train_rows.append(
+            (
+                name,
+                macs / med["fwd16"] / ceiling,
+                3 * macs / med["train16"] / ceiling,
+                medw["train_keras"] / medw["train16"],
+            )
+        )
         rows.append((name, gflops))
         progress.update(i + 1)
     cpu = _cpu_model()
@@ -137,6 +189,18 @@ def main(argv=None) -> None:
             f"| {name} | {g['keras']:.2f} | {g['float32']:.2f} | {g['float16']:.2f} | "
             f"{g['float32'] / g['keras']:.2f}x | {g['float16'] / g['keras']:.2f}x |"
         )
+    lines += [
+        "",
+        f"Float16 accumulation against the {isa} ceiling ({ceiling / 1e9:.1f} G fp16 steps per CPU "
+        f"second, {threads} threads; steps = multiply-adds, 3x for forward + both gradients):",
+        "",
+        "| layer (float32 model) | fwd fp16 acc / ceiling (CPU s) "
+        "| fwd + both gradients fp16 acc / ceiling (CPU s) "
+        "| fwd + both gradients fp16 / Keras (wall) |",
+        "|---|---|---|---|",
+    ]
+    for name, fwd, train, vs_keras in train_rows:
+        lines.append(f"| {name} | {100 * fwd:.0f}% | {100 * train:.0f}% | {vs_keras:.2f}x |")
     text = "\n".join(lines)
     print(text)
     if args.out:

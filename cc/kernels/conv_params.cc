@@ -102,6 +102,16 @@ Status ValidateConvAttrs(const ConvAttrs& a) {
   return Status();
 }
 
+namespace {
+
+// Whether the node has the attr (Fp16DepthwiseConv2D has no explicit_paddings).
+bool HasAttr(tensorflow::OpKernelConstruction* ctx, const char* name) { return ctx->HasAttr(name); }
+bool HasAttr(tensorflow::shape_inference::InferenceContext* ctx, const char* name) {
+  return ctx->GetAttr(name) != nullptr;
+}
+
+}  // namespace
+
 template <typename Ctx>
 Status ReadConvAttrs(Ctx* ctx, ConvAttrs* a) {
   TF_RETURN_IF_ERROR(ctx->GetAttr("T", &a->T));
@@ -110,7 +120,10 @@ Status ReadConvAttrs(Ctx* ctx, ConvAttrs* a) {
   TF_RETURN_IF_ERROR(ctx->GetAttr("dilations", &a->dilations));
   std::string padding, data_format;
   TF_RETURN_IF_ERROR(ctx->GetAttr("padding", &padding));
-  TF_RETURN_IF_ERROR(ctx->GetAttr("explicit_paddings", &a->explicit_paddings));
+  a->explicit_paddings.clear();
+  if (HasAttr(ctx, "explicit_paddings")) {
+    TF_RETURN_IF_ERROR(ctx->GetAttr("explicit_paddings", &a->explicit_paddings));
+  }
   TF_RETURN_IF_ERROR(ctx->GetAttr("data_format", &data_format));
   if (padding == "SAME") {
     a->padding = PaddingKind::kSame;
@@ -230,6 +243,19 @@ Status FpropGeometry(const ConvAttrs& a, const tensorflow::Tensor& input,
   TF_RETURN_IF_ERROR(ComputeConvGeometry(a, in, f, g));
   OutputDims(a, *g, o);
   return tensorflow::TensorShape::BuildTensorShape({o[0], o[1], o[2], o[3]}, output_shape);
+}
+
+Status DepthwiseGeometry(const ConvAttrs& a, const tensorflow::Tensor& input,
+                         const tensorflow::Tensor& filter, ConvProblem* g,
+                         tensorflow::TensorShape* output_shape) {
+  TF_RETURN_IF_ERROR(CheckRank4("input", input));
+  TF_RETURN_IF_ERROR(CheckRank4("filter", filter));
+  int64_t in[4], f[4];
+  DimsOf(input, in);
+  DimsOf(filter, f);
+  const std::string err = DepthwiseConvProblem(in, f, WindowOf(a), true, g);
+  if (!err.empty()) return errors::InvalidArgument(err);
+  return tensorflow::TensorShape::BuildTensorShape({g->N, g->P, g->Q, g->K}, output_shape);
 }
 
 Status DgradGeometry(const ConvAttrs& a, const tensorflow::Tensor& input_sizes,

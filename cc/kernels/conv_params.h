@@ -68,6 +68,12 @@ tensorflow::Status WgradGeometry(const ConvAttrs& attrs, const tensorflow::Tenso
                                  const tensorflow::Tensor& out_backprop, cpu::ConvGeometry* g,
                                  tensorflow::TensorShape* output_shape);
 
+// Fp16DepthwiseConv2D: input [N, H, W, C], filter [KH, KW, C, M] into the grouped problem of
+// DepthwiseConvProblem (cc/kernels/conv_shape.h: groups = C, K = C * M), output [N, P, Q, C * M].
+tensorflow::Status DepthwiseGeometry(const ConvAttrs& attrs, const tensorflow::Tensor& input,
+                                     const tensorflow::Tensor& filter, ConvProblem* g,
+                                     tensorflow::TensorShape* output_shape);
+
 // 'half' / 'float' for messages.
 std::string TypeName(tensorflow::DataType t);
 

@@ -207,6 +207,29 @@ std::string DepthwiseOutputDims(const int64_t in[4], const int64_t f[4], const C
   return "";
 }
 
+std::string DepthwiseConvProblem(const int64_t in[4], const int64_t f[4], const ConvWindow& win,
+                                 bool check_counts, ConvProblem* p) {
+  for (int i = 0; i < 4; ++i) {
+    if (in[i] < 0 || f[i] < 0) {
+      return Cat("sizes must be non-negative, got input ", Dims(in), " (N, H, W, C) and filter ",
+                 Dims(f));
+    }
+  }
+  int64_t out[4], pad_top = 0, pad_left = 0;
+  const std::string err = DepthwiseOutputDims(in, f, win, check_counts, out, &pad_top, &pad_left);
+  if (!err.empty()) return err;
+  ConvProblem g;
+  g.N = in[0], g.H = in[1], g.W = in[2], g.C = in[3];
+  g.KH = f[0], g.KW = f[1], g.Cg = 1, g.K = out[3];
+  g.groups = g.C > 0 ? g.C : 1;  // C = 0 has K = 0 and no work; K / groups stays defined
+  g.P = out[1], g.Q = out[2];
+  g.stride_h = win.stride_h, g.stride_w = win.stride_w;
+  g.dilation_h = win.dilation_h, g.dilation_w = win.dilation_w;
+  g.pad_top = pad_top, g.pad_left = pad_left;
+  *p = g;
+  return "";
+}
+
 bool HasWork(const ConvProblem& p) {
   return p.N > 0 && p.P > 0 && p.Q > 0 && p.K > 0 && p.KH > 0 && p.KW > 0 && p.Cg > 0 &&
          p.groups > 0;

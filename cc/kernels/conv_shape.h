@@ -1,7 +1,9 @@
 // Size arithmetic of a 2-D convolution, TensorFlow-free: the one place for the output-size,
 // padding, zero-size and stand-in-size rules, used by the shape functions (cc/ops), the kernels
-// (through cc/kernels/conv_params.h) and the CPU functors. Every function returns an empty string
-// on success and otherwise the error message (the caller wraps it in InvalidArgument).
+// (through cc/kernels/conv_params.h), the CPU functors and the host test
+// cc/kernels/conv_shape_test.cc (`bazel run //:conv_shape_test`, part of `make test`). Every
+// function returns an empty string on success and otherwise the error message (the caller wraps
+// it in InvalidArgument).
 //
 // Output size (TensorFlow's shape function, tensorflow/core/framework/common_shape_fns.cc,
 // GetWindowedOutputSizeFromDimsV2), with the effective filter size E = (KH - 1) * dilation + 1:
@@ -68,6 +70,13 @@ std::string PartialOutputDims(const int64_t in_nhwc[4], const int64_t filter[4],
 std::string DepthwiseOutputDims(const int64_t in_nhwc[4], const int64_t filter[4],
                                 const ConvWindow& window, bool check_counts, int64_t out_nhwc[4],
                                 int64_t* pad_top, int64_t* pad_left);
+
+// The depthwise convolution as the grouped problem it is: groups = C, Cg = 1, K = C * M (the
+// filter [KH, KW, C, M] read as HWIO [KH, KW, 1, C * M]; output channel c * M + m belongs to
+// group c), with the rules and messages of DepthwiseOutputDims on known sizes (in and filter
+// non-negative). With C = 0, groups is 1 and K is 0 (no work).
+std::string DepthwiseConvProblem(const int64_t in_nhwc[4], const int64_t filter[4],
+                                 const ConvWindow& window, bool check_counts, ConvProblem* p);
 
 // True when the convolution has at least one multiply-add for the pass (every output or
 // reduction extent positive). A problem without work has an all-zero (or empty) result and

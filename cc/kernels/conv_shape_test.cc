@@ -96,6 +96,20 @@ void Depthwise() {
   EXPECT(!DepthwiseOutputDims(in, wrong, valid, true, out, &top, &left).empty());
   const int64_t no_m[4] = {3, 3, 3, 0};
   EXPECT(DepthwiseOutputDims(in, no_m, valid, true, out, &top, &left).empty() && out[3] == 0);
+
+  // As a grouped problem: groups = C, one input channel per group, K = C * M; SAME with a
+  // stride of 2 on 5 rows and columns: P = Q = 3, padding (3 - 1) * 2 + 3 - 5 = 2 split 1 / 1.
+  ConvWindow same;
+  same.padding = PaddingKind::kSame;
+  same.stride_h = same.stride_w = 2;
+  ConvProblem p;
+  EXPECT(DepthwiseConvProblem(in, filter, same, true, &p).empty());
+  EXPECT(p.groups == 3 && p.Cg == 1 && p.K == 6 && p.P == 3 && p.Q == 3);
+  EXPECT(p.pad_top == 1 && p.pad_left == 1 && p.GemmN(Pass::kFprop) == 2);
+  EXPECT(!DepthwiseConvProblem(in, wrong, same, true, &p).empty());
+  const int64_t no_c[4] = {1, 5, 5, 0}, filter_no_c[4] = {3, 3, 0, 2};
+  EXPECT(DepthwiseConvProblem(no_c, filter_no_c, same, true, &p).empty());
+  EXPECT(p.K == 0 && p.groups == 1 && !HasWork(p));
 }
 
 }  // namespace

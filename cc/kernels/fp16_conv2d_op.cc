@@ -9,6 +9,7 @@
 #include "cc/kernels/conv_kernel.h"
 #include "cc/kernels/conv_params.h"
 #include "cc/kernels/cpu/conv2d_cpu.h"
+#include "cc/kernels/cpu/depthwise_cpu.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/util/work_sharder.h"
@@ -99,6 +100,23 @@ Status ResultBuffer(OpKernelContext* ctx, Tensor* out, bool nchw, int64_t elems,
   return Status();
 }
 
+// A grouped convolution with one input channel per group (a depthwise convolution, as the
+// gradients of Fp16DepthwiseConv2D run it) takes the channel-vectorized functors of
+// cc/kernels/cpu/depthwise_cpu.h, which give the bits of Conv2DDgrad / Conv2DWgrad.
+bool OneChannelPerGroup(const ConvProblem& g) { return g.Cg == 1 && g.groups == g.C; }
+
+void Dgrad(const ConvProblem& g, cpu::Accumulation acc, const float* dy, const float* w, float* dx,
+           const cpu::ParallelFor& parallel_for) {
+  if (OneChannelPerGroup(g)) return cpu::DepthwiseDgrad(g, acc, dy, w, dx, parallel_for);
+  cpu::Conv2DDgrad(g, acc, dy, w, dx, parallel_for);
+}
+
+void Wgrad(const ConvProblem& g, cpu::Accumulation acc, const float* x, const float* dy, float* dw,
+           const cpu::ParallelFor& parallel_for) {
+  if (OneChannelPerGroup(g)) return cpu::DepthwiseWgrad(g, acc, x, dy, dw, parallel_for);
+  cpu::Conv2DWgrad(g, acc, x, dy, dw, parallel_for);
+}
+
 }  // namespace
 
 // The CPU launch functors: float NHWC copies of the operands, the functor of
@@ -144,7 +162,7 @@ struct ConvLaunch<CpuDevice, T, Pass::kDgrad> {
     if (dy.NumElements() == 0 || filter.NumElements() == 0) {
       std::memset(dx, 0, sizeof(float) * output->NumElements());
     } else {
-      cpu::Conv2DDgrad(g, AccOf(attrs), dyf, w, dx, MakeParallelFor(ctx));
+      Dgrad(g, AccOf(attrs), dyf, w, dx, MakeParallelFor(ctx));
     }
     if (dx != reinterpret_cast<float*>(output->flat<T>().data())) {
       FromFloat<T>(dx, g.N, g.H, g.W, g.C, attrs.nchw, output);
@@ -163,7 +181,7 @@ struct ConvLaunch<CpuDevice, T, Pass::kWgrad> {
     TF_RETURN_IF_ERROR(ToFloat<T>(ctx, input, attrs.nchw, &xt, &x));
     TF_RETURN_IF_ERROR(ToFloat<T>(ctx, dy, attrs.nchw, &dyt, &dyf));
     TF_RETURN_IF_ERROR(ResultBuffer<T>(ctx, output, false, output->NumElements(), &dwt, &dw));
-    cpu::Conv2DWgrad(g, AccOf(attrs), x, dyf, dw, MakeParallelFor(ctx));
+    Wgrad(g, AccOf(attrs), x, dyf, dw, MakeParallelFor(ctx));
     if (dw != reinterpret_cast<float*>(output->flat<T>().data())) {
       FromFloat<T>(dw, g.KH, g.KW, g.Cg, g.K, false, output);
     }

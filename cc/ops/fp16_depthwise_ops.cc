@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/kernels/conv_params.h"
 #include "cc/kernels/conv_shape.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -15,31 +16,14 @@ using tensorflow::shape_inference::InferenceContext;
 using tensorflow::shape_inference::ShapeHandle;
 namespace errors = tensorflow::errors;
 
-Status ReadWindowAttr(InferenceContext* c, const char* name, int64_t* h, int64_t* w) {
-  std::vector<int32_t> v;
-  TF_RETURN_IF_ERROR(c->GetAttr(name, &v));
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  s += "]";
-  if (v.size() != 4) return errors::InvalidArgument(name, " must have 4 entries (NHWC), got ", s);
-  if (v[0] != 1 || v[3] != 1) {
-    return errors::InvalidArgument(name, " must be 1 in the batch and channel dimensions, got ", s);
-  }
-  if (v[1] <= 0 || v[2] <= 0) return errors::InvalidArgument(name, " must be positive, got ", s);
-  *h = v[1];
-  *w = v[2];
-  return Status();
-}
-
-// The size rules of cc/kernels/conv_shape.h (DepthwiseOutputDims), those the kernel applies:
-// unknown sizes stay unknown, zero sizes give empty outputs, nothing divides by an unknown size.
+// The attrs are read and checked by ReadConvAttrs (cc/kernels/conv_params.h: Fp16Conv2D's checks
+// and messages, Tacc=half needing T=half among them), the sizes by the rules of
+// cc/kernels/conv_shape.h (DepthwiseOutputDims), those the kernel applies: unknown sizes stay
+// unknown, zero sizes give empty outputs, nothing divides by an unknown size.
 Status DepthwiseShape(InferenceContext* c) {
-  ConvWindow win;
-  TF_RETURN_IF_ERROR(ReadWindowAttr(c, "strides", &win.stride_h, &win.stride_w));
-  TF_RETURN_IF_ERROR(ReadWindowAttr(c, "dilations", &win.dilation_h, &win.dilation_w));
-  std::string padding;
-  TF_RETURN_IF_ERROR(c->GetAttr("padding", &padding));
-  win.padding = padding == "SAME" ? PaddingKind::kSame : PaddingKind::kValid;
+  ConvAttrs attrs;
+  TF_RETURN_IF_ERROR(ReadConvAttrs(c, &attrs));
+  const ConvWindow win = WindowOf(attrs);
   int64_t dims[2][4];
   const char* names[2] = {"input", "filter"};
   for (int k = 0; k < 2; ++k) {

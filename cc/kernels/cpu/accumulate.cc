@@ -172,14 +172,16 @@ __attribute__((target("avx512f,avx512vl,avx512dq,fma"))) void MultiF32(
   const int nv = len >= 48 ? 3 : len >= 32 ? 2 : 1;
   const int chunks = (m + kF32RowsFor[nv] - 1) / kF32RowsFor[nv];
   const int per_chunk = (m + chunks - 1) / chunks;  // balanced row chunks
-  for (int r0 = 0; r0 < m; r0 += per_chunk) {
-    const int mm = m - r0 < per_chunk ? m - r0 : per_chunk;
-    for (int64_t l = 0; l < len; l += 16 * nv) {
-      const int64_t rest = len - l;
-      const int vecs = rest >= 16 * nv ? nv : static_cast<int>((rest + 15) / 16);
-      const int64_t in_last = rest - 16 * (vecs - 1);
-      const __mmask16 last = in_last >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                           : static_cast<__mmask16>((1u << in_last) - 1u);
+  // Lane blocks outermost: the row chunks of one lane block read the same filter columns, which
+  // stay in L1 between them.
+  for (int64_t l = 0; l < len; l += 16 * nv) {
+    const int64_t rest = len - l;
+    const int vecs = rest >= 16 * nv ? nv : static_cast<int>((rest + 15) / 16);
+    const int64_t in_last = rest - 16 * (vecs - 1);
+    const __mmask16 last = in_last >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                         : static_cast<__mmask16>((1u << in_last) - 1u);
+    for (int r0 = 0; r0 < m; r0 += per_chunk) {
+      const int mm = m - r0 < per_chunk ? m - r0 : per_chunk;
       kF32Tiles[mm - 1][vecs - 1](acc + r0, l, last, xs + r0, terms, rows, row_stride);
     }
   }
@@ -397,6 +399,18 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
 #endif
   for (int r = 0; r < m; ++r)
     AccumulateRows(accumulation, acc[r], len, xs[r], terms, rows, row_stride);
+}
+
+int RegisterTileRows(Accumulation accumulation, int64_t len) {
+#if defined(__x86_64__)
+  const Isa isa = ChosenIsa();
+  if (accumulation == Accumulation::kFloat && (isa == Isa::kAvx512 || isa == Isa::kAvx512Fp16)) {
+    return kF32RowsFor[len >= 48 ? 3 : len >= 32 ? 2 : 1];
+  }
+#endif
+  (void)accumulation;
+  (void)len;
+  return kHalfRows;
 }
 
 #if defined(__x86_64__)

@@ -1,7 +1,8 @@
 // Row accumulation primitive shared by the CPU fprop, dgrad and wgrad functors.
 //
-//   for t in [0, terms):  for l in [0, len):  acc[l] = Step(acc[l], xs[t], rows[t * row_stride +
-//   l])
+// clang-format off
+//   for t in [0, terms):  for l in [0, len):  acc[l] = Step(acc[l], xs[t], rows[t * row_stride + l])
+// clang-format on
 //
 // Every convolution on the CPU is a sequence of such calls: the scalar xs[t] is broadcast
 // across a contiguous row of `len` output lanes (output channels for fprop and wgrad, input
@@ -41,6 +42,11 @@ constexpr int kHalfRows = 8;
 void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, int64_t len,
                          const float* const* xs, int64_t terms, const float* rows,
                          int64_t row_stride);
+
+// The number of rows AccumulateRowsMulti holds in registers at once for rows of `len` lanes on the
+// path in use (AVX-512: kFloat 12 rows of one or two vectors, 8 of three; kHalf kHalfRows; other
+// paths kHalfRows), so that callers cut their rows into balanced tiles of at most that many.
+int RegisterTileRows(Accumulation accumulation, int64_t len);
 
 // n values between IEEE binary16 bit patterns and binary32: widening is exact, narrowing rounds
 // to nearest even (+-inf beyond 65520; NaN stays NaN). F16C (8 lanes) on the AVX2 and AVX-512

@@ -21,6 +21,19 @@ int64_t CostOf(std::initializer_list<int64_t> factors) {
   return std::max<int64_t>(c, 1);
 }
 
+// Start of tile i of `n` items cut into `tiles` tiles whose sizes differ by at most one
+// (i * n / tiles without overflow: n < 2^62 and tiles <= n).
+// A 1x1 convolution with stride 1, no padding and one group is the product of the [N*H*W, C]
+// input and the [C, K] filter (output positions are the input positions).
+bool IsGemm(const ConvGeometry& g) {
+  return g.KH == 1 && g.KW == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
+         g.pad_left == 0 && g.P == g.H && g.Q == g.W && g.groups == 1;
+}
+
+int64_t TileStart(int64_t i, int64_t n, int64_t tiles) {
+  return static_cast<int64_t>(static_cast<__int128>(i) * n / tiles);
+}
+
 }  // namespace
 
 void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w, float* y,
@@ -31,19 +44,37 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   }
   if (acc == Accumulation::kHalf && Conv2DFpropFp16Spatial(g, x, w, y, parallel_for)) return;
   const int64_t Kg = g.K / g.groups;
+  // kFloat: y[N*P*Q, K] = x[N*H*W, C] w[C, K], kMaxRows positions per call across output rows
+  // (kHalf keeps the row tiles below: no gain from this mode was measurable for it).
+  if (IsGemm(g) && acc == Accumulation::kFloat) {
+    const int64_t positions = g.N * g.P * g.Q;
+    const int64_t blocks = (positions + kMaxRows - 1) / kMaxRows;
+    parallel_for(blocks, CostOf({2 * kMaxRows, g.C, g.K}), [&](int64_t begin, int64_t end) {
+      float* accs[kMaxRows];
+      const float* xs[kMaxRows];
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t p0 = b * kMaxRows;
+        const int m = static_cast<int>(std::min<int64_t>(kMaxRows, positions - p0));
+        for (int i = 0; i < m; ++i) {
+          accs[i] = y + (p0 + i) * g.K;
+          xs[i] = x + (p0 + i) * g.C;
+          std::fill(accs[i], accs[i] + g.K, 0.0f);
+        }
+        AccumulateRowsMulti(acc, m, accs, g.K, xs, g.C, w, g.K);
+      }
+    });
+    return;
+  }
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
   const int64_t cost = CostOf({2, g.Q, g.KH, g.KW, g.Cg, g.K});
   // With one group and no horizontal dilation, the (kw, ci) terms of a window row are
   // contiguous in x and in the filter, so one call covers a whole kernel row.
   const bool contiguous_row = g.groups == 1 && g.dilation_w == 1;
-  // Output columns [q_lo, q_hi) have their whole window row inside the input; the tiles of
-  // positions are cut at q_lo and q_hi, so that only the border columns take the per-tap calls.
-  const int64_t span = (g.KW - 1) * g.dilation_w;  // < 2^62 (cc/kernels/conv_shape.h)
-  const int64_t q_lo =
-      std::min(g.Q, g.pad_left <= 0 ? 0 : (g.pad_left + g.stride_w - 1) / g.stride_w);
-  const int64_t last_start = g.W - 1 + g.pad_left - span;  // largest fitting q * stride_w
-  const int64_t q_hi =
-      last_start < 0 ? q_lo : std::max(q_lo, std::min(g.Q, last_start / g.stride_w + 1));
+  // Positions are cut into balanced tiles of at most the kernel's register tile (a tile of one
+  // border column would run one accumulator chain, or a few, at a time); a tile whose window
+  // rows all lie inside the input takes one call per kernel row, the others one call per tap.
+  const int64_t tile_rows = std::min<int64_t>(kMaxRows, RegisterTileRows(acc, Kg));
+  const int64_t tiles = (g.Q + tile_rows - 1) / tile_rows;  // tile i: [i*Q/tiles, (i+1)*Q/tiles)
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     const std::vector<float> zeros(static_cast<size_t>(g.Cg), 0.0f);
     float* accs[kMaxRows];
@@ -53,10 +84,9 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
       const int64_t p = r % g.P;
       float* yrow = y + r * g.Q * g.K;
       std::fill(yrow, yrow + g.Q * g.K, 0.0f);
-      for (int64_t q0 = 0, q1 = 0; q0 < g.Q; q0 = q1) {
-        const int64_t cut = q0 < q_lo ? q_lo : q0 < q_hi ? q_hi : g.Q;
-        q1 = std::min<int64_t>(q0 + kMaxRows, cut);
-        const int m = static_cast<int>(q1 - q0);
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        const int64_t q0 = TileStart(tile, g.Q, tiles);
+        const int m = static_cast<int>(TileStart(tile + 1, g.Q, tiles) - q0);
         const int64_t w_first = q0 * g.stride_w - g.pad_left;
         const int64_t w_last = (q0 + m - 1) * g.stride_w - g.pad_left + (g.KW - 1) * g.dilation_w;
         const bool row_fits = contiguous_row && w_first >= 0 && w_last < g.W;
@@ -99,40 +129,142 @@ void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const
     return;
   }
   const int64_t Kg = g.K / g.groups;
-  // Filter transposed per group to [KH, KW, groups, Kg, Cg] so that rows run over input channels.
+  const int64_t taps = g.KH * g.KW;
+  // Filter transposed to [groups, KH, KW, Kg, Cg]: rows run over input channels, and the
+  // (kh, kw, ko) terms of one group are consecutive rows.
   std::vector<float> wt(static_cast<size_t>(g.FilterElements()));
-  for (int64_t khw = 0; khw < g.KH * g.KW; ++khw) {
+  for (int64_t khw = 0; khw < taps; ++khw) {
     for (int64_t ci = 0; ci < g.Cg; ++ci) {
       for (int64_t k = 0; k < g.K; ++k) {
         const int64_t gr = k / Kg, ko = k % Kg;
-        wt[((khw * g.groups + gr) * Kg + ko) * g.Cg + ci] = w[(khw * g.Cg + ci) * g.K + k];
+        wt[((gr * taps + khw) * Kg + ko) * g.Cg + ci] = w[(khw * g.Cg + ci) * g.K + k];
       }
     }
   }
+  // An input element that every tap (kh, kw) reaches from an output position (the interior,
+  // stride 1) takes one call over all KH*KW*Kg terms, its dy values gathered in (kh, kw, ko)
+  // order into a scratch row; the others take one call per tap. Either way its sum runs over
+  // (kh, kw, ko) ascending, so the bits are the same.
+  // With one group and stride and dilation 1 in width no gathering is needed: dy is copied once
+  // with its columns reversed, dyr[n, p, Q-1-q, :] = dy[n, p, q, :], so that for each filter row
+  // kh the (kw, ko) terms of an element are consecutive in dyr (kw ascending is q descending), and
+  // an element that every kw reaches takes one call per kh over KW*K terms.
+  const bool reversed = g.groups == 1 && g.stride_w == 1 && g.dilation_w == 1;
+  std::vector<float> dyr;
+  if (reversed) {
+    dyr.resize(static_cast<size_t>(g.OutputElements()));
+    parallel_for(g.N * g.P, CostOf({2, g.Q, g.K}), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        for (int64_t q = 0; q < g.Q; ++q) {
+          const float* src = dy + (r * g.Q + q) * g.K;
+          float* dst = dyr.data() + (r * g.Q + g.Q - 1 - q) * g.K;
+          for (int64_t k = 0; k < g.K; ++k) dst[k] = src[k];
+        }
+      }
+    });
+  }
+  constexpr int64_t kMaxGather = 4096;
+  const int64_t gather_terms = taps * Kg;
+  const bool gather = !reversed && gather_terms <= kMaxGather;
+  const int64_t tile_rows = std::min<int64_t>(kMaxRows, RegisterTileRows(acc, g.Cg));
+  // The output index an input row/column meets through a tap, if any (no division for stride 1).
+  auto out_index = [](int64_t o, int64_t stride, int64_t size, int64_t* idx) {
+    if (o < 0) return false;
+    if (stride == 1) {
+      *idx = o;
+      return o < size;
+    }
+    if (o % stride != 0) return false;
+    *idx = o / stride;
+    return *idx < size;
+  };
+  // With `reversed` (stride_w 1), every kw reaches the columns wi in [w_lo, w_hi):
+  // 0 <= wi + pad_left - kw * dw and wi + pad_left < Q for all kw.
+  const int64_t w_lo = std::min(g.W, std::max<int64_t>(0, (g.KW - 1) * g.dilation_w - g.pad_left));
+  const int64_t w_hi = std::max(w_lo, std::min(g.W, g.Q - g.pad_left));
   const int64_t rows = g.N * g.H;
   const int64_t cost = CostOf({2, g.W, g.KH, g.KW, g.Cg, g.K});
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     float* accs[kMaxRows];
     const float* xs[kMaxRows];
+    std::vector<float> scratch(gather ? static_cast<size_t>(tile_rows * gather_terms) : 0);
+    std::vector<char> whole(static_cast<size_t>(g.W));  // every tap reaches column wi
+    std::vector<int64_t> p_of(static_cast<size_t>(g.KH)), q_of(static_cast<size_t>(g.KW));
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.H;
       const int64_t h = r % g.H;
       float* dxrow = dx + r * g.W * g.C;
       std::fill(dxrow, dxrow + g.W * g.C, 0.0f);
+      bool all_kh = gather || reversed;
+      for (int64_t kh = 0; kh < g.KH && gather && all_kh; ++kh) {
+        all_kh = out_index(h + g.pad_top - kh * g.dilation_h, g.stride_h, g.P, &p_of[kh]);
+      }
+      for (int64_t wi = 0; wi < g.W && gather; ++wi) {
+        bool all = all_kh;
+        for (int64_t kw = 0; kw < g.KW && all; ++kw) {
+          int64_t q;
+          all = out_index(wi + g.pad_left - kw * g.dilation_w, g.stride_w, g.Q, &q);
+        }
+        whole[wi] = all;
+      }
       for (int64_t gr = 0; gr < g.groups; ++gr) {
+        const float* wgroup = wt.data() + gr * taps * Kg * g.Cg;
+        if (reversed) {  // every kw reaches the element: one call per reaching kh
+          for (int64_t kh = 0; kh < g.KH; ++kh) {
+            int64_t p;
+            if (!out_index(h + g.pad_top - kh * g.dilation_h, g.stride_h, g.P, &p)) continue;
+            const float* wrows = wgroup + kh * g.KW * Kg * g.Cg;
+            int m = 0;
+            for (int64_t wi = w_lo; wi < w_hi; ++wi) {
+              const int64_t rq = g.Q - 1 - (wi + g.pad_left);  // kw = 0 reads q = wi + pad_left
+              accs[m] = dxrow + wi * g.C;
+              xs[m] = dyr.data() + ((n * g.P + p) * g.Q + rq) * g.K;
+              if (++m == tile_rows) {
+                AccumulateRowsMulti(acc, m, accs, g.Cg, xs, g.KW * Kg, wrows, g.Cg);
+                m = 0;
+              }
+            }
+            AccumulateRowsMulti(acc, m, accs, g.Cg, xs, g.KW * Kg, wrows, g.Cg);
+          }
+        } else if (all_kh) {
+          int m = 0;
+          for (int64_t wi = 0; wi < g.W; ++wi) {
+            if (!whole[wi]) continue;
+            float* row = scratch.data() + m * gather_terms;
+            for (int64_t kw = 0; kw < g.KW; ++kw) {
+              q_of[kw] = (wi + g.pad_left - kw * g.dilation_w) / g.stride_w;
+            }
+            for (int64_t kh = 0; kh < g.KH; ++kh) {
+              for (int64_t kw = 0; kw < g.KW; ++kw) {
+                const float* src = dy + ((n * g.P + p_of[kh]) * g.Q + q_of[kw]) * g.K + gr * Kg;
+                float* dst = row + (kh * g.KW + kw) * Kg;
+                for (int64_t k = 0; k < Kg; ++k) dst[k] = src[k];
+              }
+            }
+            accs[m] = dxrow + wi * g.C + gr * g.Cg;
+            xs[m] = row;
+            if (++m == tile_rows) {
+              AccumulateRowsMulti(acc, m, accs, g.Cg, xs, gather_terms, wgroup, g.Cg);
+              m = 0;
+            }
+          }
+          AccumulateRowsMulti(acc, m, accs, g.Cg, xs, gather_terms, wgroup, g.Cg);
+        }
         for (int64_t kh = 0; kh < g.KH; ++kh) {
-          const int64_t ph = h + g.pad_top - kh * g.dilation_h;
-          if (ph < 0 || ph % g.stride_h != 0 || ph / g.stride_h >= g.P) continue;
-          const int64_t p = ph / g.stride_h;
+          int64_t p;
+          if (!out_index(h + g.pad_top - kh * g.dilation_h, g.stride_h, g.P, &p)) continue;
           for (int64_t kw = 0; kw < g.KW; ++kw) {
-            const float* wrows = wt.data() + ((kh * g.KW + kw) * g.groups + gr) * Kg * g.Cg;
+            const float* wrows = wgroup + (kh * g.KW + kw) * Kg * g.Cg;
             int m = 0;
             for (int64_t wi = 0; wi < g.W; ++wi) {
-              const int64_t qw = wi + g.pad_left - kw * g.dilation_w;
-              if (qw >= 0 && qw % g.stride_w == 0 && qw / g.stride_w < g.Q) {
+              if (reversed && wi == w_lo) wi = std::max(w_lo, w_hi);  // summed above
+              if (wi >= g.W) break;
+              if (gather && all_kh && whole[wi]) continue;  // summed by the calls above
+              int64_t q;
+              if (out_index(wi + g.pad_left - kw * g.dilation_w, g.stride_w, g.Q, &q)) {
                 accs[m] = dxrow + wi * g.C + gr * g.Cg;
-                xs[m] = dy + ((n * g.P + p) * g.Q + qw / g.stride_w) * g.K + gr * Kg;
-                if (++m == kMaxRows) {
+                xs[m] = dy + ((n * g.P + p) * g.Q + q) * g.K + gr * Kg;
+                if (++m == tile_rows) {
                   AccumulateRowsMulti(acc, m, accs, g.Cg, xs, Kg, wrows, g.Cg);
                   m = 0;
                 }
@@ -155,6 +287,44 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
     return;
   }
   const int64_t Kg = g.K / g.groups;
+  if (IsGemm(g)) {
+    // dw[C, K] = x[N*H*W, C]^T dy[N*H*W, K]: x transposed once to [C, N*H*W], so that each
+    // filter row sums over all (n, p, q) in one call, in their order.
+    const int64_t positions = g.N * g.H * g.W;
+    std::vector<float> xt(static_cast<size_t>(g.InputElements()));
+    constexpr int64_t kPosBlock = 32;  // 32 rows of x (16 KiB at C = 128) stay in L1
+    parallel_for((positions + kPosBlock - 1) / kPosBlock, CostOf({2 * kPosBlock, g.C}),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t b = begin; b < end; ++b) {
+                     const int64_t e0 = b * kPosBlock, e1 = std::min(positions, e0 + kPosBlock);
+                     for (int64_t c = 0; c < g.C; ++c)
+                       for (int64_t e = e0; e < e1; ++e) xt[c * positions + e] = x[e * g.C + c];
+                   }
+                 });
+    const int64_t blocks = (g.C + kMaxRows - 1) / kMaxRows;
+    parallel_for(blocks, CostOf({2 * kMaxRows, positions, g.K}), [&](int64_t begin, int64_t end) {
+      float* accs[kMaxRows];
+      const float* xs[kMaxRows];
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t c0 = b * kMaxRows;
+        const int m = static_cast<int>(std::min<int64_t>(kMaxRows, g.C - c0));
+        for (int i = 0; i < m; ++i) {
+          accs[i] = dw + (c0 + i) * g.K;
+          std::fill(accs[i], accs[i] + g.K, 0.0f);
+        }
+        // Positions in blocks (ascending; the accumulators are stored exactly between blocks),
+        // so that the dy rows of a block stay in cache while every lane tile and row chunk of the
+        // call reads them.
+        constexpr int64_t kTermBlock = 256;
+        for (int64_t e0 = 0; e0 < positions; e0 += kTermBlock) {
+          for (int i = 0; i < m; ++i) xs[i] = xt.data() + (c0 + i) * positions + e0;
+          AccumulateRowsMulti(acc, m, accs, g.K, xs, std::min(kTermBlock, positions - e0),
+                              dy + e0 * g.K, g.K);
+        }
+      }
+    });
+    return;
+  }
   const int64_t ci_blocks = (g.Cg + kMaxRows - 1) / kMaxRows;
   // One shard unit: up to kMaxRows filter rows dw[kh, kw, ci, :] that share the dy rows.
   const int64_t units = g.KH * g.KW * ci_blocks;
@@ -163,8 +333,30 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
   constexpr int64_t kQChunk = 256;
   const int64_t q_chunk = std::min<int64_t>(g.Q, kQChunk);
   const int64_t cost = CostOf({2 * kMaxRows, g.N, g.P, g.Q, g.K});
+  // With stride_w 1 the x terms of one (ci, n, h) are consecutive columns: x is transposed once
+  // to channel rows [N, H, C, Wp] (zero columns for the padding, Wp = Q + (KW - 1) * dw), so that
+  // every call reads its terms in place instead of gathering them per tap. Not for padding so
+  // large that the rows would be much wider than the input.
+  const int64_t Wp = g.Q + (g.KW - 1) * g.dilation_w;
+  const bool planar = g.stride_w == 1 && g.pad_left >= 0 && Wp - g.pad_left >= g.W &&
+                      Wp <= 2 * g.W + 8 &&
+                      g.N * g.H * g.C * Wp <= 3 * g.InputElements() + (int64_t{1} << 20);
+  std::vector<float> xt;
+  std::vector<float> zero_row;
+  if (planar) {
+    xt.assign(static_cast<size_t>(g.N * g.H * g.C * Wp), 0.0f);
+    zero_row.assign(static_cast<size_t>(Wp), 0.0f);
+    parallel_for(g.N * g.H, CostOf({4, g.W, g.C}), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float* src = x + r * g.W * g.C;
+        float* dst = xt.data() + r * g.C * Wp + g.pad_left;
+        for (int64_t wi = 0; wi < g.W; ++wi)
+          for (int64_t c = 0; c < g.C; ++c) dst[c * Wp + wi] = src[wi * g.C + c];
+      }
+    });
+  }
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
-    std::vector<float> gathered(static_cast<size_t>(kMaxRows * q_chunk));
+    std::vector<float> gathered(planar ? 0 : static_cast<size_t>(kMaxRows * q_chunk));
     float* accs[kMaxRows];
     const float* xs[kMaxRows];
     for (int64_t u = begin; u < end; ++u) {
@@ -177,12 +369,23 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
       for (int64_t gr = 0; gr < g.groups; ++gr) {
         for (int i = 0; i < m; ++i) {
           accs[i] = out + i * g.K + gr * Kg;
-          xs[i] = gathered.data() + i * q_chunk;
+          if (!planar) xs[i] = gathered.data() + i * q_chunk;
         }
         for (int64_t n = 0; n < g.N; ++n) {
           for (int64_t p = 0; p < g.P; ++p) {
             const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
             const bool row_inside = h >= 0 && h < g.H;
+            if (planar) {  // terms q = 0 .. Q-1 read x[n, h, q - pad_left + kw * dw, ci] in place
+              for (int i = 0; i < m; ++i) {
+                const float* base =
+                    row_inside ? xt.data() + ((n * g.H + h) * g.C + gr * g.Cg + ci0 + i) * Wp
+                               : zero_row.data();
+                xs[i] = base + kw * g.dilation_w;
+              }
+              const float* dyrows = dy + (n * g.P + p) * g.Q * g.K + gr * Kg;
+              AccumulateRowsMulti(acc, m, accs, Kg, xs, g.Q, dyrows, g.K);
+              continue;
+            }
             for (int64_t q0 = 0; q0 < g.Q; q0 += q_chunk) {
               const int64_t nq = std::min<int64_t>(q_chunk, g.Q - q0);
               for (int64_t j = 0; j < nq; ++j) {

@@ -4,6 +4,7 @@
 // and K output channels per filter (K / groups per group). All sizes are int64.
 // Values are binary16 or binary32 numbers held in float buffers; the caller converts T.
 //
+// clang-format off
 // Reduction order of every output (this is the order the kHalf accumulation rounds in), with
 // the input row hi = p*sh - pt + kh*dh, column wi = q*sw - pl + kw*dw, g the group and
 // kg = g*Kg + ko:
@@ -14,6 +15,7 @@
 // each index ascending, the first named outermost. Padded input positions are zeros that
 // take part in fprop and wgrad (so 0 * inf gives NaN, as zero padding defines it); dgrad visits
 // only the (p, q) that exist. The accumulator starts at +0.
+// clang-format on
 #ifndef TF_FP16OPS_CC_KERNELS_CPU_CONV2D_CPU_H_
 #define TF_FP16OPS_CC_KERNELS_CPU_CONV2D_CPU_H_
 

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "cc/kernels/conv_shape.h"
 #include "cc/kernels/cpu/half_step.h"
 
 namespace tf_fp16ops {
@@ -59,6 +61,56 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Elementwise51
   }
 }
 
+// R rows that share the w operand: acc[r][l] = Step(acc[r][l], x[r * terms + t][l], w[t][l]) for
+// t ascending, 16 lanes per step (the tail masked). The R accumulators are independent
+// dependency chains, so the latency of the step (two directed-rounding FMAs and two
+// conversions) overlaps, as in the R rows of the conv kernel (cc/kernels/cpu/accumulate.cc).
+template <int R, bool kHalfAcc>
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512(
+    float* const* acc, int64_t len, const float* const* x, const float* const* w, int64_t terms) {
+  for (int64_t l = 0; l < len; l += 16) {
+    const __mmask16 mask = len - l >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                         : static_cast<__mmask16>((1u << (len - l)) - 1u);
+    __m512 a[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) a[r] = _mm512_maskz_loadu_ps(mask, acc[r] + l);
+    for (int64_t t = 0; t < terms; ++t) {
+      const __m512 wv = _mm512_maskz_loadu_ps(mask, w[t] + l);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 xv = _mm512_maskz_loadu_ps(mask, x[r * terms + t] + l);
+        a[r] = kHalfAcc ? HalfStep512(a[r], xv, wv) : _mm512_fmadd_ps(xv, wv, a[r]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(acc[r] + l, mask, a[r]);
+  }
+}
+
+template <bool kHalfAcc>
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispatch(
+    int rows, float* const* acc, int64_t len, const float* const* x, const float* const* w,
+    int64_t terms) {
+  switch (rows) {
+    case 1:
+      return Multi512<1, kHalfAcc>(acc, len, x, w, terms);
+    case 2:
+      return Multi512<2, kHalfAcc>(acc, len, x, w, terms);
+    case 3:
+      return Multi512<3, kHalfAcc>(acc, len, x, w, terms);
+    case 4:
+      return Multi512<4, kHalfAcc>(acc, len, x, w, terms);
+    case 5:
+      return Multi512<5, kHalfAcc>(acc, len, x, w, terms);
+    case 6:
+      return Multi512<6, kHalfAcc>(acc, len, x, w, terms);
+    case 7:
+      return Multi512<7, kHalfAcc>(acc, len, x, w, terms);
+    default:
+      return Multi512<8, kHalfAcc>(acc, len, x, w, terms);
+  }
+}
+
 // ---------------------------------------------------------------- AVX2 (8 lanes)
 
 // 8 lanes per step; the lane tail runs the scalar step.
@@ -91,14 +143,17 @@ __attribute__((target("avx2,f16c,fma"))) void Elementwise256(float* acc, int64_t
 enum class Path { kScalar, kAvx2, kAvx512 };
 
 Path ChosenPath() {
-  static const Path path = std::strcmp(AccumulateIsa(), "avx512") == 0 ? Path::kAvx512
-                           : std::strcmp(AccumulateIsa(), "avx2") == 0 ? Path::kAvx2
-                                                                       : Path::kScalar;
+  // AVX512-FP16 CPUs have AVX-512 and run its kernels (the same bits: every path is exact).
+  static const Path path =
+      std::strcmp(AccumulateIsa(), "avx512") == 0 || std::strcmp(AccumulateIsa(), "avx512fp16") == 0
+          ? Path::kAvx512
+      : std::strcmp(AccumulateIsa(), "avx2") == 0 ? Path::kAvx2
+                                                  : Path::kScalar;
   return path;
 }
 
-}  // namespace
-
+// acc[l] = Step(acc[l], x[t][l], w[t][l]) for t in [0, terms), l in [0, len): the elementwise
+// form of the accumulation, DepthwiseFprop's inner loop, on the path of ChosenPath.
 void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
                            const float* const* x, const float* const* w, int64_t terms) {
   if (len <= 0 || terms <= 0) return;
@@ -120,48 +175,236 @@ void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
   ElementwiseScalar(accumulation, acc, len, x, w, terms);
 }
 
-void DepthwiseFprop(const DepthwiseGeometry& g, Accumulation acc, const float* x, const float* w,
-                    float* y, const DepthwiseParallelFor& parallel_for) {
-  const int64_t L = g.C * g.M;
-  const int64_t T = g.KH * g.KW;
-  // With a depth multiplier M > 1, lane c*M + m reads input channel c: the input is expanded
-  // once to [N, H, W, C*M] so that every lane reads its own element.
-  std::vector<float> expanded;
-  const float* xs = x;
-  if (g.M > 1) {
-    expanded.resize(static_cast<size_t>(g.N * g.H * g.W * L));
-    const int64_t pixels = g.N * g.H * g.W;
-    parallel_for(pixels, std::max<int64_t>(1, L), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float* src = x + i * g.C;
-        float* dst = expanded.data() + i * L;
-        for (int64_t c = 0; c < g.C; ++c) std::fill(dst + c * g.M, dst + (c + 1) * g.M, src[c]);
-      }
-    });
-    xs = expanded.data();
+// Up to kElemRows rows sharing w (x as [rows][terms]): the multi-row AVX-512 kernel, or one
+// AccumulateElementwise per row on the other paths (the same bits).
+constexpr int kElemRows = 8;
+void ElementwiseRows(Accumulation accumulation, int rows, float* const* acc, int64_t len,
+                     const float* const* x, const float* const* w, int64_t terms) {
+  if (rows <= 0 || len <= 0 || terms <= 0) return;
+#if defined(__x86_64__)
+  if (ChosenPath() == Path::kAvx512) {
+    accumulation == Accumulation::kHalf ? Multi512Dispatch<true>(rows, acc, len, x, w, terms)
+                                        : Multi512Dispatch<false>(rows, acc, len, x, w, terms);
+    return;
   }
+#endif
+  for (int r = 0; r < rows; ++r)
+    AccumulateElementwise(accumulation, acc[r], len, x + r * terms, w, terms);
+}
+
+// Terms are handed to the kernels at most kTermChunk at a time (t stays ascending; the
+// accumulators are stored exactly between chunks), so that no pointer table grows with the
+// reduction length.
+constexpr int64_t kTermChunk = 512;
+
+}  // namespace
+
+namespace {
+
+// With a depth multiplier M > 1, lane c*M + m reads input channel c: the input is expanded once
+// to [N, H, W, C*M] so that every lane reads its own element. Returns x itself when M = 1.
+const float* ExpandChannels(const ConvGeometry& g, int64_t M, const float* x,
+                            std::vector<float>* expanded, const ParallelFor& parallel_for) {
+  if (M <= 1) return x;
+  const int64_t L = g.K;
+  expanded->resize(static_cast<size_t>(g.N * g.H * g.W * L));
+  parallel_for(g.N * g.H * g.W, std::max<int64_t>(1, L), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float* src = x + i * g.C;
+      float* dst = expanded->data() + i * L;
+      for (int64_t c = 0; c < g.C; ++c) std::fill(dst + c * M, dst + (c + 1) * M, src[c]);
+    }
+  });
+  return expanded->data();
+}
+
+}  // namespace
+
+void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w,
+                    float* y, const ParallelFor& parallel_for) {
+  const int64_t M = g.K / g.groups;  // the depth multiplier (groups = C)
+  const int64_t L = g.K;             // C * M lanes, output channel c * M + m
+  if (L == 0 || g.N == 0 || g.P == 0 || g.Q == 0) return;
+  const int64_t T = g.KH * g.KW;
+  std::vector<float> expanded;
+  const float* xs = ExpandChannels(g, M, x, &expanded, parallel_for);
+  const int64_t chunk = std::min(T, kTermChunk);
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
   const int64_t cost = std::max<int64_t>(1, 2 * g.Q * T * L);
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     const std::vector<float> zeros(static_cast<size_t>(L), 0.0f);
-    std::vector<const float*> xp(static_cast<size_t>(T));
-    std::vector<const float*> wp(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) wp[t] = w + t * L;
+    std::vector<const float*> xp(static_cast<size_t>(kElemRows * chunk));
+    std::vector<const float*> wp(static_cast<size_t>(chunk));
+    float* accs[kElemRows];
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.P;
       const int64_t p = r % g.P;
-      for (int64_t q = 0; q < g.Q; ++q) {
-        for (int64_t kh = 0; kh < g.KH; ++kh) {
-          const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
-          for (int64_t kw = 0; kw < g.KW; ++kw) {
+      float* yrow = y + r * g.Q * L;
+      std::fill(yrow, yrow + g.Q * L, 0.0f);
+      // kElemRows output positions at once, each over (kh, kw) ascending.
+      for (int64_t q0 = 0; q0 < g.Q; q0 += kElemRows) {
+        const int m = static_cast<int>(std::min<int64_t>(kElemRows, g.Q - q0));
+        for (int i = 0; i < m; ++i) accs[i] = yrow + (q0 + i) * L;
+        for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+          const int64_t nt = std::min(chunk, T - t0);
+          for (int64_t j = 0; j < nt; ++j) {
+            const int64_t kh = (t0 + j) / g.KW, kw = (t0 + j) % g.KW;
+            wp[j] = w + (t0 + j) * L;
+            const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
+            for (int i = 0; i < m; ++i) {
+              const int64_t wi = (q0 + i) * g.stride_w - g.pad_left + kw * g.dilation_w;
+              const bool inside = h >= 0 && h < g.H && wi >= 0 && wi < g.W;
+              xp[i * nt + j] = inside ? xs + ((n * g.H + h) * g.W + wi) * L : zeros.data();
+            }
+          }
+          ElementwiseRows(acc, m, accs, L, xp.data(), wp.data(), nt);
+        }
+      }
+    }
+  });
+}
+
+void DepthwiseDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
+                    float* dx, const ParallelFor& parallel_for) {
+  if (!HasWork(g)) {  // no (p, q), or no term reaches any input element
+    std::fill(dx, dx + g.InputElements(), 0.0f);
+    return;
+  }
+  const int64_t C = g.C;             // the lanes: input channels
+  const int64_t M = g.K / g.groups;  // terms (kh, kw, m) per input element
+  // Lane c of term m reads dy[..., c*M + m] and w[kh, kw, 0, c*M + m]: with M > 1 both are
+  // transposed once to [..., M, C], so that every term is a contiguous row of C lanes.
+  std::vector<float> dyt, wt;
+  const float* dyc = dy;
+  const float* wc = w;
+  if (M > 1) {
+    dyt.resize(static_cast<size_t>(g.OutputElements()));
+    wt.resize(static_cast<size_t>(g.FilterElements()));
+    parallel_for(g.N * g.P * g.Q, std::max<int64_t>(1, g.K), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t m = 0; m < M; ++m) dyt[(i * M + m) * C + c] = dy[i * g.K + c * M + m];
+    });
+    for (int64_t t = 0; t < g.KH * g.KW; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t m = 0; m < M; ++m) wt[(t * M + m) * C + c] = w[t * g.K + c * M + m];
+    dyc = dyt.data();
+    wc = wt.data();
+  }
+  const int64_t rows = g.N * g.H;  // one shard unit: one input row (n, h)
+  const int64_t cost = std::max<int64_t>(1, 2 * g.W * g.KH * g.KW * g.K);
+  parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> khs, ps, kws, batch_kws;
+    std::vector<int64_t> qs[kElemRows];
+    std::vector<const float*> xp(static_cast<size_t>(kElemRows * kTermChunk));
+    std::vector<const float*> wp(static_cast<size_t>(kTermChunk));
+    float* accs[kElemRows];
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / g.H, h = r % g.H;
+      float* dxrow = dx + r * g.W * C;
+      std::fill(dxrow, dxrow + g.W * C, 0.0f);
+      khs.clear();
+      ps.clear();
+      for (int64_t kh = 0; kh < g.KH; ++kh) {  // the filter rows that reach row h, ascending
+        const int64_t ph = h + g.pad_top - kh * g.dilation_h;
+        if (ph < 0 || ph % g.stride_h != 0 || ph / g.stride_h >= g.P) continue;
+        khs.push_back(kh);
+        ps.push_back(ph / g.stride_h);
+      }
+      if (khs.empty()) continue;
+      // Columns whose valid filter columns (kw) are the same run as one batch of rows; each
+      // column sums over (kh, kw, m) ascending, visiting only the (p, q) that exist.
+      int m_rows = 0;
+      auto flush = [&]() {
+        if (m_rows == 0) return;
+        const int64_t per_kh = static_cast<int64_t>(batch_kws.size()) * M;
+        const int64_t total = static_cast<int64_t>(khs.size()) * per_kh;
+        for (int64_t t0 = 0; t0 < total; t0 += kTermChunk) {
+          const int64_t nt = std::min(kTermChunk, total - t0);
+          for (int64_t j = 0; j < nt; ++j) {
+            const int64_t t = t0 + j;
+            const int64_t a = t / per_kh, b = (t % per_kh) / M, mm = t % M;
+            wp[j] = wc + ((khs[a] * g.KW + batch_kws[b]) * M + mm) * C;
+            for (int i = 0; i < m_rows; ++i) {
+              xp[i * nt + j] = dyc + (((n * g.P + ps[a]) * g.Q + qs[i][b]) * M + mm) * C;
+            }
+          }
+          ElementwiseRows(acc, m_rows, accs, C, xp.data(), wp.data(), nt);
+        }
+        m_rows = 0;
+      };
+      for (int64_t wi = 0; wi < g.W; ++wi) {
+        kws.clear();
+        std::vector<int64_t> q_of;
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+          const int64_t qw = wi + g.pad_left - kw * g.dilation_w;
+          if (qw < 0 || qw % g.stride_w != 0 || qw / g.stride_w >= g.Q) continue;
+          kws.push_back(kw);
+          q_of.push_back(qw / g.stride_w);
+        }
+        if (kws.empty()) continue;  // no term: dx stays +0
+        if (m_rows > 0 && (kws != batch_kws || m_rows == kElemRows)) flush();
+        if (m_rows == 0) batch_kws = kws;
+        accs[m_rows] = dxrow + wi * C;
+        qs[m_rows] = std::move(q_of);
+        ++m_rows;
+      }
+      flush();
+    }
+  });
+}
+
+void DepthwiseWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
+                    float* dw, const ParallelFor& parallel_for) {
+  // Checked first: an empty batch or output leaves every sum empty (+0).
+  if (!HasWork(g)) {
+    std::fill(dw, dw + g.FilterElements(), 0.0f);
+    return;
+  }
+  const int64_t M = g.K / g.groups;
+  const int64_t L = g.K;  // lanes: the C*M filter columns of a tap, dw[kh, kw, 0, c*M + m]
+  const int64_t T = g.KH * g.KW;
+  std::vector<float> expanded;
+  const float* xs = ExpandChannels(g, M, x, &expanded, parallel_for);
+  // One shard unit: up to kElemRows taps (the rows, sharing the dy operand) x one lane block.
+  const int64_t tap_batches = (T + kElemRows - 1) / kElemRows;
+  const int64_t taps_per = (T + tap_batches - 1) / tap_batches;  // balanced
+  constexpr int64_t kLaneBlock = 32;
+  const int64_t lane_blocks = (L + kLaneBlock - 1) / kLaneBlock;
+  const int64_t terms = g.N * g.P * g.Q;     // the reduction (n, p, q), ascending
+  int64_t cost = 2 * taps_per * kLaneBlock;  // flops per unit, saturating (a shard estimate)
+  if (__builtin_mul_overflow(cost, terms, &cost)) cost = std::numeric_limits<int64_t>::max();
+  parallel_for(tap_batches * lane_blocks, cost, [&](int64_t begin, int64_t end) {
+    const std::vector<float> zeros(static_cast<size_t>(kLaneBlock), 0.0f);
+    std::vector<const float*> xp(static_cast<size_t>(kElemRows * kTermChunk));
+    std::vector<const float*> wp(static_cast<size_t>(kTermChunk));
+    float* accs[kElemRows];
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t tb = u / lane_blocks, l0 = (u % lane_blocks) * kLaneBlock;
+      const int64_t len = std::min(kLaneBlock, L - l0);
+      const int64_t t_first = tb * taps_per;
+      const int m = static_cast<int>(std::min(taps_per, T - t_first));
+      for (int i = 0; i < m; ++i) {
+        accs[i] = dw + (t_first + i) * L + l0;
+        std::fill(accs[i], accs[i] + len, 0.0f);
+      }
+      for (int64_t u0 = 0; u0 < terms; u0 += kTermChunk) {
+        const int64_t nt = std::min(kTermChunk, terms - u0);
+        int64_t q = u0 % g.Q, p = (u0 / g.Q) % g.P, n = u0 / (g.P * g.Q);
+        for (int64_t j = 0; j < nt; ++j, ++q) {
+          if (q == g.Q) q = 0, ++p;  // (n, p, q) of term u0 + j, counted on
+          if (p == g.P) p = 0, ++n;
+          const int64_t e = u0 + j;
+          wp[j] = dy + e * L + l0;
+          for (int i = 0; i < m; ++i) {
+            const int64_t kh = (t_first + i) / g.KW, kw = (t_first + i) % g.KW;
+            const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
             const int64_t wi = q * g.stride_w - g.pad_left + kw * g.dilation_w;
             const bool inside = h >= 0 && h < g.H && wi >= 0 && wi < g.W;
-            xp[kh * g.KW + kw] = inside ? xs + ((n * g.H + h) * g.W + wi) * L : zeros.data();
+            xp[i * nt + j] = inside ? xs + ((n * g.H + h) * g.W + wi) * L + l0 : zeros.data();
           }
         }
-        float* out = y + (r * g.Q + q) * L;
-        std::fill(out, out + L, 0.0f);
-        AccumulateElementwise(acc, out, L, xp.data(), wp.data(), T);
+        ElementwiseRows(acc, m, accs, len, xp.data(), wp.data(), nt);
       }
     }
   });

@@ -16,30 +16,31 @@
 #define TF_FP16OPS_CC_KERNELS_CPU_DEPTHWISE_CPU_H_
 
 #include <cstdint>
-#include <functional>
 
 #include "cc/kernels/cpu/accumulate.h"
+#include "cc/kernels/cpu/conv2d_cpu.h"
 
 namespace tf_fp16ops {
 namespace cpu {
 
-struct DepthwiseGeometry {
-  int64_t N, H, W, C, M, KH, KW, P, Q;
-  int64_t stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left;
-};
+// g: the grouped problem of DepthwiseConvProblem (cc/kernels/conv_shape.h): groups = C, Cg = 1,
+// K = C * M (the filter [KH, KW, C, M] is HWIO [KH, KW, 1, C * M]), NHWC. y: [N, P, Q, C * M].
+void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w,
+                    float* y, const ParallelFor& parallel_for);
 
-using DepthwiseParallelFor = std::function<void(int64_t total, int64_t cost_per_unit,
-                                                const std::function<void(int64_t, int64_t)>& fn)>;
-
-// y: [N, P, Q, C*M]
-void DepthwiseFprop(const DepthwiseGeometry& g, Accumulation acc, const float* x, const float* w,
-                    float* y, const DepthwiseParallelFor& parallel_for);
-
-// acc[l] = Step(acc[l], x[t][l], w[t][l]) for t in [0, terms), l in [0, len): the elementwise
-// form of the accumulation, DepthwiseFprop's inner loop (vectorized on the path of
-// cc/kernels/cpu/accumulate.h).
-void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
-                           const float* const* x, const float* const* w, int64_t terms);
+// The gradients of the same problem (or of any grouped convolution with one input channel per
+// group, Cg = 1 and groups = C), with the bits of Conv2DDgrad and Conv2DWgrad
+// (cc/kernels/cpu/conv2d_cpu.h), vectorized over channels instead of one lane per group:
+//   dgrad  dx[n, h, w, c]     = sum over (kh, kw, m) ascending of dy[n, p, q, c*M + m] * w[kh, kw,
+//   0,
+//                               c*M + m], for the (p, q) with hi == h and wi == w (only those)
+//   wgrad  dw[kh, kw, 0, c*M + m] = sum over (n, p, q) ascending of x[n, hi, wi, c] * dy[n, p, q,
+//                               c*M + m], padded positions zeros that take part
+// dx: [N, H, W, C] from dy [N, P, Q, C*M]; dw: [KH, KW, 1, C*M].
+void DepthwiseDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
+                    float* dx, const ParallelFor& parallel_for);
+void DepthwiseWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
+                    float* dw, const ParallelFor& parallel_for);
 
 }  // namespace cpu
 }  // namespace tf_fp16ops
