@@ -32,6 +32,9 @@ def main(argv=None) -> None:
     parser.add_argument("--metric-tolerance", type=float, default=0.0)
     parser.add_argument("--out", default=None, help="directory for the model and the data")
     args = parser.parse_args(argv)
+    # TensorFlow's run-time "oneDNN supports DT_HALF only ..." line (CPUs without avx512_fp16) and
+    # its start-up lines are dropped; everything else on stderr passes.
+    tf_fp16ops.quiet_stderr()
     train_digits.require_scikit_learn("sensitivity_digits.py")
     x, y, x_test, y_test = train_digits.load_digits_data()
     model = train_digits.build_model("float32")

@@ -193,6 +193,9 @@ def main(argv=None) -> None:
         "--train-images", type=int, default=1500, help="training images of the 1797 (default 1500)"
     )
     args = parser.parse_args(argv)
+    # TensorFlow's run-time "oneDNN supports DT_HALF only ..." line (CPUs without avx512_fp16) and
+    # its start-up lines are dropped; everything else on stderr passes.
+    tf_fp16ops.quiet_stderr()
     require_scikit_learn("train_digits.py")
     for accumulation in ("float16", "float32"):
         r = train(accumulation, args.epochs, args.batch_size, args.train_images)

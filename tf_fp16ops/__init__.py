@@ -44,7 +44,7 @@ _LAZY = {
 }
 _SUBMODULES = ("layers",)
 
-__all__ = sorted([*_LAZY, *_SUBMODULES, "OpLibraryError"])
+__all__ = sorted([*_LAZY, *_SUBMODULES, "OpLibraryError", "quiet_stderr"])
 
 
 class OpLibraryError(ImportError):
@@ -52,6 +52,24 @@ class OpLibraryError(ImportError):
     line: the installed TensorFlow, the versions the libraries present were built for, the fix."""
 
     __module__ = "tf_fp16ops"
+
+
+def quiet_stderr() -> None:
+    """Routes this process's stderr (file descriptor 2) through a filter that drops TensorFlow's
+    known noise lines and passes every other line, TensorFlow's real warnings and errors included,
+    for the rest of the process (idempotent; nothing happens when the filter cannot start).
+
+    The lines dropped are the start-up lines `TF_CPP_MIN_LOG_LEVEL` does not stop and the run-time
+    line "oneDNN supports DT_HALF only on platforms with AVX-512" (severity E, written by
+    TensorFlow's oneDNN layout pass, tensorflow/core/util/util.cc, the first time a T=half op is
+    placed on a CPU without avx512_fp16/amx_fp16/avx_ne_convert; not an error: the Eigen kernel
+    runs). This package's tools (the demo, `tf-fp16-audit --run`, `tf-fp16-sensitivity`) call it;
+    call it at the start of a script of your own for the same output. Imports neither TensorFlow
+    nor the op library.
+    """
+    from tf_fp16ops._platform.quiet import quiet_stderr as _quiet_stderr
+
+    _quiet_stderr()
 
 
 def __getattr__(name: str):

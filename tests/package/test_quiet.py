@@ -236,3 +236,25 @@ def test_library_import_filters_the_import_only(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert r.stderr.decode() == RECORDED_RUNTIME + "\n"
+
+
+def test_public_quiet_stderr_drops_the_runtime_line_without_importing_tensorflow(tmp_path):
+    """`tf_fp16ops.quiet_stderr()` (what the examples call): the recorded run-time line written
+    to fd 2 is dropped, a real error passes, and neither TensorFlow nor the op library is
+    imported by the call."""
+    code = (
+        "import os, sys\nimport tf_fp16ops\ntf_fp16ops.quiet_stderr()\n"
+        "assert 'tensorflow' not in sys.modules, 'quiet_stderr imported TensorFlow'\n"
+        f"os.write(2, {(RECORDED_RUNTIME + chr(10) + REAL[0] + chr(10)).encode()!r})\n"
+        "print('done')"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        timeout=60,
+        env={**_env(), "PYTHONPATH": REPO},
+        cwd="/",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"done\n"
+    assert r.stderr.decode() == REAL[0] + "\n"
