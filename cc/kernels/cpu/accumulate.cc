@@ -313,6 +313,68 @@ __attribute__((target("avx2,f16c,fma"))) void Accumulate256(float* acc, int64_t 
                      terms, rows + l, row_stride);
   }
 }
+
+// ---------------------------------------------------------------- AVX2 kHalf (row tiles)
+// kHalf on M rows x one vector of 8 lanes (M <= kHalfRows independent dependency chains; the
+// other registers hold the step's temporaries), the rows sharing each filter-row load. `last`
+// masks the lanes (all ones for a full vector); vmaskmov never touches the masked-out lanes. Each
+// output still takes its steps over t ascending: the tile changes no bit of the result.
+template <int M>
+__attribute__((target("avx2,f16c,fma"))) void HalfTile256(float* const* acc, int64_t l,
+                                                          __m256i last, const float* const* xs,
+                                                          int64_t terms, const float* rows,
+                                                          int64_t row_stride) {
+  __m256 a[M];
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r) a[r] = _mm256_maskload_ps(acc[r] + l, last);
+  const float* w = rows + l;
+  for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+    const __m256 wv = _mm256_maskload_ps(w, last);
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) a[r] = HalfStep256(a[r], _mm256_broadcast_ss(xs[r] + t), wv);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r) _mm256_maskstore_ps(acc[r] + l, last, a[r]);
+}
+
+using HalfTile256Fn = void (*)(float* const*, int64_t, __m256i, const float* const*, int64_t,
+                               const float*, int64_t);
+constexpr HalfTile256Fn kHalfTiles256[kHalfRows] = {
+    &HalfTile256<1>, &HalfTile256<2>, &HalfTile256<3>, &HalfTile256<4>,
+    &HalfTile256<5>, &HalfTile256<6>, &HalfTile256<7>, &HalfTile256<8>};
+
+// kHalf on m rows: the lanes of whole 32-lane blocks row by row (Accumulate256's four chains
+// per row: measured faster than the row tiles on wide rows), the other lanes (fewer than 32) in
+// balanced tiles of at most kHalfRows rows, lane vectors outermost, terms in blocks of 128
+// (ascending; the accumulators are stored exactly between blocks) so that the filter rows of a
+// block stay in L1 while every lane vector and row chunk reads them.
+__attribute__((target("avx2,f16c,fma"))) void MultiHalfAvx2(int m, float* const* acc, int64_t len,
+                                                            const float* const* xs, int64_t terms,
+                                                            const float* rows, int64_t row_stride) {
+  const int64_t wide = len / 32 * 32;
+  for (int r = 0; r < m && wide > 0; ++r) {
+    Accumulate256<true>(acc[r], wide, xs[r], terms, rows, row_stride);
+  }
+  if (wide == len) return;
+  const int chunks = (m + kHalfRows - 1) / kHalfRows;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  constexpr int64_t kTermBlock = 128;
+  for (int64_t t0 = 0; t0 < terms; t0 += kTermBlock) {
+    const int64_t nt = terms - t0 < kTermBlock ? terms - t0 : kTermBlock;
+    const float* xb[kMaxRows];
+    for (int r = 0; r < m; ++r) xb[r] = xs[r] + t0;
+    const float* wb = rows + t0 * row_stride;
+    for (int64_t l = wide; l < len; l += 8) {
+      const int64_t in_last = len - l < 8 ? len - l : 8;
+      const __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(in_last)), lane);
+      for (int c = 0; c < chunks; ++c) {  // row chunks whose sizes differ by at most one
+        const int r0 = c * m / chunks;
+        const int mm = (c + 1) * m / chunks - r0;
+        kHalfTiles256[mm - 1](acc + r0, l, last, xb + r0, nt, wb, row_stride);
+      }
+    }
+  }
+}
 #endif  // __x86_64__
 
 enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Fp16 };
@@ -393,6 +455,13 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
       } else {
         Multi512Dispatch<true>(mm, acc + r0, len, xs + r0, terms, rows, row_stride);
       }
+    }
+    return;
+  }
+  if (isa == Isa::kAvx2 && accumulation == Accumulation::kHalf && m > 1) {
+    for (int r0 = 0; r0 < m; r0 += kMaxRows) {
+      MultiHalfAvx2(m - r0 < kMaxRows ? m - r0 : kMaxRows, acc + r0, len, xs + r0, terms, rows,
+                    row_stride);
     }
     return;
   }

@@ -1,7 +1,6 @@
 #include "cc/kernels/cpu/conv2d_cpu.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -410,9 +409,9 @@ int64_t FpropHalfCeilingProbe(int64_t reps, float* sink) {
   constexpr int64_t kTerms = 256;
   const int64_t fp16_steps = Fp16MicroKernelProbe(reps * kTerms, sink);
   if (fp16_steps > 0) return fp16_steps;
-  const int64_t lanes = std::strcmp(AccumulateIsa(), "avx2") == 0 ? 32 : 16;
-  constexpr int kRows = 8;  // the rows the AVX-512 kHalf kernel holds in registers
-  // 8 x 256 x-terms and 256 x 32 w-lanes: 40 KiB at most, in L1 with the accumulators.
+  constexpr int64_t lanes = 16;
+  constexpr int kRows = 8;  // the rows the AVX-512 and AVX2 kHalf row tiles hold in registers
+  // 8 x 256 x-terms and 256 x 16 w-lanes: 24 KiB, in L1 with the accumulators.
   std::vector<float> acc(static_cast<size_t>(kRows * lanes), 1024.0f);
   const std::vector<float> x(static_cast<size_t>(kRows * kTerms), 1.0f);
   const std::vector<float> w(static_cast<size_t>(kTerms * lanes), 0.25f);

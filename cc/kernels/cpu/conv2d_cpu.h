@@ -57,12 +57,13 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
 // `reps` runs of the micro-kernel Conv2DFprop runs on that path with a stride-1 problem, on its
 // full accumulator tile, over 256 terms whose operands stay in L1 (no layout passes, no
 // conversions, no padding). AVX512-FP16: the spatial kernel of cc/kernels/cpu/fprop_fp16.h
-// (8 output channels x 96 positions); AVX-512: AccumulateRowsMulti on 8 rows x 16 lanes (the 8
-// accumulator vectors of its kHalf kernel); AVX2: 8 rows x 32 lanes (its 4-vector block);
-// scalar: 8 rows x 16 lanes. The operands (x 1, w 0.25; acc from 1024, where the sum rounds back
-// to 1024, or from +0 on AVX512-FP16, which has no slow case) take no slow branch (no binary16
-// midpoint, no subnormal), so no data of a real convolution runs the kernel faster. Returns the
-// steps done; `sink` receives one accumulator so that the work is not optimized away.
+// (8 output channels x 96 positions); AVX-512 and AVX2: AccumulateRowsMulti on 8 rows x 16 lanes
+// (AVX-512: the 8 accumulator vectors of its kHalf kernel; AVX2: two of its 8-row x 8-lane tiles,
+// the faster of its two kHalf kernels on operands in L1); scalar: 8 rows x 16 lanes. The operands
+// (x 1, w 0.25; acc from 1024, where the sum rounds back to 1024, or from +0 on AVX512-FP16, which
+// has no slow case) take no slow branch (no binary16 midpoint, no subnormal), so no data of a real
+// convolution runs the kernel faster. Returns the steps done; `sink` receives one accumulator so
+// that the work is not optimized away.
 int64_t FpropHalfCeilingProbe(int64_t reps, float* sink);
 
 }  // namespace cpu
