@@ -288,23 +288,19 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
   }
   const int64_t Kg = g.K / g.groups;
   if (IsGemm(g)) {
-    // dw[C, K] = x[N*H*W, C]^T dy[N*H*W, K]: x transposed once to [C, N*H*W], so that each
-    // filter row sums over all (n, p, q) in one call, in their order.
+    // dw[C, K] = x[N*H*W, C]^T dy[N*H*W, K]: each filter row sums over all (n, p, q) in their
+    // order. Positions in blocks (ascending; the accumulators are stored exactly between blocks),
+    // so that the dy rows of a block stay in cache while every lane tile and row chunk of the call
+    // reads them; the x columns of a block's channels are transposed into a scratch of the shard
+    // just before its call (in cache: no pass over all of x and no buffer of its size).
     const int64_t positions = g.N * g.H * g.W;
-    std::vector<float> xt(static_cast<size_t>(g.InputElements()));
-    constexpr int64_t kPosBlock = 32;  // 32 rows of x (16 KiB at C = 128) stay in L1
-    parallel_for((positions + kPosBlock - 1) / kPosBlock, CostOf({2 * kPosBlock, g.C}),
-                 [&](int64_t begin, int64_t end) {
-                   for (int64_t b = begin; b < end; ++b) {
-                     const int64_t e0 = b * kPosBlock, e1 = std::min(positions, e0 + kPosBlock);
-                     for (int64_t c = 0; c < g.C; ++c)
-                       for (int64_t e = e0; e < e1; ++e) xt[c * positions + e] = x[e * g.C + c];
-                   }
-                 });
+    constexpr int64_t kTermBlock = 256;
     const int64_t blocks = (g.C + kMaxRows - 1) / kMaxRows;
     parallel_for(blocks, CostOf({2 * kMaxRows, positions, g.K}), [&](int64_t begin, int64_t end) {
+      std::vector<float> xl(static_cast<size_t>(kMaxRows * kTermBlock));
       float* accs[kMaxRows];
       const float* xs[kMaxRows];
+      for (int i = 0; i < kMaxRows; ++i) xs[i] = xl.data() + i * kTermBlock;
       for (int64_t b = begin; b < end; ++b) {
         const int64_t c0 = b * kMaxRows;
         const int m = static_cast<int>(std::min<int64_t>(kMaxRows, g.C - c0));
@@ -312,14 +308,13 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
           accs[i] = dw + (c0 + i) * g.K;
           std::fill(accs[i], accs[i] + g.K, 0.0f);
         }
-        // Positions in blocks (ascending; the accumulators are stored exactly between blocks),
-        // so that the dy rows of a block stay in cache while every lane tile and row chunk of the
-        // call reads them.
-        constexpr int64_t kTermBlock = 256;
         for (int64_t e0 = 0; e0 < positions; e0 += kTermBlock) {
-          for (int i = 0; i < m; ++i) xs[i] = xt.data() + (c0 + i) * positions + e0;
-          AccumulateRowsMulti(acc, m, accs, g.K, xs, std::min(kTermBlock, positions - e0),
-                              dy + e0 * g.K, g.K);
+          const int64_t nt = std::min(kTermBlock, positions - e0);
+          for (int64_t j = 0; j < nt; ++j) {
+            const float* src = x + (e0 + j) * g.C + c0;
+            for (int i = 0; i < m; ++i) xl[i * kTermBlock + j] = src[i];
+          }
+          AccumulateRowsMulti(acc, m, accs, g.K, xs, nt, dy + e0 * g.K, g.K);
         }
       }
     });
