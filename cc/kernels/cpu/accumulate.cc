@@ -338,7 +338,8 @@ __attribute__((target("avx2,fma"))) void F32Tile256(float* const* acc, int64_t l
     __m256 wv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
-      wv[v] = kTail && v == NV - 1 ? _mm256_maskload_ps(w + 8 * v, tail) : _mm256_loadu_ps(w + 8 * v);
+      wv[v] =
+          kTail && v == NV - 1 ? _mm256_maskload_ps(w + 8 * v, tail) : _mm256_loadu_ps(w + 8 * v);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < M; ++r) {
@@ -405,8 +406,8 @@ __attribute__((target("avx2,fma"))) void MultiF32Avx2(int m, float* const* acc, 
       const int64_t rest = len - l;
       const int vecs = rest >= 8 * nv ? nv : static_cast<int>((rest + 7) / 8);
       const int in_last = static_cast<int>(rest - 8 * (vecs - 1));  // 1..8 lanes
-      const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(in_last),
-                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256i tail =
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(in_last), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
       const int masked = in_last < 8 ? 1 : 0;
       for (int c = 0; c < chunks; ++c) {  // row chunks whose sizes differ by at most one
         const int r0 = c * m / chunks;

@@ -36,7 +36,8 @@ void AccumulateRows(Accumulation accumulation, float* acc, int64_t len, const fl
 // acc[r][0:len] accumulates xs[r][t] * rows[t * row_stride + l]. Independent rows give the
 // vector units independent dependency chains (the kHalf step is a long chain of operations).
 // On AVX-512 the kHalf kernels hold kHalfRows rows x one vector in registers, the kFloat kernel
-// up to 12 rows x 1 or 2, or 8 rows x 3 vectors of 16 lanes (at most 24 accumulators).
+// up to 12 rows x 1 or 2, or 8 rows x 3 vectors of 16 lanes (at most 24 accumulators); on AVX2
+// the kFloat kernel up to 8 rows x 1, 6 x 2 or 4 x 3 vectors of 8 lanes (at most 12).
 constexpr int kMaxRows = 16;
 constexpr int kHalfRows = 8;
 void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, int64_t len,
@@ -44,8 +45,9 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
                          int64_t row_stride);
 
 // The number of rows AccumulateRowsMulti holds in registers at once for rows of `len` lanes on the
-// path in use (AVX-512: kFloat 12 rows of one or two vectors, 8 of three; kHalf kHalfRows; other
-// paths kHalfRows), so that callers cut their rows into balanced tiles of at most that many.
+// path in use (AVX-512: kFloat 12 rows of one or two vectors, 8 of three; AVX2: kFloat 8 rows of
+// one vector, 6 of two, 4 of three; otherwise kHalfRows), so that callers cut their rows into
+// balanced tiles of at most that many.
 int RegisterTileRows(Accumulation accumulation, int64_t len);
 
 // n values between IEEE binary16 bit patterns and binary32: widening is exact, narrowing rounds
