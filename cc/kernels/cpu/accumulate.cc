@@ -375,6 +375,110 @@ __attribute__((target("avx2,f16c,fma"))) void MultiHalfAvx2(int m, float* const*
     }
   }
 }
+
+// ---------------------------------------------------------------- AVX2 kFloat (row tiles)
+// kFloat on M rows x NV vectors of 8 lanes held in registers (at most 12 accumulators of the 16
+// vector registers), the last vector masked when kTail: per term NV filter-row loads, M
+// broadcasts and M * NV FMAs, so that M * NV independent chains hide the FMA latency. Each
+// output still gets acc = fl32(x * w + acc) over t ascending (VFMADD rounds once, as std::fma),
+// so the tile shape changes no bit of the result. Masked lanes load as 0 and are never stored.
+template <int M, int NV, bool kTail>
+__attribute__((target("avx2,fma"))) void F32Tile256(float* const* acc, int64_t l, __m256i tail,
+                                                    const float* const* xs, int64_t terms,
+                                                    const float* rows, int64_t row_stride) {
+  __m256 a[M][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      a[r][v] = kTail && v == NV - 1 ? _mm256_maskload_ps(acc[r] + l + 8 * v, tail)
+                                     : _mm256_loadu_ps(acc[r] + l + 8 * v);
+    }
+  }
+  const float* w = rows + l;
+  for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+    __m256 wv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      wv[v] =
+          kTail && v == NV - 1 ? _mm256_maskload_ps(w + 8 * v, tail) : _mm256_loadu_ps(w + 8 * v);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      const __m256 x = _mm256_broadcast_ss(xs[r] + t);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) a[r][v] = _mm256_fmadd_ps(x, wv[v], a[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      if (kTail && v == NV - 1) {
+        _mm256_maskstore_ps(acc[r] + l + 8 * v, tail, a[r][v]);
+      } else {
+        _mm256_storeu_ps(acc[r] + l + 8 * v, a[r][v]);
+      }
+    }
+  }
+}
+
+using F32Tile256Fn = void (*)(float* const*, int64_t, __m256i, const float* const*, int64_t,
+                              const float*, int64_t);
+template <int M, int NV>
+constexpr F32Tile256Fn kF32Tile256Pair[2] = {&F32Tile256<M, NV, false>, &F32Tile256<M, NV, true>};
+template <int M>
+constexpr const F32Tile256Fn* kF32Tile256ByVectors[4] = {
+    kF32Tile256Pair<M, 1>, kF32Tile256Pair<M, 2>, kF32Tile256Pair<M, 3>, kF32Tile256Pair<M, 4>};
+constexpr int kF32Rows256Max = 8;
+constexpr const F32Tile256Fn* const* kF32Tiles256[kF32Rows256Max] = {
+    kF32Tile256ByVectors<1>, kF32Tile256ByVectors<2>, kF32Tile256ByVectors<3>,
+    kF32Tile256ByVectors<4>, kF32Tile256ByVectors<5>, kF32Tile256ByVectors<6>,
+    kF32Tile256ByVectors<7>, kF32Tile256ByVectors<8>};
+
+// Rows per tile for NV vectors of 8 lanes: at most 12 accumulators, leaving registers for the
+// filter vectors and the broadcast.
+constexpr int kF32Rows256For[5] = {0, 8, 6, 4, 3};
+
+// Vectors per tile for rows of `len` lanes: rows of up to 24 lanes in one block; wider rows in
+// blocks of 2 vectors on 6 rows (measured faster than 4 vectors on 3 rows at 128 lanes: half the
+// filter loads per FMA).
+inline int F32Vectors256(int64_t len) { return len > 24 ? 2 : static_cast<int>((len + 7) / 8); }
+
+__attribute__((target("avx2,fma"))) void MultiF32Avx2(int m, float* const* acc, int64_t len,
+                                                      const float* const* xs, int64_t terms,
+                                                      const float* rows, int64_t row_stride) {
+  const int nv = F32Vectors256(len);
+  const int chunks = (m + kF32Rows256For[nv] - 1) / kF32Rows256For[nv];
+  // Terms in blocks whose filter columns (8 KiB per lane block) stay in L1 while every row chunk
+  // reads them; blocks ascending, the accumulators stored exactly between them. One chunk reads
+  // them once: no blocks.
+  const int64_t term_block = chunks > 1 ? 256 / nv : terms;
+  for (int64_t t0 = 0; t0 < terms; t0 += term_block) {
+    const int64_t nt = terms - t0 < term_block ? terms - t0 : term_block;
+    const float* const* x0 = xs;
+    const float* xb[kMaxRows];
+    if (t0 > 0) {
+      for (int r = 0; r < m; ++r) xb[r] = xs[r] + t0;
+      x0 = xb;
+    }
+    const float* rows0 = rows + t0 * row_stride;
+    // Lane blocks outside the row chunks: the chunks of one lane block read the same columns.
+    for (int64_t l = 0; l < len; l += 8 * nv) {
+      const int64_t rest = len - l;
+      const int vecs = rest >= 8 * nv ? nv : static_cast<int>((rest + 7) / 8);
+      const int in_last = static_cast<int>(rest - 8 * (vecs - 1));  // 1..8 lanes
+      const __m256i tail =
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(in_last), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const int masked = in_last < 8 ? 1 : 0;
+      for (int c = 0; c < chunks; ++c) {  // row chunks whose sizes differ by at most one
+        const int r0 = c * m / chunks;
+        const int mm = (c + 1) * m / chunks - r0;
+        kF32Tiles256[mm - 1][vecs - 1][masked](acc + r0, l, tail, x0 + r0, nt, rows0, row_stride);
+      }
+    }
+  }
+}
 #endif  // __x86_64__
 
 enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Fp16 };
@@ -465,6 +569,10 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
     }
     return;
   }
+  if (isa == Isa::kAvx2 && accumulation == Accumulation::kFloat) {
+    MultiF32Avx2(m, acc, len, xs, terms, rows, row_stride);
+    return;
+  }
 #endif
   for (int r = 0; r < m; ++r)
     AccumulateRows(accumulation, acc[r], len, xs[r], terms, rows, row_stride);
@@ -475,6 +583,9 @@ int RegisterTileRows(Accumulation accumulation, int64_t len) {
   const Isa isa = ChosenIsa();
   if (accumulation == Accumulation::kFloat && (isa == Isa::kAvx512 || isa == Isa::kAvx512Fp16)) {
     return kF32RowsFor[len >= 48 ? 3 : len >= 32 ? 2 : 1];
+  }
+  if (accumulation == Accumulation::kFloat && isa == Isa::kAvx2) {
+    return kF32Rows256For[F32Vectors256(len)];
   }
 #endif
   (void)accumulation;

@@ -287,23 +287,19 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
   }
   const int64_t Kg = g.K / g.groups;
   if (IsGemm(g)) {
-    // dw[C, K] = x[N*H*W, C]^T dy[N*H*W, K]: x transposed once to [C, N*H*W], so that each
-    // filter row sums over all (n, p, q) in one call, in their order.
+    // dw[C, K] = x[N*H*W, C]^T dy[N*H*W, K]: each filter row sums over all (n, p, q) in their
+    // order. Positions in blocks (ascending; the accumulators are stored exactly between blocks),
+    // so that the dy rows of a block stay in cache while every lane tile and row chunk of the call
+    // reads them; the x columns of a block's channels are transposed into a scratch of the shard
+    // just before its call (in cache: no pass over all of x and no buffer of its size).
     const int64_t positions = g.N * g.H * g.W;
-    std::vector<float> xt(static_cast<size_t>(g.InputElements()));
-    constexpr int64_t kPosBlock = 32;  // 32 rows of x (16 KiB at C = 128) stay in L1
-    parallel_for((positions + kPosBlock - 1) / kPosBlock, CostOf({2 * kPosBlock, g.C}),
-                 [&](int64_t begin, int64_t end) {
-                   for (int64_t b = begin; b < end; ++b) {
-                     const int64_t e0 = b * kPosBlock, e1 = std::min(positions, e0 + kPosBlock);
-                     for (int64_t c = 0; c < g.C; ++c)
-                       for (int64_t e = e0; e < e1; ++e) xt[c * positions + e] = x[e * g.C + c];
-                   }
-                 });
+    constexpr int64_t kTermBlock = 256;
     const int64_t blocks = (g.C + kMaxRows - 1) / kMaxRows;
     parallel_for(blocks, CostOf({2 * kMaxRows, positions, g.K}), [&](int64_t begin, int64_t end) {
+      std::vector<float> xl(static_cast<size_t>(kMaxRows * kTermBlock));
       float* accs[kMaxRows];
       const float* xs[kMaxRows];
+      for (int i = 0; i < kMaxRows; ++i) xs[i] = xl.data() + i * kTermBlock;
       for (int64_t b = begin; b < end; ++b) {
         const int64_t c0 = b * kMaxRows;
         const int m = static_cast<int>(std::min<int64_t>(kMaxRows, g.C - c0));
@@ -311,27 +307,23 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
           accs[i] = dw + (c0 + i) * g.K;
           std::fill(accs[i], accs[i] + g.K, 0.0f);
         }
-        // Positions in blocks (ascending; the accumulators are stored exactly between blocks),
-        // so that the dy rows of a block stay in cache while every lane tile and row chunk of the
-        // call reads them.
-        constexpr int64_t kTermBlock = 256;
         for (int64_t e0 = 0; e0 < positions; e0 += kTermBlock) {
-          for (int i = 0; i < m; ++i) xs[i] = xt.data() + (c0 + i) * positions + e0;
-          AccumulateRowsMulti(acc, m, accs, g.K, xs, std::min(kTermBlock, positions - e0),
-                              dy + e0 * g.K, g.K);
+          const int64_t nt = std::min(kTermBlock, positions - e0);
+          for (int64_t j = 0; j < nt; ++j) {
+            const float* src = x + (e0 + j) * g.C + c0;
+            for (int i = 0; i < m; ++i) xl[i * kTermBlock + j] = src[i];
+          }
+          AccumulateRowsMulti(acc, m, accs, g.K, xs, nt, dy + e0 * g.K, g.K);
         }
       }
     });
     return;
   }
   const int64_t ci_blocks = (g.Cg + kMaxRows - 1) / kMaxRows;
-  // One shard unit: up to kMaxRows filter rows dw[kh, kw, ci, :] that share the dy rows.
-  const int64_t units = g.KH * g.KW * ci_blocks;
   // Terms are gathered kQChunk output columns at a time (q stays ascending across chunks), so
   // the scratch of a shard is at most kMaxRows * kQChunk floats, whatever Q is.
   constexpr int64_t kQChunk = 256;
   const int64_t q_chunk = std::min<int64_t>(g.Q, kQChunk);
-  const int64_t cost = CostOf({2 * kMaxRows, g.N, g.P, g.Q, g.K});
   // With stride_w 1 the x terms of one (ci, n, h) are consecutive columns: x is transposed once
   // to channel rows [N, H, C, Wp] (zero columns for the padding, Wp = Q + (KW - 1) * dw), so that
   // every call reads its terms in place instead of gathering them per tap. Not for padding so
@@ -340,6 +332,14 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
   const bool planar = g.stride_w == 1 && g.pad_left >= 0 && Wp - g.pad_left >= g.W &&
                       Wp <= 2 * g.W + 8 &&
                       g.N * g.H * g.C * Wp <= 3 * g.InputElements() + (int64_t{1} << 20);
+  // One shard unit: up to kMaxRows filter rows dw[kh, kw, ci, :] for each of `taps_per_unit`
+  // consecutive kw, which all read the same dy rows: with several taps per unit (planar, and
+  // enough units left for the threads) the dy rows of one (n, p) are read from memory once for
+  // all of them and stay in cache between their calls.
+  const int64_t taps_per_unit = planar && g.KH * ci_blocks >= 8 ? g.KW : 1;
+  const int64_t kw_blocks = g.KW / taps_per_unit;
+  const int64_t units = g.KH * kw_blocks * ci_blocks;
+  const int64_t cost = CostOf({2 * kMaxRows, taps_per_unit, g.N, g.P, g.Q, g.K});
   std::vector<float> xt;
   std::vector<float> zero_row;
   if (planar) {
@@ -356,46 +356,54 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
   }
   parallel_for(units, cost, [&](int64_t begin, int64_t end) {
     std::vector<float> gathered(planar ? 0 : static_cast<size_t>(kMaxRows * q_chunk));
-    float* accs[kMaxRows];
+    // accs[j * kMaxRows + i]: row i of tap kw0 + j.
+    std::vector<float*> accs(static_cast<size_t>(taps_per_unit * kMaxRows));
     const float* xs[kMaxRows];
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t khw = u / ci_blocks;
-      const int64_t kh = khw / g.KW, kw = khw % g.KW;
+      const int64_t kh = u / (kw_blocks * ci_blocks);
+      const int64_t kw0 = (u / ci_blocks) % kw_blocks * taps_per_unit;
       const int64_t ci0 = (u % ci_blocks) * kMaxRows;
       const int m = static_cast<int>(std::min<int64_t>(kMaxRows, g.Cg - ci0));
-      float* out = dw + (khw * g.Cg + ci0) * g.K;
-      std::fill(out, out + m * g.K, 0.0f);
+      for (int64_t j = 0; j < taps_per_unit; ++j) {
+        float* out = dw + ((kh * g.KW + kw0 + j) * g.Cg + ci0) * g.K;
+        std::fill(out, out + m * g.K, 0.0f);
+      }
       for (int64_t gr = 0; gr < g.groups; ++gr) {
-        for (int i = 0; i < m; ++i) {
-          accs[i] = out + i * g.K + gr * Kg;
-          if (!planar) xs[i] = gathered.data() + i * q_chunk;
+        for (int64_t j = 0; j < taps_per_unit; ++j) {
+          for (int i = 0; i < m; ++i)
+            accs[j * kMaxRows + i] = dw + ((kh * g.KW + kw0 + j) * g.Cg + ci0 + i) * g.K + gr * Kg;
+        }
+        if (!planar) {
+          for (int i = 0; i < m; ++i) xs[i] = gathered.data() + i * q_chunk;
         }
         for (int64_t n = 0; n < g.N; ++n) {
           for (int64_t p = 0; p < g.P; ++p) {
             const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
             const bool row_inside = h >= 0 && h < g.H;
             if (planar) {  // terms q = 0 .. Q-1 read x[n, h, q - pad_left + kw * dw, ci] in place
-              for (int i = 0; i < m; ++i) {
-                const float* base =
-                    row_inside ? xt.data() + ((n * g.H + h) * g.C + gr * g.Cg + ci0 + i) * Wp
-                               : zero_row.data();
-                xs[i] = base + kw * g.dilation_w;
-              }
               const float* dyrows = dy + (n * g.P + p) * g.Q * g.K + gr * Kg;
-              AccumulateRowsMulti(acc, m, accs, Kg, xs, g.Q, dyrows, g.K);
+              for (int64_t j = 0; j < taps_per_unit; ++j) {
+                for (int i = 0; i < m; ++i) {
+                  const float* base =
+                      row_inside ? xt.data() + ((n * g.H + h) * g.C + gr * g.Cg + ci0 + i) * Wp
+                                 : zero_row.data();
+                  xs[i] = base + (kw0 + j) * g.dilation_w;
+                }
+                AccumulateRowsMulti(acc, m, accs.data() + j * kMaxRows, Kg, xs, g.Q, dyrows, g.K);
+              }
               continue;
             }
             for (int64_t q0 = 0; q0 < g.Q; q0 += q_chunk) {
               const int64_t nq = std::min<int64_t>(q_chunk, g.Q - q0);
               for (int64_t j = 0; j < nq; ++j) {
-                const int64_t wi = (q0 + j) * g.stride_w - g.pad_left + kw * g.dilation_w;
+                const int64_t wi = (q0 + j) * g.stride_w - g.pad_left + kw0 * g.dilation_w;
                 const bool inside = row_inside && wi >= 0 && wi < g.W;
                 const float* src =
                     inside ? x + ((n * g.H + h) * g.W + wi) * g.C + gr * g.Cg + ci0 : nullptr;
                 for (int i = 0; i < m; ++i) gathered[i * q_chunk + j] = inside ? src[i] : 0.0f;
               }
               const float* dyrows = dy + ((n * g.P + p) * g.Q + q0) * g.K + gr * Kg;
-              AccumulateRowsMulti(acc, m, accs, Kg, xs, nq, dyrows, g.K);
+              AccumulateRowsMulti(acc, m, accs.data(), Kg, xs, nq, dyrows, g.K);
             }
           }
         }
