@@ -31,36 +31,6 @@ void ElementwiseScalar(Accumulation accumulation, float* acc, int64_t len, const
 
 #if defined(__x86_64__)
 
-// Two vectors of 16 lanes per step, the tail masked; the accumulators stay in registers over
-// all terms.
-template <bool kHalfAcc>
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Elementwise512(
-    float* acc, int64_t len, const float* const* x, const float* const* w, int64_t terms) {
-  int64_t l = 0;
-  for (; l + 32 <= len; l += 32) {
-    __m512 a0 = _mm512_loadu_ps(acc + l), a1 = _mm512_loadu_ps(acc + l + 16);
-    for (int64_t t = 0; t < terms; ++t) {
-      const __m512 x0 = _mm512_loadu_ps(x[t] + l), x1 = _mm512_loadu_ps(x[t] + l + 16);
-      const __m512 w0 = _mm512_loadu_ps(w[t] + l), w1 = _mm512_loadu_ps(w[t] + l + 16);
-      a0 = kHalfAcc ? HalfStep512(a0, x0, w0) : _mm512_fmadd_ps(x0, w0, a0);
-      a1 = kHalfAcc ? HalfStep512(a1, x1, w1) : _mm512_fmadd_ps(x1, w1, a1);
-    }
-    _mm512_storeu_ps(acc + l, a0);
-    _mm512_storeu_ps(acc + l + 16, a1);
-  }
-  for (; l < len; l += 16) {
-    const __mmask16 mask = len - l >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                         : static_cast<__mmask16>((1u << (len - l)) - 1u);
-    __m512 a = _mm512_maskz_loadu_ps(mask, acc + l);
-    for (int64_t t = 0; t < terms; ++t) {
-      const __m512 xv = _mm512_maskz_loadu_ps(mask, x[t] + l);
-      const __m512 wv = _mm512_maskz_loadu_ps(mask, w[t] + l);
-      a = kHalfAcc ? HalfStep512(a, xv, wv) : _mm512_fmadd_ps(xv, wv, a);
-    }
-    _mm512_mask_storeu_ps(acc + l, mask, a);
-  }
-}
-
 // R rows that share the w operand: acc[r][l] = Step(acc[r][l], x[r * terms + t][l], w[t][l]) for
 // t ascending, 16 lanes per step (the tail masked). The R accumulators are independent
 // dependency chains, so the latency of the step (two directed-rounding FMAs and two
@@ -113,27 +83,67 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispa
 
 // ---------------------------------------------------------------- AVX2 (8 lanes)
 
-// 8 lanes per step; the lane tail runs the scalar step.
-template <bool kHalfAcc>
-__attribute__((target("avx2,f16c,fma"))) void Elementwise256(float* acc, int64_t len,
-                                                             const float* const* x,
-                                                             const float* const* w, int64_t terms) {
+// R rows that share the w operand, as Multi512: acc[r][l] = Step(acc[r][l], x[r * terms + t][l],
+// w[t][l]) for t ascending, 8 lanes per step; the R accumulators are independent dependency
+// chains (one row at a time leaves the kHalf step's latency exposed). A lane tail of fewer than
+// 8 lanes runs the scalar step.
+template <int R, bool kHalfAcc>
+__attribute__((target("avx2,f16c,fma"))) void Multi256(float* const* acc, int64_t len,
+                                                       const float* const* x,
+                                                       const float* const* w, int64_t terms) {
   int64_t l = 0;
   for (; l + 8 <= len; l += 8) {
-    __m256 a = _mm256_loadu_ps(acc + l);
+    __m256 a[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) a[r] = _mm256_loadu_ps(acc[r] + l);
     for (int64_t t = 0; t < terms; ++t) {
-      const __m256 xv = _mm256_loadu_ps(x[t] + l);
       const __m256 wv = _mm256_loadu_ps(w[t] + l);
-      a = kHalfAcc ? HalfStep256(a, xv, wv) : _mm256_fmadd_ps(xv, wv, a);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256 xv = _mm256_loadu_ps(x[r * terms + t] + l);
+        a[r] = kHalfAcc ? HalfStep256(a[r], xv, wv) : _mm256_fmadd_ps(xv, wv, a[r]);
+      }
     }
-    _mm256_storeu_ps(acc + l, a);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(acc[r] + l, a[r]);
   }
   for (; l < len; ++l) {
-    float a = acc[l];
-    for (int64_t t = 0; t < terms; ++t) {
-      a = kHalfAcc ? HalfFmaStep(a, x[t][l], w[t][l]) : std::fma(x[t][l], w[t][l], a);
+    for (int r = 0; r < R; ++r) {
+      float a = acc[r][l];
+      for (int64_t t = 0; t < terms; ++t) {
+        const float xv = x[r * terms + t][l], wv = w[t][l];
+        a = kHalfAcc ? HalfFmaStep(a, xv, wv) : std::fma(xv, wv, a);
+      }
+      acc[r][l] = a;
     }
-    acc[l] = a;
+  }
+}
+
+// Rows in groups of up to 4 (four chains of one vector each were the fastest measured shape on
+// AVX2; eight or two vectors per row gave no more).
+template <bool kHalfAcc>
+__attribute__((target("avx2,f16c,fma"))) void Multi256Dispatch(int rows, float* const* acc,
+                                                               int64_t len, const float* const* x,
+                                                               const float* const* w,
+                                                               int64_t terms) {
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    const int m = rows - r0 < 4 ? rows - r0 : 4;
+    float* const* a = acc + r0;
+    const float* const* xr = x + r0 * terms;
+    switch (m) {
+      case 1:
+        Multi256<1, kHalfAcc>(a, len, xr, w, terms);
+        break;
+      case 2:
+        Multi256<2, kHalfAcc>(a, len, xr, w, terms);
+        break;
+      case 3:
+        Multi256<3, kHalfAcc>(a, len, xr, w, terms);
+        break;
+      default:
+        Multi256<4, kHalfAcc>(a, len, xr, w, terms);
+        break;
+    }
   }
 }
 #endif
@@ -152,44 +162,26 @@ Path ChosenPath() {
   return path;
 }
 
-// acc[l] = Step(acc[l], x[t][l], w[t][l]) for t in [0, terms), l in [0, len): the elementwise
-// form of the accumulation, DepthwiseFprop's inner loop, on the path of ChosenPath.
-void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
-                           const float* const* x, const float* const* w, int64_t terms) {
-  if (len <= 0 || terms <= 0) return;
-#if defined(__x86_64__)
-  const bool half = accumulation == Accumulation::kHalf;
-  switch (ChosenPath()) {
-    case Path::kAvx512:
-      half ? Elementwise512<true>(acc, len, x, w, terms)
-           : Elementwise512<false>(acc, len, x, w, terms);
-      return;
-    case Path::kAvx2:
-      half ? Elementwise256<true>(acc, len, x, w, terms)
-           : Elementwise256<false>(acc, len, x, w, terms);
-      return;
-    case Path::kScalar:
-      break;
-  }
-#endif
-  ElementwiseScalar(accumulation, acc, len, x, w, terms);
-}
-
-// Up to kElemRows rows sharing w (x as [rows][terms]): the multi-row AVX-512 kernel, or one
-// AccumulateElementwise per row on the other paths (the same bits).
+// Up to kElemRows rows sharing w (x as [rows][terms]): the multi-row AVX-512 or AVX2 kernel, or
+// ElementwiseScalar per row on the scalar path (the same bits).
 constexpr int kElemRows = 8;
 void ElementwiseRows(Accumulation accumulation, int rows, float* const* acc, int64_t len,
                      const float* const* x, const float* const* w, int64_t terms) {
   if (rows <= 0 || len <= 0 || terms <= 0) return;
 #if defined(__x86_64__)
+  const bool half = accumulation == Accumulation::kHalf;
   if (ChosenPath() == Path::kAvx512) {
-    accumulation == Accumulation::kHalf ? Multi512Dispatch<true>(rows, acc, len, x, w, terms)
-                                        : Multi512Dispatch<false>(rows, acc, len, x, w, terms);
+    half ? Multi512Dispatch<true>(rows, acc, len, x, w, terms)
+         : Multi512Dispatch<false>(rows, acc, len, x, w, terms);
+    return;
+  }
+  if (ChosenPath() == Path::kAvx2) {
+    half ? Multi256Dispatch<true>(rows, acc, len, x, w, terms)
+         : Multi256Dispatch<false>(rows, acc, len, x, w, terms);
     return;
   }
 #endif
-  for (int r = 0; r < rows; ++r)
-    AccumulateElementwise(accumulation, acc[r], len, x + r * terms, w, terms);
+  for (int r = 0; r < rows; ++r) ElementwiseScalar(accumulation, acc[r], len, x + r * terms, w, terms);
 }
 
 // Terms are handed to the kernels at most kTermChunk at a time (t stays ascending; the
