@@ -88,12 +88,22 @@ for trial in range(8):
         y = ops.depthwise_conv2d(xt, wt_, list(s), pad, list(d), accumulation="float16")
     dx, dw = tape.gradient(y, [xt, wt_], output_gradients=tf.constant(dy))
     wg = w.reshape(kh, kw, 1, c * m)
+    ref_y = R.depthwise_conv2d(x, w, s, d, pad, "half")
     ref_dx = R.conv2d_backprop_input(x.shape, wg, dy, s, d, pad, "half")
     ref_dw = R.conv2d_backprop_filter(x, wg.shape, dy, s, d, pad, "half").reshape(w.shape)
-    for got, ref in ((dx.numpy(), ref_dx), (dw.numpy(), ref_dw)):
+    for got, ref in ((y.numpy(), ref_y), (dx.numpy(), ref_dx), (dw.numpy(), ref_dw)):
         same = (got.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(got) & np.isnan(ref))
         bad += int((~same).sum())
         compared += same.size
+# More than 512 taps (23x23): the kernels take the terms in chunks, the accumulators stored
+# between them (as binary16 on the binary16-buffer path).
+x = (rng.normal(size=(1, 24, 30, 19)) * 4).astype(np.float16)
+w = rng.normal(size=(23, 23, 19, 1)).astype(np.float16)
+ours = ops.depthwise_conv2d(x, w, 1, "VALID", accumulation="float16").numpy()
+ref = R.depthwise_conv2d(x, w, (1, 1), (1, 1), "VALID", "half")
+same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+bad += int((~same).sum())
+compared += same.size
 print("isa", ops.cpu_isa())
 print("compared", compared)
 print("mismatches", bad)
