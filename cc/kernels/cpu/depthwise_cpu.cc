@@ -117,8 +117,8 @@ __attribute__((target("avx2,f16c,fma"))) inline void Block256(float* const* acc,
 // terms in order from its own start, so the tile shape changes no bit.
 template <int R, int NV, bool kHalfAcc>
 __attribute__((target("avx2,f16c,fma"))) void Multi256(float* const* acc, int64_t len,
-                                                       const float* const* x,
-                                                       const float* const* w, int64_t terms) {
+                                                       const float* const* x, const float* const* w,
+                                                       int64_t terms) {
   int64_t l = 0;
   for (; l + 8 * NV <= len; l += 8 * NV) Block256<R, NV, kHalfAcc>(acc, l, x, w, terms);
   for (; l + 8 <= len; l += 8) Block256<R, 1, kHalfAcc>(acc, l, x, w, terms);
@@ -186,7 +186,8 @@ __attribute__((target("avx2,f16c,fma"))) inline void BlockHalf256(uint16_t* cons
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) a[r][v] = first ? _mm256_setzero_ps() : LoadHalf8(acc[r] + l + 8 * v);
+    for (int v = 0; v < NV; ++v)
+      a[r][v] = first ? _mm256_setzero_ps() : LoadHalf8(acc[r] + l + 8 * v);
   for (int64_t t = 0; t < terms; ++t) {
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
@@ -286,7 +287,8 @@ void ElementwiseRows(Accumulation accumulation, int rows, float* const* acc, int
     return;
   }
 #endif
-  for (int r = 0; r < rows; ++r) ElementwiseScalar(accumulation, acc[r], len, x + r * terms, w, terms);
+  for (int r = 0; r < rows; ++r)
+    ElementwiseScalar(accumulation, acc[r], len, x + r * terms, w, terms);
 }
 
 // Terms are handed to the kernels at most kTermChunk at a time (t stays ascending; the
@@ -362,7 +364,7 @@ void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, con
 }
 
 bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
-                                uint16_t* y, const ParallelFor& parallel_for) {
+                               uint16_t* y, const ParallelFor& parallel_for) {
 #if defined(__x86_64__)
   const int64_t M = g.K / g.groups;  // the depth multiplier (groups = C)
   const int64_t L = g.K;             // C lanes (M = 1), output channel c
