@@ -47,6 +47,17 @@ CASES = [
         (4, 32, 32, 64),
         4 * 32 * 32 * 64 * 9,
     ),
+    # A depthwise layer of a real model (MobileNetV2's second block: 56x56, 144 channels,
+    # batch 8): the row above does 2.4 M multiply-adds, so fixed per-call costs outside the op
+    # library (one tf.function call, the casts) take much of its time; this one does 14x more.
+    (
+        "DepthwiseConv2D 3x3 M=1 (MobileNetV2 8x56x56x144)",
+        keras.layers.DepthwiseConv2D,
+        L.DepthwiseConv2D,
+        dict(kernel_size=3, padding="same"),
+        (8, 56, 56, 144),
+        8 * 56 * 56 * 144 * 9,
+    ),
     (
         "SeparableConv2D 3x3 64->64",
         keras.layers.SeparableConv2D,

@@ -4,7 +4,8 @@
 // are brought into float buffers (binary16 -> binary32 is exact, vectorized), the functor of
 // cc/kernels/cpu/depthwise_cpu.h runs on TensorFlow's CPU worker threads, and the result is
 // stored in T (binary32 -> binary16 rounds to nearest even; with Tacc=half the values are
-// already binary16).
+// already binary16). T=half with Tacc=half runs on the binary16 buffers themselves where the
+// functor has such a kernel (DepthwiseFpropHalfBuffers).
 #include <type_traits>
 
 #include "cc/kernels/conv_params.h"
@@ -39,6 +40,21 @@ class Fp16DepthwiseConv2DOp : public OpKernel {
     Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
     if (output->NumElements() == 0) return;
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
+    const cpu::ParallelFor parallel_for =
+        [workers](int64_t total, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
+          tensorflow::Shard(workers->num_threads, workers->workers, total, cost, fn);
+        };
+    const bool half = attrs_.Tacc == tensorflow::DT_HALF;
+    if constexpr (!std::is_same<T, float>::value) {
+      // Binary16 operands straight to a binary16 kernel where one applies (no float copies).
+      if (half && cpu::DepthwiseFpropHalfBuffers(
+                      g, reinterpret_cast<const uint16_t*>(input.flat<T>().data()),
+                      reinterpret_cast<const uint16_t*>(filter.flat<T>().data()),
+                      reinterpret_cast<uint16_t*>(output->flat<T>().data()), parallel_for)) {
+        return;
+      }
+    }
     const float *x, *w;
     Tensor xt, wt, yt;
     OP_REQUIRES_OK(ctx, ToFloat(ctx, input, &xt, &x));
@@ -50,12 +66,6 @@ class Fp16DepthwiseConv2DOp : public OpKernel {
       OP_REQUIRES_OK(ctx, ctx->allocate_temp(DT_FLOAT, TensorShape({output->NumElements()}), &yt));
       y = yt.flat<float>().data();
     }
-    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
-    const cpu::ParallelFor parallel_for =
-        [workers](int64_t total, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
-          tensorflow::Shard(workers->num_threads, workers->workers, total, cost, fn);
-        };
-    const bool half = attrs_.Tacc == tensorflow::DT_HALF;
     cpu::DepthwiseFprop(g, half ? cpu::Accumulation::kHalf : cpu::Accumulation::kFloat, x, w, y,
                         parallel_for);
     if constexpr (!std::is_same<T, float>::value) {

@@ -1,6 +1,7 @@
 """The Fp16DepthwiseConv2D op (tf_fp16ops.depthwise_conv2d) that DepthwiseConv2D and
-SeparableConv2D run: bit-exact against tests/support/reference.depthwise_conv2d with float16
-accumulation on every CPU instruction-set path (TF_FP16OPS_CPU_ISA caps it, in a fresh process),
+SeparableConv2D run: bit-exact against tests/support/reference.depthwise_conv2d (and its gradients
+against the reference's grouped dgrad and wgrad) with float16 accumulation on every CPU
+instruction-set path (TF_FP16OPS_CPU_ISA caps it, in a fresh process),
 within fp32 rounding of tf.nn.depthwise_conv2d with float32 accumulation, and clear errors."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = r"""
 import sys, numpy as np
 sys.path.insert(0, {tests!r})
+import tensorflow as tf
 from support import reference as R
 from tf_fp16ops import ops
 rng = np.random.default_rng(11)
@@ -54,6 +56,54 @@ for trial in range(10):
     absum = R.depthwise_conv2d(np.abs(x32).astype(np.float64), np.abs(w32).astype(np.float64), s, d,
                                pad, "float64")
     bad += int((np.abs(ours32 - exact) > R.gamma_bound(kh * kw, absum, 2.0 ** -24)).sum())
+# The gradients (the grouped dgrad and wgrad with one input channel per group, run by the
+# channel-vectorized depthwise kernels): C and C*M across whole vectors and lane tails (8- and
+# 16-lane vectors), widths that fill register tiles of rows and leave remainders, strides,
+# dilations, both paddings; random dy (and binades) against the reference's dgrad and wgrad.
+for trial in range(8):
+    c, m = (8, 9, 17, 23, 16, 33, 5, 12)[trial], 1 + trial % 3
+    shape = (2, int(rng.integers(3, 8)), (11, 13, 6, 9, 14, 5, 12, 7)[trial], c)
+    kh, kw = 1 + trial % 3, 3 - trial % 2
+    s, d = (1 + trial % 2, 1 + trial % 2), (1 + trial % 4 // 3, 1 + trial % 4 // 3)
+    pad = "SAME" if trial % 2 == 0 else "VALID"
+    if trial % 3 == 1:
+        x = rng.integers(-8, 8, shape) * 2.0 ** rng.integers(-20, 4, shape)
+        w = rng.integers(-8, 8, (kh, kw, c, m)) * 2.0 ** rng.integers(-12, 6, (kh, kw, c, m))
+    else:
+        x, w = rng.normal(size=shape) * 30, rng.normal(size=(kh, kw, c, m))
+    x, w = x.astype(np.float16), w.astype(np.float16)
+    try:
+        yshape = R.depthwise_conv2d(x, w, s, d, pad, "half").shape
+    except ValueError:
+        continue
+    if min(yshape) == 0:
+        continue
+    dy = rng.normal(size=yshape).astype(np.float16)
+    if trial % 4 == 3:
+        dy = rng.integers(-8, 8, yshape) * 2.0 ** rng.integers(-14, 2, yshape)
+        dy = dy.astype(np.float16)
+    xt, wt_ = tf.constant(x), tf.constant(w)
+    with tf.GradientTape() as tape:
+        tape.watch([xt, wt_])
+        y = ops.depthwise_conv2d(xt, wt_, list(s), pad, list(d), accumulation="float16")
+    dx, dw = tape.gradient(y, [xt, wt_], output_gradients=tf.constant(dy))
+    wg = w.reshape(kh, kw, 1, c * m)
+    ref_y = R.depthwise_conv2d(x, w, s, d, pad, "half")
+    ref_dx = R.conv2d_backprop_input(x.shape, wg, dy, s, d, pad, "half")
+    ref_dw = R.conv2d_backprop_filter(x, wg.shape, dy, s, d, pad, "half").reshape(w.shape)
+    for got, ref in ((y.numpy(), ref_y), (dx.numpy(), ref_dx), (dw.numpy(), ref_dw)):
+        same = (got.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(got) & np.isnan(ref))
+        bad += int((~same).sum())
+        compared += same.size
+# More than 512 taps (23x23): the kernels take the terms in chunks, the accumulators stored
+# between them (as binary16 on the binary16-buffer path).
+x = (rng.normal(size=(1, 24, 30, 19)) * 4).astype(np.float16)
+w = rng.normal(size=(23, 23, 19, 1)).astype(np.float16)
+ours = ops.depthwise_conv2d(x, w, 1, "VALID", accumulation="float16").numpy()
+ref = R.depthwise_conv2d(x, w, (1, 1), (1, 1), "VALID", "half")
+same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+bad += int((~same).sum())
+compared += same.size
 print("isa", ops.cpu_isa())
 print("compared", compared)
 print("mismatches", bad)

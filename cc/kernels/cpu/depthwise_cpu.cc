@@ -31,36 +31,6 @@ void ElementwiseScalar(Accumulation accumulation, float* acc, int64_t len, const
 
 #if defined(__x86_64__)
 
-// Two vectors of 16 lanes per step, the tail masked; the accumulators stay in registers over
-// all terms.
-template <bool kHalfAcc>
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Elementwise512(
-    float* acc, int64_t len, const float* const* x, const float* const* w, int64_t terms) {
-  int64_t l = 0;
-  for (; l + 32 <= len; l += 32) {
-    __m512 a0 = _mm512_loadu_ps(acc + l), a1 = _mm512_loadu_ps(acc + l + 16);
-    for (int64_t t = 0; t < terms; ++t) {
-      const __m512 x0 = _mm512_loadu_ps(x[t] + l), x1 = _mm512_loadu_ps(x[t] + l + 16);
-      const __m512 w0 = _mm512_loadu_ps(w[t] + l), w1 = _mm512_loadu_ps(w[t] + l + 16);
-      a0 = kHalfAcc ? HalfStep512(a0, x0, w0) : _mm512_fmadd_ps(x0, w0, a0);
-      a1 = kHalfAcc ? HalfStep512(a1, x1, w1) : _mm512_fmadd_ps(x1, w1, a1);
-    }
-    _mm512_storeu_ps(acc + l, a0);
-    _mm512_storeu_ps(acc + l + 16, a1);
-  }
-  for (; l < len; l += 16) {
-    const __mmask16 mask = len - l >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                         : static_cast<__mmask16>((1u << (len - l)) - 1u);
-    __m512 a = _mm512_maskz_loadu_ps(mask, acc + l);
-    for (int64_t t = 0; t < terms; ++t) {
-      const __m512 xv = _mm512_maskz_loadu_ps(mask, x[t] + l);
-      const __m512 wv = _mm512_maskz_loadu_ps(mask, w[t] + l);
-      a = kHalfAcc ? HalfStep512(a, xv, wv) : _mm512_fmadd_ps(xv, wv, a);
-    }
-    _mm512_mask_storeu_ps(acc + l, mask, a);
-  }
-}
-
 // R rows that share the w operand: acc[r][l] = Step(acc[r][l], x[r * terms + t][l], w[t][l]) for
 // t ascending, 16 lanes per step (the tail masked). The R accumulators are independent
 // dependency chains, so the latency of the step (two directed-rounding FMAs and two
@@ -113,27 +83,173 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispa
 
 // ---------------------------------------------------------------- AVX2 (8 lanes)
 
-// 8 lanes per step; the lane tail runs the scalar step.
-template <bool kHalfAcc>
-__attribute__((target("avx2,f16c,fma"))) void Elementwise256(float* acc, int64_t len,
-                                                             const float* const* x,
-                                                             const float* const* w, int64_t terms) {
-  int64_t l = 0;
-  for (; l + 8 <= len; l += 8) {
-    __m256 a = _mm256_loadu_ps(acc + l);
-    for (int64_t t = 0; t < terms; ++t) {
-      const __m256 xv = _mm256_loadu_ps(x[t] + l);
-      const __m256 wv = _mm256_loadu_ps(w[t] + l);
-      a = kHalfAcc ? HalfStep256(a, xv, wv) : _mm256_fmadd_ps(xv, wv, a);
+// R rows x NV vectors of 8 lanes from lane l on: acc[r][l..] = Step(acc[r][l..], x[r * terms +
+// t][l..], w[t][l..]) for t ascending; the R * NV accumulators are independent dependency chains.
+template <int R, int NV, bool kHalfAcc>
+__attribute__((target("avx2,f16c,fma"))) inline void Block256(float* const* acc, int64_t l,
+                                                              const float* const* x,
+                                                              const float* const* w,
+                                                              int64_t terms) {
+  __m256 a[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) a[r][v] = _mm256_loadu_ps(acc[r] + l + 8 * v);
+  for (int64_t t = 0; t < terms; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __m256 wv = _mm256_loadu_ps(w[t] + l + 8 * v);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256 xv = _mm256_loadu_ps(x[r * terms + t] + l + 8 * v);
+        a[r][v] = kHalfAcc ? HalfStep256(a[r][v], xv, wv) : _mm256_fmadd_ps(xv, wv, a[r][v]);
+      }
     }
-    _mm256_storeu_ps(acc + l, a);
   }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(acc[r] + l + 8 * v, a[r][v]);
+}
+
+// R rows that share the w operand, as Multi512, NV vectors of 8 lanes at a time (then single
+// vectors); a lane tail of fewer than 8 lanes runs the scalar step. Every output accumulates its
+// terms in order from its own start, so the tile shape changes no bit.
+template <int R, int NV, bool kHalfAcc>
+__attribute__((target("avx2,f16c,fma"))) void Multi256(float* const* acc, int64_t len,
+                                                       const float* const* x, const float* const* w,
+                                                       int64_t terms) {
+  int64_t l = 0;
+  for (; l + 8 * NV <= len; l += 8 * NV) Block256<R, NV, kHalfAcc>(acc, l, x, w, terms);
+  for (; l + 8 <= len; l += 8) Block256<R, 1, kHalfAcc>(acc, l, x, w, terms);
   for (; l < len; ++l) {
-    float a = acc[l];
-    for (int64_t t = 0; t < terms; ++t) {
-      a = kHalfAcc ? HalfFmaStep(a, x[t][l], w[t][l]) : std::fma(x[t][l], w[t][l], a);
+    for (int r = 0; r < R; ++r) {
+      float a = acc[r][l];
+      for (int64_t t = 0; t < terms; ++t) {
+        const float xv = x[r * terms + t][l], wv = w[t][l];
+        a = kHalfAcc ? HalfFmaStep(a, xv, wv) : std::fma(xv, wv, a);
+      }
+      acc[r][l] = a;
     }
-    acc[l] = a;
+  }
+}
+
+// Rows in groups of up to 4, each group holding at least 4 accumulator chains where the lanes
+// allow (4 rows x 1 vector, 3 or 2 rows x 2, 1 row x 4): four chains of one vector each were the
+// fastest measured tile on AVX2 (more rows or vectors gave no more), and fewer chains leave the
+// kHalf step's latency exposed.
+template <bool kHalfAcc>
+__attribute__((target("avx2,f16c,fma"))) void Multi256Dispatch(int rows, float* const* acc,
+                                                               int64_t len, const float* const* x,
+                                                               const float* const* w,
+                                                               int64_t terms) {
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    const int m = rows - r0 < 4 ? rows - r0 : 4;
+    float* const* a = acc + r0;
+    const float* const* xr = x + r0 * terms;
+    switch (m) {
+      case 1:
+        Multi256<1, 4, kHalfAcc>(a, len, xr, w, terms);
+        break;
+      case 2:
+        Multi256<2, 2, kHalfAcc>(a, len, xr, w, terms);
+        break;
+      case 3:
+        Multi256<3, 2, kHalfAcc>(a, len, xr, w, terms);
+        break;
+      default:
+        Multi256<4, 1, kHalfAcc>(a, len, xr, w, terms);
+        break;
+    }
+  }
+}
+
+// The same tiles on binary16 buffers (IEEE bit patterns): x and w are widened by F16C as they
+// are loaded, the accumulators start at +0 (`first`) or from acc and are stored back narrowed,
+// which is exact (every kHalf accumulator is a binary16 value). So no binary32 copies of the
+// operands or of the result are made; each output gets the steps of Multi256, in the same order.
+__attribute__((target("avx2,f16c,fma"))) inline __m256 LoadHalf8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+__attribute__((target("avx2,f16c,fma"))) inline float HalfBitsToFloat(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+template <int R, int NV>
+__attribute__((target("avx2,f16c,fma"))) inline void BlockHalf256(uint16_t* const* acc, int64_t l,
+                                                                  bool first,
+                                                                  const uint16_t* const* x,
+                                                                  const uint16_t* const* w,
+                                                                  int64_t terms) {
+  __m256 a[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      a[r][v] = first ? _mm256_setzero_ps() : LoadHalf8(acc[r] + l + 8 * v);
+  for (int64_t t = 0; t < terms; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __m256 wv = LoadHalf8(w[t] + l + 8 * v);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        a[r][v] = HalfStep256(a[r][v], LoadHalf8(x[r * terms + t] + l + 8 * v), wv);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(acc[r] + l + 8 * v),
+                       _mm256_cvtps_ph(a[r][v], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+}
+
+template <int R, int NV>
+__attribute__((target("avx2,f16c,fma"))) void MultiHalf256(uint16_t* const* acc, int64_t len,
+                                                           bool first, const uint16_t* const* x,
+                                                           const uint16_t* const* w,
+                                                           int64_t terms) {
+  int64_t l = 0;
+  for (; l + 8 * NV <= len; l += 8 * NV) BlockHalf256<R, NV>(acc, l, first, x, w, terms);
+  for (; l + 8 <= len; l += 8) BlockHalf256<R, 1>(acc, l, first, x, w, terms);
+  for (; l < len; ++l) {
+    for (int r = 0; r < R; ++r) {
+      float a = first ? 0.0f : HalfBitsToFloat(acc[r][l]);
+      for (int64_t t = 0; t < terms; ++t) {
+        a = HalfFmaStep(a, HalfBitsToFloat(x[r * terms + t][l]), HalfBitsToFloat(w[t][l]));
+      }
+      acc[r][l] = _cvtss_sh(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
+  }
+}
+
+// Rows in groups as Multi256Dispatch.
+__attribute__((target("avx2,f16c,fma"))) void MultiHalf256Dispatch(int rows, uint16_t* const* acc,
+                                                                   int64_t len, bool first,
+                                                                   const uint16_t* const* x,
+                                                                   const uint16_t* const* w,
+                                                                   int64_t terms) {
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    const int m = rows - r0 < 4 ? rows - r0 : 4;
+    uint16_t* const* a = acc + r0;
+    const uint16_t* const* xr = x + r0 * terms;
+    switch (m) {
+      case 1:
+        MultiHalf256<1, 4>(a, len, first, xr, w, terms);
+        break;
+      case 2:
+        MultiHalf256<2, 2>(a, len, first, xr, w, terms);
+        break;
+      case 3:
+        MultiHalf256<3, 2>(a, len, first, xr, w, terms);
+        break;
+      default:
+        MultiHalf256<4, 1>(a, len, first, xr, w, terms);
+        break;
+    }
   }
 }
 #endif
@@ -152,44 +268,27 @@ Path ChosenPath() {
   return path;
 }
 
-// acc[l] = Step(acc[l], x[t][l], w[t][l]) for t in [0, terms), l in [0, len): the elementwise
-// form of the accumulation, DepthwiseFprop's inner loop, on the path of ChosenPath.
-void AccumulateElementwise(Accumulation accumulation, float* acc, int64_t len,
-                           const float* const* x, const float* const* w, int64_t terms) {
-  if (len <= 0 || terms <= 0) return;
-#if defined(__x86_64__)
-  const bool half = accumulation == Accumulation::kHalf;
-  switch (ChosenPath()) {
-    case Path::kAvx512:
-      half ? Elementwise512<true>(acc, len, x, w, terms)
-           : Elementwise512<false>(acc, len, x, w, terms);
-      return;
-    case Path::kAvx2:
-      half ? Elementwise256<true>(acc, len, x, w, terms)
-           : Elementwise256<false>(acc, len, x, w, terms);
-      return;
-    case Path::kScalar:
-      break;
-  }
-#endif
-  ElementwiseScalar(accumulation, acc, len, x, w, terms);
-}
-
-// Up to kElemRows rows sharing w (x as [rows][terms]): the multi-row AVX-512 kernel, or one
-// AccumulateElementwise per row on the other paths (the same bits).
+// Up to kElemRows rows sharing w (x as [rows][terms]): the multi-row AVX-512 or AVX2 kernel, or
+// ElementwiseScalar per row on the scalar path (the same bits).
 constexpr int kElemRows = 8;
 void ElementwiseRows(Accumulation accumulation, int rows, float* const* acc, int64_t len,
                      const float* const* x, const float* const* w, int64_t terms) {
   if (rows <= 0 || len <= 0 || terms <= 0) return;
 #if defined(__x86_64__)
+  const bool half = accumulation == Accumulation::kHalf;
   if (ChosenPath() == Path::kAvx512) {
-    accumulation == Accumulation::kHalf ? Multi512Dispatch<true>(rows, acc, len, x, w, terms)
-                                        : Multi512Dispatch<false>(rows, acc, len, x, w, terms);
+    half ? Multi512Dispatch<true>(rows, acc, len, x, w, terms)
+         : Multi512Dispatch<false>(rows, acc, len, x, w, terms);
+    return;
+  }
+  if (ChosenPath() == Path::kAvx2) {
+    half ? Multi256Dispatch<true>(rows, acc, len, x, w, terms)
+         : Multi256Dispatch<false>(rows, acc, len, x, w, terms);
     return;
   }
 #endif
   for (int r = 0; r < rows; ++r)
-    AccumulateElementwise(accumulation, acc[r], len, x + r * terms, w, terms);
+    ElementwiseScalar(accumulation, acc[r], len, x + r * terms, w, terms);
 }
 
 // Terms are handed to the kernels at most kTermChunk at a time (t stays ascending; the
@@ -262,6 +361,54 @@ void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, con
       }
     }
   });
+}
+
+bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
+                               uint16_t* y, const ParallelFor& parallel_for) {
+#if defined(__x86_64__)
+  const int64_t M = g.K / g.groups;  // the depth multiplier (groups = C)
+  const int64_t L = g.K;             // C lanes (M = 1), output channel c
+  if (ChosenPath() != Path::kAvx2 || M != 1) return false;
+  if (L == 0 || g.N == 0 || g.P == 0 || g.Q == 0) return false;
+  const int64_t T = g.KH * g.KW;
+  const int64_t chunk = std::min(T, kTermChunk);
+  const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
+  const int64_t cost = std::max<int64_t>(1, 2 * g.Q * T * L);
+  parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
+    const std::vector<uint16_t> zeros(static_cast<size_t>(L), 0);  // binary16 +0
+    std::vector<const uint16_t*> xp(static_cast<size_t>(kElemRows * chunk));
+    std::vector<const uint16_t*> wp(static_cast<size_t>(chunk));
+    uint16_t* accs[kElemRows];
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / g.P;
+      const int64_t p = r % g.P;
+      uint16_t* yrow = y + r * g.Q * L;
+      // kElemRows output positions at once, each over (kh, kw) ascending from +0.
+      for (int64_t q0 = 0; q0 < g.Q; q0 += kElemRows) {
+        const int m = static_cast<int>(std::min<int64_t>(kElemRows, g.Q - q0));
+        for (int i = 0; i < m; ++i) accs[i] = yrow + (q0 + i) * L;
+        for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+          const int64_t nt = std::min(chunk, T - t0);
+          for (int64_t j = 0; j < nt; ++j) {
+            const int64_t kh = (t0 + j) / g.KW, kw = (t0 + j) % g.KW;
+            wp[j] = w + (t0 + j) * L;
+            const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
+            for (int i = 0; i < m; ++i) {
+              const int64_t wi = (q0 + i) * g.stride_w - g.pad_left + kw * g.dilation_w;
+              const bool inside = h >= 0 && h < g.H && wi >= 0 && wi < g.W;
+              xp[i * nt + j] = inside ? x + ((n * g.H + h) * g.W + wi) * L : zeros.data();
+            }
+          }
+          MultiHalf256Dispatch(m, accs, L, t0 == 0, xp.data(), wp.data(), nt);
+        }
+      }
+    }
+  });
+  return true;
+#else
+  (void)g, (void)x, (void)w, (void)y, (void)parallel_for;
+  return false;
+#endif
 }
 
 void DepthwiseDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,

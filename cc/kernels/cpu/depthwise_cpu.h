@@ -28,6 +28,14 @@ namespace cpu {
 void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w,
                     float* y, const ParallelFor& parallel_for);
 
+// Tacc=half fprop on binary16 buffers (IEEE binary16 bit patterns: the op's T=half; same layouts
+// and bits as DepthwiseFprop with kHalf): the kernel widens x and w as it loads them and stores
+// the binary16 accumulators, so no binary32 copies are made. Returns false without touching y
+// where it does not apply (paths other than AVX2, a depth multiplier other than 1, no output);
+// the caller then takes the binary32 route.
+bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
+                               uint16_t* y, const ParallelFor& parallel_for);
+
 // The gradients of the same problem (or of any grouped convolution with one input channel per
 // group, Cg = 1 and groups = C), with the bits of Conv2DDgrad and Conv2DWgrad
 // (cc/kernels/cpu/conv2d_cpu.h), vectorized over channels instead of one lane per group:
