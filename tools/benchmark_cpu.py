@@ -13,7 +13,8 @@ The ceiling of each instruction-set path (AVX512-FP16, AVX-512, AVX2, scalar; on
 each, TF_FP16OPS_CPU_ISA capping the path): the op library's own Tacc=half fprop micro-kernel of
 that path on its full accumulator tile, operands in L1 (cc/kernels/cpu/conv2d_cpu.h,
 FpropHalfCeilingProbe, called through ctypes on the loaded `_fp16ops.so`), on as many threads as
-TensorFlow's intra-op pool, in fp16 steps (multiply-adds) per CPU second of the process. Each
+TensorFlow's intra-op pool, in fp16 steps (multiply-adds) per CPU second of the process, the
+best of the repeats (a peak rate; every other figure is a median). Each
 shape's fp16-accumulation rate, in steps per CPU second of its calls, is reported as a fraction
 of the ceiling of the path the op library chose. A fraction above 100% means the ceiling did not
 measure the kernel the convolution ran: it is printed as a benchmark error (and the exit status
@@ -84,7 +85,10 @@ def ceiling_steps_per_s(threads: int, repeats: int) -> tuple[str, float]:
         for t in ts:
             t.join()
 
-    cpu_sec = median_seconds(once, repeats, clock=time.process_time)
+    # A peak rate: the best of the repeats (the shapes take their medians). With the median the
+    # ceiling itself moved by about 5% between runs on a 2-core Zen 4 guest, while the
+    # 3x3x128 shape ran the same tile at 100-104% of it.
+    cpu_sec = median_seconds(once, repeats, clock=time.process_time, stat=min)
     return isa, sum(steps) / cpu_sec
 
 
@@ -96,16 +100,16 @@ def ceiling_cell(fraction: float) -> tuple[str, bool]:
     return f"{100 * fraction:.0f}%", True
 
 
-def median_seconds(fn, repeats: int, clock=time.perf_counter) -> float:
-    """Median over `repeats` calls of `clock` time (wall by default; time.process_time gives
-    the CPU seconds of all threads of this process)."""
+def median_seconds(fn, repeats: int, clock=time.perf_counter, stat=statistics.median) -> float:
+    """Median (or `stat`, e.g. min) over `repeats` calls of `clock` time (wall by default;
+    time.process_time gives the CPU seconds of all threads of this process)."""
     fn()  # warm-up (kernel construction, thread pool)
     times = []
     for _ in range(repeats):
         t0 = clock()
         fn()
         times.append(clock() - t0)
-    return statistics.median(times)
+    return stat(times)
 
 
 def interleaved(fns: dict, repeats: int) -> dict:
@@ -291,7 +295,8 @@ def main(argv=None) -> int:
         f"CPU benchmark, {datetime.date.today().isoformat()}, {cpu_model()}, "
         f"{os.cpu_count()} cores, TensorFlow {tf.__version__}, median of {args.repeats}, GFLOP/s",
         "",
-        f"fp16-step ceiling ({threads} threads, G steps per CPU second; 1 step = 1 multiply-add): "
+        f"fp16-step ceiling ({threads} threads, G steps per CPU second, best of {args.repeats}; "
+        "1 step = 1 multiply-add): "
         + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in ceilings.items())
         + f"; the op library uses {chosen}",
         "",

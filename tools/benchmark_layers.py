@@ -28,11 +28,13 @@ import platform
 import subprocess
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from tf_fp16ops._platform.quiet import import_tensorflow
+
+# TensorFlow's start-up lines filtered, as in the package's other tools.
+tf = import_tensorflow()
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 import tf_fp16ops  # noqa: E402
 from tf_fp16ops import layers as L  # noqa: E402
@@ -203,7 +205,8 @@ def main(argv=None) -> None:
     lines += [
         "",
         f"Float16 accumulation against the {isa} ceiling ({ceiling / 1e9:.1f} G fp16 steps per CPU "
-        f"second, {threads} threads; steps = multiply-adds, 3x for forward + both gradients):",
+        f"second, {threads} threads, best of {args.repeats}; steps = multiply-adds, 3x for "
+        "forward + both gradients):",
         "",
         "| layer (float32 model) | fwd fp16 acc / ceiling (CPU s) "
         "| fwd + both gradients fp16 acc / ceiling (CPU s) "
