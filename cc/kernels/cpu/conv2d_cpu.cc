@@ -20,8 +20,6 @@ int64_t CostOf(std::initializer_list<int64_t> factors) {
   return std::max<int64_t>(c, 1);
 }
 
-// Start of tile i of `n` items cut into `tiles` tiles whose sizes differ by at most one
-// (i * n / tiles without overflow: n < 2^62 and tiles <= n).
 // A 1x1 convolution with stride 1, no padding and one group is the product of the [N*H*W, C]
 // input and the [C, K] filter (output positions are the input positions).
 bool IsGemm(const ConvGeometry& g) {
@@ -29,8 +27,32 @@ bool IsGemm(const ConvGeometry& g) {
          g.pad_left == 0 && g.P == g.H && g.Q == g.W && g.groups == 1;
 }
 
+// Start of tile i of `n` items cut into `tiles` tiles whose sizes differ by at most one
+// (i * n / tiles without overflow: n < 2^62 and tiles <= n).
 int64_t TileStart(int64_t i, int64_t n, int64_t tiles) {
   return static_cast<int64_t>(static_cast<__int128>(i) * n / tiles);
+}
+
+// out[r, 0:len] = sum over t ascending of a[r, t] * b[t, 0:len] for r < rows (a: [rows, terms],
+// b: [terms, len], out: [rows, len], all dense), kMaxRows rows per call so that they share the
+// loads of b: the 1x1 stride-1 fprop (x times w) and dgrad (dy times w transposed).
+void RowsTimesMatrix(Accumulation acc, int64_t rows, const float* a, int64_t terms, const float* b,
+                     int64_t len, float* out, const ParallelFor& parallel_for) {
+  const int64_t blocks = (rows + kMaxRows - 1) / kMaxRows;
+  parallel_for(blocks, CostOf({2 * kMaxRows, terms, len}), [&](int64_t begin, int64_t end) {
+    float* accs[kMaxRows];
+    const float* as[kMaxRows];
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t r0 = blk * kMaxRows;
+      const int m = static_cast<int>(std::min<int64_t>(kMaxRows, rows - r0));
+      for (int i = 0; i < m; ++i) {
+        accs[i] = out + (r0 + i) * len;
+        as[i] = a + (r0 + i) * terms;
+        std::fill(accs[i], accs[i] + len, 0.0f);
+      }
+      AccumulateRowsMulti(acc, m, accs, len, as, terms, b, len);
+    }
+  });
 }
 
 }  // namespace
@@ -46,22 +68,7 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   // kFloat: y[N*P*Q, K] = x[N*H*W, C] w[C, K], kMaxRows positions per call across output rows
   // (kHalf keeps the row tiles below: no gain from this mode was measurable for it).
   if (IsGemm(g) && acc == Accumulation::kFloat) {
-    const int64_t positions = g.N * g.P * g.Q;
-    const int64_t blocks = (positions + kMaxRows - 1) / kMaxRows;
-    parallel_for(blocks, CostOf({2 * kMaxRows, g.C, g.K}), [&](int64_t begin, int64_t end) {
-      float* accs[kMaxRows];
-      const float* xs[kMaxRows];
-      for (int64_t b = begin; b < end; ++b) {
-        const int64_t p0 = b * kMaxRows;
-        const int m = static_cast<int>(std::min<int64_t>(kMaxRows, positions - p0));
-        for (int i = 0; i < m; ++i) {
-          accs[i] = y + (p0 + i) * g.K;
-          xs[i] = x + (p0 + i) * g.C;
-          std::fill(accs[i], accs[i] + g.K, 0.0f);
-        }
-        AccumulateRowsMulti(acc, m, accs, g.K, xs, g.C, w, g.K);
-      }
-    });
+    RowsTimesMatrix(acc, g.N * g.P * g.Q, x, g.C, w, g.K, y, parallel_for);
     return;
   }
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
@@ -139,6 +146,11 @@ void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const
         wt[((gr * taps + khw) * Kg + ko) * g.Cg + ci] = w[(khw * g.Cg + ci) * g.K + k];
       }
     }
+  }
+  // 1x1, stride 1, no padding, one group: dx[N*H*W, C] = dy[N*P*Q, K] wt[K, C], ko ascending.
+  if (IsGemm(g) && acc == Accumulation::kFloat) {
+    RowsTimesMatrix(acc, g.N * g.H * g.W, dy, g.K, wt.data(), g.C, dx, parallel_for);
+    return;
   }
   // An input element that every tap (kh, kw) reaches from an output position (the interior,
   // stride 1) takes one call over all KH*KW*Kg terms, its dy values gathered in (kh, kw, ko)
