@@ -14,11 +14,12 @@ each, TF_FP16OPS_CPU_ISA capping the path): the op library's own Tacc=half fprop
 that path on its full accumulator tile, operands in L1 (cc/kernels/cpu/conv2d_cpu.h,
 FpropHalfCeilingProbe, called through ctypes on the loaded `_fp16ops.so`), on as many threads as
 TensorFlow's intra-op pool, in fp16 steps (multiply-adds) per CPU second of the process, the
-best of the repeats (a peak rate; every other figure is a median). Each
-shape's fp16-accumulation rate, in steps per CPU second of its calls, is reported as a fraction
-of the ceiling of the path the op library chose. A fraction above 100% means the ceiling did not
-measure the kernel the convolution ran: it is printed as a benchmark error (and the exit status
-is 1), never as a figure.
+best of the repeats (a peak rate). Each shape's fp16-accumulation rate, in steps per CPU second
+of its calls, is reported as a fraction of the ceiling of the path the op library chose, that
+path's probe timed in turn with the shape's calls within every repeat (both medians), so that a
+change of the machine's speed during the run falls on both. A fraction above 100% means the
+ceiling did not measure the kernel the convolution ran: it is printed as a benchmark error (and
+the exit status is 1), never as a figure.
 Usage: python tools/benchmark_cpu.py [--repeats R] [--markdown FILE]
 """
 
@@ -46,12 +47,15 @@ SHAPES = [  # name, x NHWC, w HWIO, padding
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Key of the table row for tf.nn.conv2d with its float16-accumulation switch.
 TF_FP16ACC_KEY = "tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1"
+# Key of the chosen path's ceiling probe among the peers of each shape (not a table row).
+CEILING_KEY = "ceiling probe"
 ISAS = ("avx512fp16", "avx512", "avx2", "scalar")
 
 
-def ceiling_steps_per_s(threads: int, repeats: int) -> tuple[str, float]:
-    """(path, fp16 steps per CPU second) of the op library's Tacc=half fprop micro-kernel on the
-    path TF_FP16OPS_CPU_ISA selects in this process, run on `threads` threads at once."""
+def ceiling_probe(threads: int, seconds: float = 0.2):
+    """(path, run): `run()` calls the op library's Tacc=half fprop micro-kernel on the path
+    TF_FP16OPS_CPU_ISA selects in this process on `threads` threads at once, about `seconds` of
+    one thread each, and returns (fp16 steps done, CPU seconds of those threads)."""
     import ctypes
     import threading
 
@@ -63,7 +67,7 @@ def ceiling_steps_per_s(threads: int, repeats: int) -> tuple[str, float]:
     probe.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_float)]
     probe.restype = ctypes.c_int64
     sinks = [ctypes.c_float() for _ in range(threads)]
-    reps = 16  # calibrated so that one run takes about 0.2 s of one thread
+    reps = 16  # calibrated so that one run takes about `seconds` of one thread
     while True:
         t0 = time.perf_counter()
         probe(reps, ctypes.byref(sinks[0]))
@@ -71,25 +75,42 @@ def ceiling_steps_per_s(threads: int, repeats: int) -> tuple[str, float]:
         if dt > 0.02:
             break
         reps *= 4
-    reps = max(1, int(reps * 0.2 / dt))
-    steps = []
+    reps = max(1, int(reps * seconds / dt))
+    done = []  # (steps, CPU seconds of the thread) per thread
 
-    def once():
-        steps.clear()
-        ts = [
-            threading.Thread(target=lambda s=s: steps.append(probe(reps, ctypes.byref(s))))
-            for s in sinks
-        ]
+    def one(sink) -> None:
+        c0 = time.thread_time()
+        steps = probe(reps, ctypes.byref(sink))
+        done.append((steps, time.thread_time() - c0))
+
+    def run() -> tuple[int, float]:
+        done.clear()
+        ts = [threading.Thread(target=one, args=(s,)) for s in sinks]
         for t in ts:
             t.start()
         for t in ts:
             t.join()
+        return sum(d[0] for d in done), sum(d[1] for d in done)
 
-    # A peak rate: the best of the repeats (the shapes take their medians). With the median the
-    # ceiling itself moved by about 5% between runs on a 2-core Zen 4 guest, while the
-    # 3x3x128 shape ran the same tile at 100-104% of it.
-    cpu_sec = median_seconds(once, repeats, clock=time.process_time, stat=min)
-    return isa, sum(steps) / cpu_sec
+    return isa, run
+
+
+def probe_rates(run, repeats: int) -> list[float]:
+    """fp16 steps per CPU second of the probe's own threads (not of the process: TensorFlow's
+    pool threads spin for a while after each op and would be counted) over `repeats` runs."""
+    rates = []
+    for _ in range(repeats):
+        steps, cpu_s = run()
+        rates.append(steps / cpu_s)
+    return rates
+
+
+def ceiling_steps_per_s(threads: int, repeats: int) -> tuple[str, float]:
+    """(path, fp16 steps per CPU second) of `ceiling_probe`, the best of `repeats` runs (a peak
+    rate)."""
+    isa, run = ceiling_probe(threads)
+    run()  # warm-up
+    return isa, max(probe_rates(run, repeats))
 
 
 def ceiling_cell(fraction: float) -> tuple[str, bool]:
@@ -261,6 +282,8 @@ def main(argv=None) -> int:
         if got == isa:
             ceilings[isa] = rate
     chosen = tf_fp16ops.ops.cpu_isa()
+    _, probe_run = ceiling_probe(threads, seconds=0.05)
+    in_turn = []
 
     rows, grads = [], []
     for name, xs, ws, pad in SHAPES:
@@ -274,7 +297,22 @@ def main(argv=None) -> int:
         # Fraction of the ceiling in steps per CPU second (all threads), so that other load
         # on a shared machine slows both alike; the fp32 ratio in CPU seconds for the same
         # reason (wall-clock ratios are in the GFLOP/s table).
-        frac = fl / 2 / t["ours fp16 in, fp16 acc"][1] / ceilings[chosen]
+        # The ceiling is the chosen path's probe timed in turn with this shape's calls (median,
+        # like the shape's): a probe timed apart moved by 5-20% between runs on a 2-core Zen 4
+        # guest, while the 3x3x128 shape ran the probe's tile at 100-106% of it.
+        # In a pass of its own, so that the probe (which leaves TensorFlow's pool idle for a
+        # while) does not change the figures of the table above.
+        probe_rate = []
+        pair = interleaved(
+            {
+                "ours": fns["ours fp16 in, fp16 acc"],
+                CEILING_KEY: lambda r=probe_rate: r.extend(probe_rates(probe_run, 1)),
+            },
+            args.repeats,
+        )
+        ceiling = statistics.median(probe_rate[1:])  # [0]: the warm-up call
+        frac = fl / 2 / pair["ours"][1] / ceiling
+        in_turn.append(ceiling)
         cpu_ratio = t["tf.nn.conv2d fp32"][1] / t["ours fp32 in, fp32 acc"][1]
         rows.append((name, gf, frac, cpu_ratio))
         g = interleaved(gradient_peers(tf, tf_fp16ops, xs, ws, pad), args.repeats)
@@ -298,7 +336,9 @@ def main(argv=None) -> int:
         f"fp16-step ceiling ({threads} threads, G steps per CPU second, best of {args.repeats}; "
         "1 step = 1 multiply-add): "
         + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in ceilings.items())
-        + f"; the op library uses {chosen}",
+        + f"; the op library uses {chosen}; its ceiling timed in turn with each shape's calls "
+        "(median; the fractions below are of these): "
+        + ", ".join(f"{c / 1e9:.1f}" for c in in_turn),
         "",
         "| shape | path | GFLOP/s |",
         "|---|---|---|",
