@@ -20,6 +20,9 @@ int64_t CostOf(std::initializer_list<int64_t> factors) {
   return std::max<int64_t>(c, 1);
 }
 
+// Largest zero-padded window copy (floats) a fprop thread makes for a border tile.
+constexpr int64_t kMaxWindowFloats = int64_t{1} << 20;
+
 // A 1x1 convolution with stride 1, no padding and one group is the product of the [N*H*W, C]
 // input and the [C, K] filter (output positions are the input positions).
 bool IsGemm(const ConvGeometry& g) {
@@ -77,12 +80,24 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   // contiguous in x and in the filter, so one call covers a whole kernel row.
   const bool contiguous_row = g.groups == 1 && g.dilation_w == 1;
   // Positions are cut into balanced tiles of at most the kernel's register tile (a tile of one
-  // border column would run one accumulator chain, or a few, at a time); a tile whose window
-  // rows all lie inside the input takes one call per kernel row, the others one call per tap.
+  // border column would run one accumulator chain, or a few, at a time); with contiguous rows a
+  // tile takes one call per kernel row (from a zero-padded copy of its window where the window
+  // leaves the input), the others one call per tap.
   const int64_t tile_rows = std::min<int64_t>(kMaxRows, RegisterTileRows(acc, Kg));
   const int64_t tiles = (g.Q + tile_rows - 1) / tile_rows;  // tile i: [i*Q/tiles, (i+1)*Q/tiles)
+  // A contiguous-row tile whose window leaves the input (padding, or a row outside) reads its
+  // window row from a copy with zeros in place of the outside columns, so that it still takes one
+  // call per kernel row: the same terms as one call per tap, where outside taps read zeros, in
+  // the same (kw, ci) order. Only while the window (at most (tile_rows - 1) * stride_w + KW
+  // columns of C) stays small; otherwise one call per tap.
+  const int64_t window_span = CostOf({tile_rows - 1, g.stride_w});  // saturates, at least 1
+  const bool windowed = contiguous_row && window_span <= kMaxWindowFloats &&
+                        g.KW <= kMaxWindowFloats &&
+                        CostOf({window_span + g.KW, g.C}) <= kMaxWindowFloats;
+  const int64_t window_cols = windowed ? window_span + g.KW : 0;
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     const std::vector<float> zeros(static_cast<size_t>(g.Cg), 0.0f);
+    std::vector<float> window(windowed ? static_cast<size_t>(window_cols * g.C) : 0);
     float* accs[kMaxRows];
     const float* xs[kMaxRows];
     for (int64_t r = begin; r < end; ++r) {
@@ -104,6 +119,20 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
             if (row_fits && h_inside) {
               for (int i = 0; i < m; ++i)
                 xs[i] = x + ((n * g.H + h) * g.W + w_first + i * g.stride_w) * g.C;
+              AccumulateRowsMulti(acc, m, accs, Kg, xs, g.KW * g.C, w + kh * g.KW * g.C * g.K, g.K);
+              continue;
+            }
+            if (windowed) {  // columns w_first..w_last of input row h, zeros outside the input
+              for (int64_t c = w_first; c <= w_last; ++c) {
+                float* dst = window.data() + (c - w_first) * g.C;
+                if (h_inside && c >= 0 && c < g.W) {
+                  const float* src = x + ((n * g.H + h) * g.W + c) * g.C;
+                  std::copy(src, src + g.C, dst);
+                } else {
+                  std::fill(dst, dst + g.C, 0.0f);
+                }
+              }
+              for (int i = 0; i < m; ++i) xs[i] = window.data() + i * g.stride_w * g.C;
               AccumulateRowsMulti(acc, m, accs, Kg, xs, g.KW * g.C, w + kh * g.KW * g.C * g.K, g.K);
               continue;
             }
