@@ -16,10 +16,10 @@ FpropHalfCeilingProbe, called through ctypes on the loaded `_fp16ops.so`), on as
 TensorFlow's intra-op pool, in fp16 steps (multiply-adds) per CPU second of the process, the
 best of the repeats (a peak rate). Each shape's fp16-accumulation rate, in steps per CPU second
 of its calls, is reported as a fraction of the ceiling of the path the op library chose, that
-path's probe timed in turn with the shape's calls within every repeat (both medians), so that a
-change of the machine's speed during the run falls on both. A fraction above 100% means the
-ceiling did not measure the kernel the convolution ran: it is printed as a benchmark error (and
-the exit status is 1), never as a figure.
+path's probe timed in turn with the shape's calls within every repeat (the shape's median, the
+probe's best), so that a change of the machine's speed during the run falls on both. A fraction
+above 100% means the ceiling did not measure the kernel the convolution ran: it is printed as a
+benchmark error (and the exit status is 1), never as a figure.
 Usage: python tools/benchmark_cpu.py [--repeats R] [--markdown FILE]
 """
 
@@ -297,20 +297,23 @@ def main(argv=None) -> int:
         # Fraction of the ceiling in steps per CPU second (all threads), so that other load
         # on a shared machine slows both alike; the fp32 ratio in CPU seconds for the same
         # reason (wall-clock ratios are in the GFLOP/s table).
-        # The ceiling is the chosen path's probe timed in turn with this shape's calls (median,
-        # like the shape's): a probe timed apart moved by 5-20% between runs on a 2-core Zen 4
-        # guest, while the 3x3x128 shape ran the probe's tile at 100-106% of it.
-        # In a pass of its own, so that the probe (which leaves TensorFlow's pool idle for a
-        # while) does not change the figures of the table above.
+        # The ceiling is the chosen path's probe timed in turn with this shape's calls, the best
+        # of those runs (a peak rate): a probe timed apart moved by 5-20% between runs on a
+        # 2-core Zen 4 guest, while the 3x3x128 shape ran the probe's tile at 100-106% of it,
+        # and single in-turn runs still dipped by up to 40%. In a pass of its own, so that the
+        # probe does not change the figures of the table above; each probe run starts 20 ms
+        # after the op, once TensorFlow's pool threads have stopped spinning.
         probe_rate = []
+
+        def probe_after_pause(r=probe_rate):
+            time.sleep(0.02)
+            r.extend(probe_rates(probe_run, 1))
+
         pair = interleaved(
-            {
-                "ours": fns["ours fp16 in, fp16 acc"],
-                CEILING_KEY: lambda r=probe_rate: r.extend(probe_rates(probe_run, 1)),
-            },
+            {"ours": fns["ours fp16 in, fp16 acc"], CEILING_KEY: probe_after_pause},
             args.repeats,
         )
-        ceiling = statistics.median(probe_rate[1:])  # [0]: the warm-up call
+        ceiling = max(probe_rate)
         frac = fl / 2 / pair["ours"][1] / ceiling
         in_turn.append(ceiling)
         cpu_ratio = t["tf.nn.conv2d fp32"][1] / t["ours fp32 in, fp32 acc"][1]
@@ -337,7 +340,7 @@ def main(argv=None) -> int:
         "1 step = 1 multiply-add): "
         + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in ceilings.items())
         + f"; the op library uses {chosen}; its ceiling timed in turn with each shape's calls "
-        "(median; the fractions below are of these): "
+        "(best of its runs; the fractions below are of these): "
         + ", ".join(f"{c / 1e9:.1f}" for c in in_turn),
         "",
         "| shape | path | GFLOP/s |",
