@@ -13,13 +13,13 @@ The ceiling of each instruction-set path (AVX512-FP16, AVX-512, AVX2, scalar; on
 each, TF_FP16OPS_CPU_ISA capping the path): the op library's own Tacc=half fprop micro-kernel of
 that path on its full accumulator tile, operands in L1 (cc/kernels/cpu/conv2d_cpu.h,
 FpropHalfCeilingProbe, called through ctypes on the loaded `_fp16ops.so`), on as many threads as
-TensorFlow's intra-op pool, in fp16 steps (multiply-adds) per CPU second of the process, the
-best of the repeats (a peak rate). Each shape's fp16-accumulation rate, in steps per CPU second
-of its calls, is reported as a fraction of the ceiling of the path the op library chose, that
-path's probe timed in turn with the shape's calls within every repeat (the shape's median, the
-probe's best), so that a change of the machine's speed during the run falls on both. A fraction
-above 100% means the ceiling did not measure the kernel the convolution ran: it is printed as a
-benchmark error (and the exit status is 1), never as a figure.
+TensorFlow's intra-op pool, in fp16 steps (multiply-adds) per CPU second of the probe's own
+threads, the best of the repeats (a peak rate). Each shape's fp16-accumulation rate, in steps
+per CPU second of its calls, is reported as a fraction of the ceiling of the path the op library
+chose, that path's probe timed in turn with the shape's calls within every repeat (the shape's
+median, the probe's best), so that a change of the machine's speed during the run falls on both.
+A fraction above 100% means the ceiling did not measure the kernel the convolution ran: it is
+printed as a benchmark error (and the exit status is 1), never as a figure.
 Usage: python tools/benchmark_cpu.py [--repeats R] [--markdown FILE]
 """
 
@@ -47,7 +47,7 @@ SHAPES = [  # name, x NHWC, w HWIO, padding
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Key of the table row for tf.nn.conv2d with its float16-accumulation switch.
 TF_FP16ACC_KEY = "tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1"
-# Key of the chosen path's ceiling probe among the peers of each shape (not a table row).
+# Key of the chosen path's ceiling probe in the pass that times it in turn with each shape.
 CEILING_KEY = "ceiling probe"
 ISAS = ("avx512fp16", "avx512", "avx2", "scalar")
 
@@ -119,18 +119,6 @@ def ceiling_cell(fraction: float) -> tuple[str, bool]:
     if not fraction <= 1.0:
         return f"**benchmark error: {100 * fraction:.0f}% exceeds the ceiling**", False
     return f"{100 * fraction:.0f}%", True
-
-
-def median_seconds(fn, repeats: int, clock=time.perf_counter, stat=statistics.median) -> float:
-    """Median (or `stat`, e.g. min) over `repeats` calls of `clock` time (wall by default;
-    time.process_time gives the CPU seconds of all threads of this process)."""
-    fn()  # warm-up (kernel construction, thread pool)
-    times = []
-    for _ in range(repeats):
-        t0 = clock()
-        fn()
-        times.append(clock() - t0)
-    return stat(times)
 
 
 def interleaved(fns: dict, repeats: int) -> dict:
@@ -313,7 +301,7 @@ def main(argv=None) -> int:
             {"ours": fns["ours fp16 in, fp16 acc"], CEILING_KEY: probe_after_pause},
             args.repeats,
         )
-        ceiling = max(probe_rate)
+        ceiling = max(probe_rate[1:])  # [0]: the warm-up run
         frac = fl / 2 / pair["ours"][1] / ceiling
         in_turn.append(ceiling)
         cpu_ratio = t["tf.nn.conv2d fp32"][1] / t["ours fp32 in, fp32 acc"][1]
