@@ -47,15 +47,14 @@ SHAPES = [  # name, x NHWC, w HWIO, padding
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Key of the table row for tf.nn.conv2d with its float16-accumulation switch.
 TF_FP16ACC_KEY = "tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1"
-# Key of the chosen path's ceiling probe in the pass that times it in turn with each shape.
-CEILING_KEY = "ceiling probe"
 ISAS = ("avx512fp16", "avx512", "avx2", "scalar")
 
 
 def ceiling_probe(threads: int, seconds: float = 0.2):
-    """(path, run): `run()` calls the op library's Tacc=half fprop micro-kernel on the path
+    """(path, rate): `rate()` runs the op library's Tacc=half fprop micro-kernel on the path
     TF_FP16OPS_CPU_ISA selects in this process on `threads` threads at once, about `seconds` of
-    one thread each, and returns (fp16 steps done, CPU seconds of those threads)."""
+    one thread each, and returns its fp16 steps per CPU second of those threads (not of the
+    process: TensorFlow's pool threads spin for a while after each op and would be counted)."""
     import ctypes
     import threading
 
@@ -83,34 +82,24 @@ def ceiling_probe(threads: int, seconds: float = 0.2):
         steps = probe(reps, ctypes.byref(sink))
         done.append((steps, time.thread_time() - c0))
 
-    def run() -> tuple[int, float]:
+    def rate() -> float:
         done.clear()
         ts = [threading.Thread(target=one, args=(s,)) for s in sinks]
         for t in ts:
             t.start()
         for t in ts:
             t.join()
-        return sum(d[0] for d in done), sum(d[1] for d in done)
+        return sum(d[0] for d in done) / sum(d[1] for d in done)
 
-    return isa, run
-
-
-def probe_rates(run, repeats: int) -> list[float]:
-    """fp16 steps per CPU second of the probe's own threads (not of the process: TensorFlow's
-    pool threads spin for a while after each op and would be counted) over `repeats` runs."""
-    rates = []
-    for _ in range(repeats):
-        steps, cpu_s = run()
-        rates.append(steps / cpu_s)
-    return rates
+    return isa, rate
 
 
 def ceiling_steps_per_s(threads: int, repeats: int) -> tuple[str, float]:
     """(path, fp16 steps per CPU second) of `ceiling_probe`, the best of `repeats` runs (a peak
     rate)."""
-    isa, run = ceiling_probe(threads)
-    run()  # warm-up
-    return isa, max(probe_rates(run, repeats))
+    isa, rate = ceiling_probe(threads)
+    rate()  # warm-up
+    return isa, max(rate() for _ in range(repeats))
 
 
 def ceiling_cell(fraction: float) -> tuple[str, bool]:
@@ -270,7 +259,7 @@ def main(argv=None) -> int:
         if got == isa:
             ceilings[isa] = rate
     chosen = tf_fp16ops.ops.cpu_isa()
-    _, probe_run = ceiling_probe(threads, seconds=0.05)
+    _, probe_rate = ceiling_probe(threads, seconds=0.05)
     in_turn = []
 
     rows, grads = [], []
@@ -291,17 +280,16 @@ def main(argv=None) -> int:
         # and single in-turn runs still dipped by up to 40%. In a pass of its own, so that the
         # probe does not change the figures of the table above; each probe run starts 20 ms
         # after the op, once TensorFlow's pool threads have stopped spinning.
-        probe_rate = []
+        rates = []
 
-        def probe_after_pause(r=probe_rate):
+        def probe_after_pause(r=rates):
             time.sleep(0.02)
-            r.extend(probe_rates(probe_run, 1))
+            r.append(probe_rate())
 
         pair = interleaved(
-            {"ours": fns["ours fp16 in, fp16 acc"], CEILING_KEY: probe_after_pause},
-            args.repeats,
+            {"ours": fns["ours fp16 in, fp16 acc"], "probe": probe_after_pause}, args.repeats
         )
-        ceiling = max(probe_rate[1:])  # [0]: the warm-up run
+        ceiling = max(rates[1:])  # [0]: the warm-up run
         frac = fl / 2 / pair["ours"][1] / ceiling
         in_turn.append(ceiling)
         cpu_ratio = t["tf.nn.conv2d fp32"][1] / t["ours fp32 in, fp32 acc"][1]

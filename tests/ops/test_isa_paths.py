@@ -51,3 +51,42 @@ print("mismatches", bad)
 def test_isa_path_is_exact(isa):
     lines = run_on_isa(SCRIPT, isa)
     assert lines == [f"isa {isa}", "mismatches 0"]
+
+
+PADDING_SCRIPT = r"""
+import numpy as np
+import tf_fp16ops
+# Padded positions are zero terms of the sum (README "Numerics"), so an infinite weight that
+# meets padding gives 0 * inf = NaN, on the contiguous-row path (border tiles read a zero-padded
+# copy of their window) and on the per-tap path (dilation 2). Expected values by hand.
+# 1 x 4 row of ones, filter [inf, 1, 1], SAME: q=0 meets a padded column with the inf tap;
+# q=1..3 see inf + 1 + 1 or inf + 1 + 0 * 1.
+# 2 x 2 ones, 3x3 filter of ones with inf at (0, 0), SAME: only output (1, 1) puts the inf tap
+# inside the input (inf + three ones); the others meet it on padding.
+# The same 2 x 2 case with dilation 2 (effective 5x5, SAME): the inf tap reads x[p-2, q-2],
+# always padding, so every output is NaN.
+cases = [
+    ((1, 1, 4, 1), np.array([np.inf, 1, 1]).reshape(1, 3, 1, 1), 1,
+     [[np.nan, np.inf, np.inf, np.inf]]),
+    ((1, 2, 2, 1), np.where(np.arange(9).reshape(3, 3, 1, 1) == 0, np.inf, 1.0), 1,
+     [[np.nan, np.nan], [np.nan, np.inf]]),
+    ((1, 2, 2, 1), np.where(np.arange(9).reshape(3, 3, 1, 1) == 0, np.inf, 1.0), 2,
+     [[np.nan, np.nan], [np.nan, np.nan]]),
+]
+bad = 0
+for xs, w, d, expected in cases:
+    expected = np.array(expected)
+    for acc, dt in (("float16", np.float16), ("float32", np.float16), ("float32", np.float32)):
+        y = tf_fp16ops.conv2d(np.ones(xs, dt), w.astype(dt), 1, "SAME", dilations=d,
+                              accumulation=acc).numpy()[0, :, :, 0].astype(np.float64)
+        same = (y == expected) | (np.isnan(y) & np.isnan(expected))
+        bad += int((~same).sum())
+print("isa", tf_fp16ops.ops.cpu_isa())
+print("mismatches", bad)
+"""
+
+
+@pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
+def test_an_infinite_weight_meeting_padding_gives_nan(isa):
+    lines = run_on_isa(PADDING_SCRIPT, isa)
+    assert lines == [f"isa {isa}", "mismatches 0"]

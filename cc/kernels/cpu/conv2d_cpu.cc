@@ -58,6 +58,21 @@ void RowsTimesMatrix(Accumulation acc, int64_t rows, const float* a, int64_t ter
   });
 }
 
+// Columns first..last of one NHWC input row (`xrow`: W columns of C floats; nullptr for a row
+// outside the input) copied to `dst`, zeros in place of the columns outside the input.
+const float* PaddedWindow(const float* xrow, int64_t W, int64_t C, int64_t first, int64_t last,
+                          float* dst) {
+  for (int64_t c = first; c <= last; ++c) {
+    float* out = dst + (c - first) * C;
+    if (xrow != nullptr && c >= 0 && c < W) {
+      std::copy(xrow + c * C, xrow + (c + 1) * C, out);
+    } else {
+      std::fill(out, out + C, 0.0f);
+    }
+  }
+  return dst;
+}
+
 }  // namespace
 
 void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w, float* y,
@@ -116,23 +131,13 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
           for (int64_t kh = 0; kh < g.KH; ++kh) {
             const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
             const bool h_inside = h >= 0 && h < g.H;
-            if (row_fits && h_inside) {
-              for (int i = 0; i < m; ++i)
-                xs[i] = x + ((n * g.H + h) * g.W + w_first + i * g.stride_w) * g.C;
-              AccumulateRowsMulti(acc, m, accs, Kg, xs, g.KW * g.C, w + kh * g.KW * g.C * g.K, g.K);
-              continue;
-            }
-            if (windowed) {  // columns w_first..w_last of input row h, zeros outside the input
-              for (int64_t c = w_first; c <= w_last; ++c) {
-                float* dst = window.data() + (c - w_first) * g.C;
-                if (h_inside && c >= 0 && c < g.W) {
-                  const float* src = x + ((n * g.H + h) * g.W + c) * g.C;
-                  std::copy(src, src + g.C, dst);
-                } else {
-                  std::fill(dst, dst + g.C, 0.0f);
-                }
-              }
-              for (int i = 0; i < m; ++i) xs[i] = window.data() + i * g.stride_w * g.C;
+            // One call per kernel row: the window row straight from x, or its zero-padded copy.
+            if ((row_fits && h_inside) || windowed) {
+              const float* xrow = h_inside ? x + (n * g.H + h) * g.W * g.C : nullptr;
+              const float* row = row_fits && h_inside
+                                     ? xrow + w_first * g.C
+                                     : PaddedWindow(xrow, g.W, g.C, w_first, w_last, window.data());
+              for (int i = 0; i < m; ++i) xs[i] = row + i * g.stride_w * g.C;
               AccumulateRowsMulti(acc, m, accs, Kg, xs, g.KW * g.C, w + kh * g.KW * g.C * g.K, g.K);
               continue;
             }
