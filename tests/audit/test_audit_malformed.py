@@ -450,6 +450,13 @@ def _nested(depth) -> str:
             "groups must be a divisor of filters 7, got 2",
         ),
         (_model(_conv_layer(padding=[[1, 1], [1, 1]])), "padding must be"),
+        # Keras allows "causal" only on Conv1D; an unknown string was a ValueError of the
+        # shape pass ("config.json is malformed (ValueError: ...)").
+        (_model(_conv_layer(padding="causal")), 'padding must be one of "valid", "same", got'),
+        (
+            _model(_conv_layer(padding="full")),
+            'padding must be one of "valid", "same", got \'full\'',
+        ),
         (
             _model(dict(_conv_layer(depth_multiplier=None), class_name="DepthwiseConv2D")),
             "depth_multiplier must be",

@@ -185,10 +185,12 @@ def add_conv_layer(
     ks = field.ints("kernel_size", cfg.get("kernel_size"), nd)
     strides = field.ints("strides", cfg.get("strides", 1), nd)
     dil = field.ints("dilation_rate", cfg.get("dilation_rate", 1), nd)
-    padding = cfg.get("padding", "valid")
-    if not isinstance(padding, str):
-        raise field.error("padding", padding, 'a string ("valid" or "same")')
-    padding = padding.upper()
+    padding = _padding(
+        field,
+        cfg.get("padding", "valid"),
+        causal_ok=nd == 1
+        and op not in ("separable", "DepthwiseConv2dNative", "Conv2DBackpropInput"),
+    )
     if nd == 1:  # Keras' TF backend runs Conv1D as Conv2D over an inserted unit height
         ks, strides, dil = (1,) + ks, (1,) + strides, (1,) + dil
         if shape and len(shape) == 3:
@@ -198,6 +200,11 @@ def add_conv_layer(
                 else [shape[0], shape[1], 1, shape[2]]
             )
     in_shape = tuple(-1 if d is None else d for d in shape) if shape else None
+    layer_in_shape = in_shape
+    causal = padding == "CAUSAL"
+    if causal:  # Keras pads dilation * (K - 1) zeros on the left of the width, then runs VALID
+        in_shape = _causal_padded(in_shape, ks, dil, 2 if channels_last else 3)
+        padding = "VALID"
     cin = None
     if in_shape:
         cin = in_shape[-1] if channels_last else in_shape[1]
@@ -232,7 +239,10 @@ def add_conv_layer(
     if nd == 3:
         fmt = "NDHWC" if channels_last else "NCDHW"
     full = lambda t: (1,) + t + (1,) if channels_last else (1, 1) + t  # noqa: E731
-    add("input", "Placeholder", dtype=tc, **({"shape": in_shape} if in_shape else {}))
+    add("input", "Placeholder", dtype=tc, **({"shape": layer_in_shape} if layer_in_shape else {}))
+
+    def data(x, t):  # the conv's data input: x, or x padded for causal
+        return _add_causal_pad(add, x, t, in_shape) if causal else x
 
     def kernel(kname, kshape):
         add(kname, "VarHandleOp", dtype=tv, **({"shape": kshape} if kshape else {}))
@@ -258,7 +268,7 @@ def add_conv_layer(
         add(
             "depthwise",
             "DepthwiseConv2dNative",
-            ["input", dk],
+            [data("input", tc), dk],
             **conv_attrs,
             **_out(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last),
         )
@@ -284,13 +294,13 @@ def add_conv_layer(
         add(
             "depthwise",
             op,
-            ["input", k],
+            [data("input", tc), k],
             **conv_attrs,
             **_out(in_shape, ks, strides, dil, padding, cin * dm if cin else None, channels_last),
         )
     elif op == "Conv2DBackpropInput":
         k = kernel("kernel", ks + (filters, cin) if cin and filters else None)
-        add("conv_transpose", op, ["input_sizes", k, "input"], **conv_attrs)
+        add("conv_transpose", op, ["input_sizes", k, data("input", tc)], **conv_attrs)
         add("input_sizes", "Const", dtype=protos.DT_INT32)
     elif our_accumulation is not None:
         # tf_fp16ops.layers.Conv2D: Fp16Conv2D with Tacc; accumulation float16 in a float32 layer
@@ -306,7 +316,7 @@ def add_conv_layer(
         node = add(
             "convolution",
             "Fp16Conv2D",
-            [x, k],
+            [data(x, t), k],
             **dict(conv_attrs, T=t),
             **_out(in_shape, ks, strides, dil, padding, filters, channels_last),
         )
@@ -316,7 +326,7 @@ def add_conv_layer(
         add(
             "convolution",
             op,
-            ["input", k],
+            [data("input", tc), k],
             **conv_attrs,
             **_out(in_shape, ks, strides, dil, padding, filters, channels_last),
         )
@@ -369,6 +379,40 @@ class FieldReader:
                 f"a list of {rank} dimensions (each null or an integer >= 0)",
             )
         return list(v)
+
+
+def _padding(field: FieldReader, padding, causal_ok: bool) -> str:
+    """A layer's padding upper-cased: "VALID" or "SAME", or "CAUSAL" where Keras allows it (the
+    1-D convolution of its BaseConv family: Conv1D)."""
+    allowed = ("valid", "same", "causal") if causal_ok else ("valid", "same")
+    if not isinstance(padding, str) or padding.lower() not in allowed:
+        raise field.error("padding", padding, "one of " + ", ".join(f'"{a}"' for a in allowed))
+    return padding.upper()
+
+
+def _causal_padded(in_shape, ks, dil, axis: int):
+    """`in_shape` with its width (dim `axis`) grown by the causal padding dilation * (K - 1), as
+    keras.layers.Conv1D pads it (unknown sizes stay -1; None stays None)."""
+    if not in_shape:
+        return in_shape
+    width = in_shape[axis]
+    padded = list(in_shape)
+    padded[axis] = width if width < 0 else width + dil[-1] * (ks[-1] - 1)
+    return tuple(padded)
+
+
+def _add_causal_pad(add, x: str, t, padded_shape) -> str:
+    """Adds the Pad node of a causal Conv1D (scope/causal_pad, fed by `x` of dtype `t`, and its
+    paddings Const) and returns its name."""
+    add("causal_pad/paddings", "Const", dtype=protos.DT_INT32)
+    add(
+        "causal_pad",
+        "Pad",
+        [x, "causal_pad/paddings"],
+        T=t,
+        **({"_output_shapes": padded_shape} if padded_shape else {}),
+    )
+    return "causal_pad"
 
 
 def out_shape(in_shape, ks, strides, dil, padding, cout, channels_last):
@@ -463,13 +507,12 @@ def add_our_layer(gd, name: str, cls: str, cfg: dict, notes, build_config, acc: 
         ks = field.ints("kernel_size", cfg.get("kernel_size"), nd)
         strides = field.ints("strides", cfg.get("strides", 1), nd)
         dil = field.ints("dilation_rate", cfg.get("dilation_rate", 1), nd)
-        padding = cfg.get("padding", "valid")
-        if not isinstance(padding, str):
-            raise field.error("padding", padding, 'a string ("valid", "same" or "causal")')
-        padding = padding.upper()
+        padding = _padding(field, cfg.get("padding", "valid"), causal_ok=nd == 1 and kind == "conv")
         if nd == 1:
             ks, strides, dil = (1,) + ks, (1,) + strides, (1,) + dil
-    op_padding = padding if padding in ("SAME", "VALID") else "VALID"  # causal: padded, then VALID
+    causal = padding == "CAUSAL"  # Conv1D pads dilation * (K - 1) zeros on the left, then VALID
+    op_padding = "VALID" if causal else padding
+    conv_in_shape = _causal_padded(in_shape, ks, dil, 2) if causal else in_shape
     units = cfg.get("units") if kind == "dense" else cfg.get("filters")
     if units is not None:
         units = field.count("units" if kind == "dense" else "filters", units)
@@ -550,7 +593,7 @@ def add_our_layer(gd, name: str, cls: str, cfg: dict, notes, build_config, acc: 
         add(
             "Fp16Conv2D",
             "Fp16Conv2D",
-            [x, k],
+            [_add_causal_pad(add, x, t, conv_in_shape) if causal else x, k],
             **conv,
-            **out(in_shape, ks, strides, dil, op_padding, units),
+            **out(conv_in_shape, ks, strides, dil, op_padding, units),
         )

@@ -1,0 +1,64 @@
+"""Conv1D with padding="causal" in a .keras file, audited statically.
+
+keras.layers.Conv1D (and tf_fp16ops.layers.Conv1D) pads dilation * (K - 1) zeros on the left of
+the width and runs a VALID convolution (Keras' TF backend, `conv`), so the conv op sees the
+padded width and the output keeps the input's width. The static audit failed on the stock layer
+("padding must be SAME, VALID or EXPLICIT, got 'CAUSAL'") and gave tf_fp16ops' layer the VALID
+output of the unpadded input.
+
+Hand values: width 20, K 3, dilation 2 -> padded width 20 + 2 * 2 = 24, output width
+(24 - 2 * 2) = 20; FLOPs per example 2 * 20 (positions) * 8 (filters) * 3 * 4 (K * C) = 3840.
+"""
+
+import keras
+import pytest
+
+import tf_fp16ops
+from tf_fp16ops.audit import RuntimeContext, audit
+
+CPU = RuntimeContext(device="cpu")
+
+
+@pytest.mark.parametrize(
+    "layers,data_format,conv_in,conv_out",
+    [
+        (keras.layers, "channels_last", [-1, 1, 24, 4], [-1, 1, 20, 8]),
+        (keras.layers, "channels_first", [-1, 4, 1, 24], [-1, 8, 1, 20]),
+        (tf_fp16ops.layers, "channels_last", [-1, 1, 24, 4], [-1, 1, 20, 8]),
+    ],
+    ids=["keras-nwc", "keras-ncw", "tf_fp16ops-nwc"],
+)
+def test_causal_conv1d_sees_the_padded_width(tmp_path, layers, data_format, conv_in, conv_out):
+    shape = (20, 4) if data_format == "channels_last" else (4, 20)
+    conv = layers.Conv1D(8, 3, padding="causal", dilation_rate=2, data_format=data_format)
+    model = keras.Sequential([keras.Input(shape), conv])
+    assert model.output_shape[1:] == ((20, 8) if data_format == "channels_last" else (8, 20))
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    (f,) = audit(path, CPU).findings
+    d = f.to_dict()
+    assert (d["input_shape"], d["output_shape"], d["flops"]) == (conv_in, conv_out, 3840)
+    assert "padding" not in " ".join(f.flag_texts)  # no invalid-attrs flag
+
+
+def test_causal_is_rejected_where_keras_rejects_it(tmp_path):
+    """A tf_fp16ops SeparableConv1D config saying "causal" (Keras refuses it for separable
+    convolutions) is a malformed file whose one-line error names the layer, the field and the
+    value."""
+    import json
+    import zipfile
+
+    layer = {
+        "class_name": "SeparableConv1D",
+        "registered_name": "tf_fp16ops>SeparableConv1D",
+        "config": {"name": "s", "filters": 4, "kernel_size": [3], "padding": "causal"},
+        "build_config": {"input_shape": [None, 20, 4]},
+    }
+    path = str(tmp_path / "m.keras")
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(
+            "config.json",
+            json.dumps({"class_name": "Sequential", "config": {"name": "m", "layers": [layer]}}),
+        )
+    with pytest.raises(Exception, match=r"layer 's' \(SeparableConv1D\): padding must be one of"):
+        audit(path, CPU)
