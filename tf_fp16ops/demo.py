@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tf_fp16ops._platform.cli import ArgumentParser
 from tf_fp16ops._platform.quiet import import_tensorflow
 
 try:
@@ -250,7 +251,7 @@ def default_workdir() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(

@@ -231,6 +231,32 @@ def test_cli_bad_path_among_several_is_one_error_and_the_rest_are_audited(tmp_pa
     assert "gate failed" in capsys.readouterr().err
 
 
+def _exit_status(fn, argv) -> int:
+    """What the CLI `fn` returns for `argv`, or the status argparse exits with."""
+    try:
+        return fn(argv)
+    except SystemExit as e:
+        return e.code
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--format", "yaml"], "argument --format: invalid choice: 'yaml'"),
+        (["--max-rows", "-3"], "--max-rows"),
+        (["--fail-under", "2"], "--fail-under must be a fraction in [0, 1], got 2.0"),
+        (["--fail-on", "bogus"], "bogus"),
+        (["--input-shape", "1,2"], "--input-shape and --probe-switch need --run"),
+    ],
+)
+def test_cli_flag_errors_are_one_line(tmp_path, capsys, args, needle):
+    """argparse printed its 14-line usage block before the error line."""
+    assert _exit_status(main, [str(tmp_path / "m.pb"), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tf-fp16-audit: error: "), err
+    assert needle in err, err
+
+
 def test_cli_subprocess_errors_have_no_traceback(tmp_path):
     bad = tmp_path / "trunc.pb"
     bad.write_bytes(conv_graph().SerializeToString()[:-7])

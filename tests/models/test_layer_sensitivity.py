@@ -343,6 +343,25 @@ def test_mobilenetv2_without_labels(mobilenet):
         assert entry.max_rel == pytest.approx(_rel(base, _out(one, x))[0], rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--random-inputs", "2", "--search", "linear"], "argument --search: invalid choice"),
+        (["--random-inputs", "2", "--others", "fp16"], "argument --others: invalid choice"),
+        ([], "one of the arguments --inputs --random-inputs is required"),
+    ],
+)
+def test_cli_flag_errors_are_one_line(tmp_path, capsys, args, needle):
+    """argparse printed its usage block before the error line."""
+    try:
+        status = cli_main([str(tmp_path / "m.keras"), *args])
+    except SystemExit as e:
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith("tf-fp16-sensitivity: error: ") and needle in err, err
+
+
 def test_cli_checks_outputs_before_the_run(tmp_path, capsys):
     # A model path that does not exist: an output check that passed would fail later on the
     # model instead, so each line below is the up-front check.

@@ -5,7 +5,9 @@ calls.
               raises `tf_fp16ops.OpLibraryError` in one line
   quiet.py    imports TensorFlow with its start-up lines filtered from stderr, and the filter
               process itself (`python -m tf_fp16ops._platform.quiet`)
+  cli.py      the tools' argparse parser, whose errors are one line (no usage block)
   xla.py      refuses to build the ops inside an XLA compilation, with a message that says why
 
-Importing this package imports nothing: `library` and `xla` import TensorFlow, `quiet` does not.
+Importing this package imports nothing: `library` and `xla` import TensorFlow, `quiet` and `cli`
+do not.
 """

@@ -9,6 +9,8 @@ import argparse
 import os
 import sys
 
+from tf_fp16ops._platform.cli import ArgumentParser
+
 from .limits import DEFAULT as DEFAULT_LIMITS
 
 EPILOG = """\
@@ -87,7 +89,7 @@ def _size(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="tf-fp16-audit",
         description="Static audit of TensorFlow models: for every convolution and matmul call "
         "site, the storage dtype T, "

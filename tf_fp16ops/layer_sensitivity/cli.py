@@ -27,12 +27,14 @@ import sys
 import tempfile
 import zipfile
 
+from tf_fp16ops._platform.cli import ArgumentParser
+
 # Quiet TensorFlow's C++ start-up lines before anything below imports it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="tf-fp16-sensitivity",
         description="Rank the conv-like and Dense layers of a Keras model by their sensitivity to "
         "fp16 accumulation and find the largest set that can take it within a tolerance.",

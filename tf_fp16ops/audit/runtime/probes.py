@@ -56,6 +56,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 
+from tf_fp16ops._platform.cli import ArgumentParser
+
 PROBE_ENV = (
     "TF_CONV2D_USE_FP16_ACCUMULATE",
     "TF_FP16_CONV_USE_FP32_COMPUTE",
@@ -673,9 +675,7 @@ def asdict_shallow(r: ProbeResult) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="python -m tf_fp16ops.audit.runtime.probes",
         description="Runs accumulation probes (executes tiny convolutions) and prints the results.",
     )
