@@ -55,10 +55,13 @@ std::string WindowedOutputSize(const char* dim, int64_t in, int64_t k, int64_t s
         padded = Wide(in) + pad_before + pad_after;
       }
       if (padded < eff) {
-        return Cat("output ", dim, " would be negative: input ", dim, " ", in,
-                   padding == PaddingKind::kExplicit ? " plus explicit padding" : "", " (",
-                   static_cast<int64_t>(padded), ") is smaller than the effective filter ", dim,
-                   " ", static_cast<int64_t>(eff), " (filter ", k, ", dilation ", dilation, ")");
+        const std::string size =
+            padding == PaddingKind::kExplicit
+                ? Cat(in, " plus explicit padding (", static_cast<int64_t>(padded), ")")
+                : Cat(in);
+        return Cat("output ", dim, " would be negative: input ", dim, " ", size,
+                   " is smaller than the effective filter ", dim, " ", static_cast<int64_t>(eff),
+                   " (filter ", k, ", dilation ", dilation, ")");
       }
       o = (padded - eff) / stride + 1;
       break;

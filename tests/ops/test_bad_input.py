@@ -82,8 +82,17 @@ def raw(x=X, w=W, **attrs):
         ),
         (
             lambda: raw(w=np.zeros((7, 3, 4, 2), np.float16)),
-            "output height would be negative: input height 5 (5) is smaller than the effective "
+            "output height would be negative: input height 5 is smaller than the effective "
             "filter height 7",
+        ),
+        (
+            lambda: raw(
+                w=np.zeros((9, 3, 4, 2), np.float16),
+                padding="EXPLICIT",
+                explicit_paddings=[0, 0, 1, 2, 0, 0, 0, 0],
+            ),
+            "output height would be negative: input height 5 plus explicit padding (8) is smaller "
+            "than the effective filter height 9",
         ),
         (lambda: raw(x=X.astype(np.float32), w=W.astype(np.float32)), "Tacc=half requires T=half"),
     ],
