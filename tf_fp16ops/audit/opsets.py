@@ -169,6 +169,10 @@ IDENTITY_LIKE = frozenset(
         "DebugIdentityV2",
     }
 )
+# Ops that give their input 0's values in another shape (same dtype, same elements): a Conv1D
+# kernel reaches its Conv2D through ExpandDims (Keras' TF backend), a depthwise kernel reaches
+# Fp16DepthwiseConv2D through Reshape. Provenance walks through them to the variable.
+RESHAPE_LIKE = frozenset({"ExpandDims", "Reshape", "Squeeze"})
 READ_VARIABLE = frozenset({"ReadVariableOp"})
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "VarHandleOpV2"})
 CAST_OPS = frozenset({"Cast"})

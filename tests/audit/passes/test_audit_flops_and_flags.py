@@ -299,3 +299,34 @@ def test_gpu_context_leaves_out_the_cpu_onednn_line():
     on_cpu = audit(conv_graph(), CPU)
     assert "context: oneDNN takes T=half CPU convs:" in render_terminal(on_cpu)
     assert "oneDNN takes T=half CPU convs:" in render_markdown(on_cpu)
+
+
+@pytest.mark.parametrize("shape_op", ["ExpandDims", "Reshape", "Squeeze"])
+def test_variable_cast_is_found_through_shape_ops(shape_op):
+    """Keras' Conv1D reaches its Conv2D through ExpandDims of the cast kernel (a depthwise kernel
+    through Reshape): the walk stopped there and the site had no variable-cast flag, while the
+    static .keras audit of the same layer had it."""
+    gd = protos.GraphDef()
+    x = add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    for d in (1, 1, 8, 4):
+        x.attr["shape"].shape.dim.add().size = d
+    add_node(gd.node, "k", "VarHandleOp", dtype="DT_FLOAT")
+    add_node(gd.node, "k/Read", "ReadVariableOp", ["k"], dtype="DT_FLOAT")
+    add_node(gd.node, "k/Cast", "Cast", ["k/Read"], SrcT="DT_FLOAT", DstT="DT_HALF")
+    add_node(gd.node, "axis", "Const", dtype="DT_INT32")
+    add_node(gd.node, "k/shaped", shape_op, ["k/Cast", "axis"], T="DT_HALF")
+    add_node(
+        gd.node,
+        "conv",
+        "Conv2D",
+        ["x", "k/shaped"],
+        T="DT_HALF",
+        strides=[1, 1, 1, 1],
+        padding=b"VALID",
+    )
+    (f,) = audit(gd, CPU).findings
+    assert "variable-cast(float variable cast to half)" in f.flag_texts, f.flag_texts
+    # Another op in between (not value-preserving) still ends the walk.
+    gd.node[5].op = "Mul"
+    (f,) = audit(gd, CPU).findings
+    assert not any(t.startswith("variable-cast") for t in f.flag_texts), f.flag_texts

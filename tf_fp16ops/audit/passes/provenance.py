@@ -1,16 +1,24 @@
-"""Provenance pass: where a conv input comes from, through Identity/ReadVariableOp/Cast chains and
-across function boundaries (argument -> caller's input; call output -> callee's return value)."""
+"""Provenance pass: where a conv input comes from, through Identity/ReadVariableOp/Cast chains
+(and ExpandDims/Reshape/Squeeze, which keep the values) and across function boundaries
+(argument -> caller's input; call output -> callee's return value)."""
 
 from __future__ import annotations
 
 from ..findings import Provenance
 from ..graph import AuditGraph, CallSite, Frame, parse_ret, resolve_bindings
-from ..opsets import CALL_ATTRS, CAST_OPS, IDENTITY_LIKE, READ_VARIABLE, VARIABLE_OPS
+from ..opsets import (
+    CALL_ATTRS,
+    CAST_OPS,
+    IDENTITY_LIKE,
+    READ_VARIABLE,
+    RESHAPE_LIKE,
+    VARIABLE_OPS,
+)
 from .attrs import NodeAttrs, dtype_name, shape_of
 
 _MAX_STEPS = 10_000
 _SINGLE_CALLEE = ("PartitionedCall", "StatefulPartitionedCall")
-_WALK_THROUGH = IDENTITY_LIKE | CAST_OPS | READ_VARIABLE
+_WALK_THROUGH = IDENTITY_LIKE | CAST_OPS | READ_VARIABLE | RESHAPE_LIKE
 
 
 def trace(
