@@ -192,3 +192,15 @@ def test_override_on_the_command_line_and_every_report_format(tmp_path, capsys):
     assert "invalid choice: 'maybe'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="--cpu-onednn-fp16 must be 'yes' or 'no', got 'maybe'"):
         UNKNOWN.with_overrides(cpu_onednn_fp16="maybe")
+
+
+def test_context_line_names_gpu_facts_only_for_a_gpu():
+    """A CPU audit printed the process's cuDNN build version (cudnn=9) and an unknown compute
+    capability; an explicit context without a TensorFlow version printed "TF  [explicit]"."""
+    ctx = dict(compute_capability="8.0", cudnn_version="9.3.0")
+    cpu_line = render_terminal(audit(conv_graph(), RuntimeContext(device="cpu"))).splitlines()[1]
+    assert cpu_line == "context: device=cpu amp=False TF ? [explicit]", cpu_line
+    gpu_line = render_terminal(
+        audit(conv_graph(), RuntimeContext(device="gpu", tf_version="2.21.0").with_overrides(**ctx))
+    ).splitlines()[1]
+    assert "compute_capability=8.0 cudnn=9.3.0 TF 2.21.0" in gpu_line, gpu_line

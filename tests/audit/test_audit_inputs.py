@@ -35,6 +35,9 @@ def test_if_while_case_branches_are_walked():
         return a + b + c
 
     r = audit(f, CPU)
+    # The report names the function (it said the class path of TensorFlow's Function type).
+    assert r.source == "tf.function 'f'", r.source
+    assert audit(f.get_concrete_function(), CPU).source.startswith("ConcreteFunction __inference_f")
     paths = sorted(f.function_path[-1].split("_")[0] if f.function_path else "" for f in r.findings)
     assert r.summary.call_sites == 5  # two If branches, one While body, two Case branches
     assert all(f.function_path for f in r.findings)

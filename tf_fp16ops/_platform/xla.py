@@ -1,10 +1,11 @@
 """Refuses to build Fp16Conv2D ops inside an XLA compilation, with a message that says why and how
 to run.
 
-The op library registers CPU and GPU kernels only; XLA (`tf.function(jit_compile=True)`, Keras
-`jit_compile=True`) needs a tf2xla kernel for every op of the cluster, so TensorFlow would fail
-later with "Detected unsupported operations ... No registered 'Fp16Conv2D' OpKernel for
-XLA_CPU_JIT devices", which names neither the cause nor the fix.
+The op library registers CPU and GPU kernels only; XLA (`tf.function(jit_compile=True)`) needs a
+tf2xla kernel for every op of the cluster, so TensorFlow would fail later with "Detected
+unsupported operations ... No registered 'Fp16Conv2D' OpKernel for XLA_CPU_JIT devices", which
+names neither the cause nor the fix. (Keras' `compile(jit_compile=True)` sees that the layers do
+not support XLA, warns and runs without it.)
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def check_not_in_xla(op_type: str) -> None:
     if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
         raise ValueError(
             f"{op_type} has no XLA kernel (the tf_fp16ops op library registers CPU and GPU kernels "
-            "only), so it cannot run inside tf.function(jit_compile=True) or a Keras model "
-            "compiled with jit_compile=True. Run it with jit_compile=False (the default of "
-            "tf.function; for Keras: model.compile(..., jit_compile=False))."
+            "only), so it cannot run inside an XLA compilation such as "
+            "tf.function(jit_compile=True). Run it with jit_compile=False (the default of "
+            "tf.function)."
         )

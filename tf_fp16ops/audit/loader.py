@@ -362,8 +362,11 @@ def load_object(obj: Any) -> LoadedModel:
             msg = str(e).strip().splitlines()[-1].strip() if str(e).strip() else type(e).__name__
             raise AuditInputError(f"{desc}: tracing the model on {specs} failed: {msg}") from None
     elif hasattr(obj, "graph") and hasattr(obj, "structured_input_signature"):  # ConcreteFunction
+        name = getattr(obj, "name", "?")
+        desc = f"ConcreteFunction {name.decode() if isinstance(name, bytes) else name}"
         gd = obj.graph.as_graph_def(add_shapes=True)
     elif hasattr(obj, "get_concrete_function"):  # tf.function
+        desc = f"tf.function {getattr(obj, '__name__', '?')!r}"
         concrete = _concrete_functions(obj)
         if not concrete:
             raise AuditInputError(

@@ -17,6 +17,19 @@ from .common import (
 from .runtime import has_runtime, observed_cell, probe_rows, runtime_lines
 
 
+def _context_line(ctx) -> str:
+    """The report's context in one line; the GPU's compute capability and cuDNN version only where
+    the audited device is a GPU (a CPU audit does not depend on them)."""
+    gpu = (
+        f"compute_capability={_v(ctx.compute_capability)} cudnn={_v(ctx.cudnn_version)} "
+        if ctx.device != "cpu"
+        else ""
+    )
+    return (
+        f"context: device={ctx.device} amp={ctx.amp} {gpu}TF {ctx.tf_version or '?'} [{ctx.origin}]"
+    )
+
+
 def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
     legend = reason_legend(report)
     run = has_runtime(report)
@@ -59,10 +72,7 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
     out = [f"PARTIAL REPORT (over budget): {p}" for p in report.partial]
     out += [
         f"tf-fp16-audit: {report.source} ({report.source_format})",
-        f"context: device={report.context.device} amp={report.context.amp} "
-        f"compute_capability={_v(report.context.compute_capability)} "
-        f"cudnn={_v(report.context.cudnn_version)} "
-        f"TF {report.context.tf_version} [{report.context.origin}]",
+        _context_line(report.context),
     ]
     if cpu_convs_possible(report):
         out.append(f"context: oneDNN takes T=half CPU convs: {onednn_context(report)}")
