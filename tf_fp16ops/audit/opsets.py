@@ -169,10 +169,12 @@ IDENTITY_LIKE = frozenset(
         "DebugIdentityV2",
     }
 )
-# Ops that give their input 0's values in another shape (same dtype, same elements): a Conv1D
-# kernel reaches its Conv2D through ExpandDims (Keras' TF backend), a depthwise kernel reaches
-# Fp16DepthwiseConv2D through Reshape. Provenance walks through them to the variable.
-RESHAPE_LIKE = frozenset({"ExpandDims", "Reshape", "Squeeze"})
+# Ops whose output holds input 0's values (and zeros) in another shape, same dtype: a Conv1D
+# kernel reaches its Conv2D through ExpandDims (Keras' TF backend), its input through Pad (causal)
+# and SpaceToBatchND (dilation), a depthwise kernel reaches Fp16DepthwiseConv2D through Reshape.
+# Provenance walks through them for the dtype chain and the variable, not for the shape (a shape
+# found beyond one is not the conv's).
+RESHAPE_LIKE = frozenset({"ExpandDims", "Reshape", "Squeeze", "Pad", "MirrorPad", "SpaceToBatchND"})
 READ_VARIABLE = frozenset({"ReadVariableOp"})
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "VarHandleOpV2"})
 CAST_OPS = frozenset({"Cast"})

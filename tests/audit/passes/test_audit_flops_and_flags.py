@@ -301,7 +301,7 @@ def test_gpu_context_leaves_out_the_cpu_onednn_line():
     assert "oneDNN takes T=half CPU convs:" in render_markdown(on_cpu)
 
 
-@pytest.mark.parametrize("shape_op", ["ExpandDims", "Reshape", "Squeeze"])
+@pytest.mark.parametrize("shape_op", ["ExpandDims", "Reshape", "Squeeze", "Pad", "SpaceToBatchND"])
 def test_variable_cast_is_found_through_shape_ops(shape_op):
     """Keras' Conv1D reaches its Conv2D through ExpandDims of the cast kernel (a depthwise kernel
     through Reshape): the walk stopped there and the site had no variable-cast flag, while the
@@ -330,3 +330,32 @@ def test_variable_cast_is_found_through_shape_ops(shape_op):
     gd.node[5].op = "Mul"
     (f,) = audit(gd, CPU).findings
     assert not any(t.startswith("variable-cast") for t in f.flag_texts), f.flag_texts
+
+
+@pytest.mark.parametrize("shape_op", ["Reshape", "ExpandDims", "Pad"])
+def test_a_shape_beyond_a_shape_op_is_not_the_convs(shape_op):
+    """x [1, 2, 2, 100] reshaped (no recorded output shape) to [1, 20, 20, 1] before a 3x3 VALID
+    conv: the walk through the reshape took x's shape as the conv's input and reported output
+    [1, 0, 0, 8] and FLOPs 0 (the real output is [1, 18, 18, 8]); for half inputs, a false
+    invalid-attrs flag. Unknown is right: the shape after the op is not recorded."""
+    gd = protos.GraphDef()
+    x = add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    for d in (1, 2, 2, 100):
+        x.attr["shape"].shape.dim.add().size = d
+    add_node(gd.node, "s", "Const", dtype="DT_INT32")
+    add_node(gd.node, "r", shape_op, ["x", "s"], T="DT_HALF")
+    w = add_node(gd.node, "w", "Const", dtype="DT_HALF")
+    for d in (3, 3, 1, 8):
+        w.attr["value"].tensor.tensor_shape.dim.add().size = d
+    add_node(
+        gd.node, "conv", "Conv2D", ["r", "w"], T="DT_HALF", strides=[1, 1, 1, 1], padding=b"VALID"
+    )
+    (f,) = audit(gd, CPU).findings
+    assert f.input_shape is None and f.output_shape is None and f.flops is None, f.to_dict()
+    assert not any(t.startswith("invalid-attrs") for t in f.flag_texts), f.flag_texts
+    # With the op's own output shape recorded, that shape is the conv's.
+    shp = gd.node[2].attr["_output_shapes"].list.shape.add()
+    for d in (1, 20, 20, 1):
+        shp.dim.add().size = d
+    (f,) = audit(gd, CPU).findings
+    assert (f.output_shape, f.flops) == ((1, 18, 18, 8), 2 * 18 * 18 * 8 * 3 * 3 * 1), f.to_dict()

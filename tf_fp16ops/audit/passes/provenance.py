@@ -19,6 +19,9 @@ from .attrs import NodeAttrs, dtype_name, shape_of
 _MAX_STEPS = 10_000
 _SINGLE_CALLEE = ("PartitionedCall", "StatefulPartitionedCall")
 _WALK_THROUGH = IDENTITY_LIKE | CAST_OPS | READ_VARIABLE | RESHAPE_LIKE
+# The shape of a walk that crossed a RESHAPE_LIKE op before it found one: unknown (None in the
+# result), and no shape found further on is taken.
+_RESHAPED = ("reshaped",)
 
 
 def trace(
@@ -135,6 +138,10 @@ def _walk(ag: AuditGraph, site_frames: tuple[Frame, ...], p, memo: dict | None) 
                 shapes_seen.append((len(steps), found))
                 if shape is None:
                     shape = found
+        if op in RESHAPE_LIKE:
+            shapes_seen.append((len(steps), _RESHAPED))
+            if shape is None:
+                shape = _RESHAPED
         if op in _WALK_THROUGH:
             dtype = na.output_dtype(op, out)
             steps.append((op, name, dtype))
@@ -222,4 +229,6 @@ def _result(op, node, dtype, steps, variable, shape, crossed) -> Provenance:
         chain.append(f"{s[0]}({d or '?'})")
         if d and d != "resource" and (not dtypes or dtypes[-1] != d):
             dtypes.append(d)
+    if shape is _RESHAPED:
+        shape = None
     return Provenance(op, node, dtype, tuple(chain), tuple(dtypes), variable, shape, tuple(crossed))
