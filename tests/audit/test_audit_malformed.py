@@ -453,6 +453,11 @@ def _nested(depth) -> str:
         # Keras allows "causal" only on Conv1D; an unknown string was a ValueError of the
         # shape pass ("config.json is malformed (ValueError: ...)").
         (_model(_conv_layer(padding="causal")), 'padding must be one of "valid", "same", got'),
+        # data_format other than Keras' two values (any case) was read as channels_last.
+        (
+            _model(_conv_layer(data_format=7)),
+            'data_format must be "channels_last" or "channels_first", got 7',
+        ),
         (
             _model(_conv_layer(padding="full")),
             'padding must be one of "valid", "same", got \'full\'',

@@ -181,7 +181,7 @@ def add_conv_layer(
     if bc is not None and not isinstance(bc, dict):
         raise field.error("build_config", bc, "an object")
     shape = field.shape((bc or {}).get("input_shape"), nd + 2)
-    channels_last = cfg.get("data_format", "channels_last") != "channels_first"
+    channels_last = _channels_last(field, cfg.get("data_format"))
     ks = field.ints("kernel_size", cfg.get("kernel_size"), nd)
     strides = field.ints("strides", cfg.get("strides", 1), nd)
     dil = field.ints("dilation_rate", cfg.get("dilation_rate", 1), nd)
@@ -381,6 +381,19 @@ class FieldReader:
         return list(v)
 
 
+def _channels_last(field: FieldReader, data_format) -> bool:
+    """A layer's data_format: "channels_last" (also when absent or null) or "channels_first", in any
+    case as Keras accepts them."""
+    if data_format is None:
+        return True
+    if not isinstance(data_format, str) or data_format.lower() not in (
+        "channels_last",
+        "channels_first",
+    ):
+        raise field.error("data_format", data_format, '"channels_last" or "channels_first"')
+    return data_format.lower() == "channels_last"
+
+
 def _padding(field: FieldReader, padding, causal_ok: bool) -> str:
     """A layer's padding upper-cased: "VALID" or "SAME", or "CAUSAL" where Keras allows it (the
     1-D convolution of its BaseConv family: Conv1D)."""
@@ -484,7 +497,7 @@ def add_our_layer(gd, name: str, cls: str, cfg: dict, notes, build_config, acc: 
         shape = field.shape(raw_shape, len(raw_shape)) if raw_shape is not None else None
     else:
         shape = field.shape(raw_shape, nd + 2)
-    channels_last = cfg.get("data_format", "channels_last") != "channels_first"
+    channels_last = _channels_last(field, cfg.get("data_format"))
     cin = None
     if shape:
         cin = shape[-1] if channels_last or kind == "dense" else shape[1]

@@ -142,6 +142,7 @@ def static_graph_from_config(
     gd = protos.GraphDef()
     notes = keras_build.StaticNotes()
     built = 0
+    scopes: set[str] = set()  # node scopes given to layers so far
     for position, layer in enumerate(_iter_layers(config)):
         if len(gd.node) >= max_nodes or built >= max_layers:
             flag, limit, what = (
@@ -189,6 +190,15 @@ def static_graph_from_config(
                     f"layer {name!r} ({cls}) names the path {cfg[key]!r} in {key!r}: an external "
                     "reference, not read"
                 )
+        # Nested models may reuse a layer name: the nodes of each layer get a scope of their own
+        # ("c1", then "c1_1", ...), or the second layer's nodes would replace the first's.
+        scope = keras_build.scope_name(name)
+        if scope in scopes:
+            k = 1
+            while f"{scope}_{k}" in scopes:
+                k += 1
+            name, scope = f"{name}_{k}", f"{scope}_{k}"
+        scopes.add(scope)
         ours = keras_build.our_layer_name(layer)
         if ours is not None:  # tf_fp16ops' other registered layers (keras_build.py)
             keras_build.add_our_layer(

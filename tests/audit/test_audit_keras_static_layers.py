@@ -1,5 +1,6 @@
-"""Conv1D with padding="causal" in a .keras file, audited statically.
+"""Layers of a .keras file reconstructed statically: causal Conv1D, nested models.
 
+Conv1D with padding="causal":
 keras.layers.Conv1D (and tf_fp16ops.layers.Conv1D) pads dilation * (K - 1) zeros on the left of
 the width and runs a VALID convolution (Keras' TF backend, `conv`), so the conv op sees the
 padded width and the output keeps the input's width. The static audit failed on the stock layer
@@ -62,3 +63,19 @@ def test_causal_is_rejected_where_keras_rejects_it(tmp_path):
         )
     with pytest.raises(Exception, match=r"layer 's' \(SeparableConv1D\): padding must be one of"):
         audit(path, CPU)
+
+
+def test_nested_layers_of_the_same_name_keep_their_own_sites(tmp_path):
+    """Two nested models each with a layer "c1": the second layer's nodes replaced the first's,
+    so both sites showed the second layer's shapes (FLOPs 20480 twice). Hand values: a: Conv1D(8,
+    3, causal) on (20, 4): 2 * 20 * 8 * 3 * 4 = 3840; b: Conv1D(16, 5, valid) on (20, 8): output
+    width 16, 2 * 16 * 16 * 5 * 8 = 20480."""
+    a = keras.Sequential(
+        [keras.Input((20, 4)), keras.layers.Conv1D(8, 3, padding="causal", name="c1")], name="a"
+    )
+    b = keras.Sequential([keras.Input((20, 8)), keras.layers.Conv1D(16, 5, name="c1")], name="b")
+    model = keras.Sequential([keras.Input((20, 4)), a, b])
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    got = sorted((f.output_shape, f.flops) for f in audit(path, CPU).findings)
+    assert got == [((-1, 1, 16, 16), 20480), ((-1, 1, 20, 8), 3840)], got
