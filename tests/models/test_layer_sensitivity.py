@@ -362,6 +362,22 @@ def test_cli_flag_errors_are_one_line(tmp_path, capsys, args, needle):
     assert err.startswith("tf-fp16-sensitivity: error: ") and needle in err, err
 
 
+def test_python_dash_m_runs_the_cli(tmp_path):
+    """`python -m tf_fp16ops.layer_sensitivity` had no __main__ module."""
+    import subprocess
+
+    r = subprocess.run(
+        [sys.executable, "-m", "tf_fp16ops.layer_sensitivity", str(tmp_path / "m.keras")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (
+        "tf-fp16-sensitivity: error: one of the arguments --inputs --random-inputs is required\n"
+    )
+
+
 def test_cli_checks_outputs_before_the_run(tmp_path, capsys):
     # A model path that does not exist: an output check that passed would fail later on the
     # model instead, so each line below is the up-front check.

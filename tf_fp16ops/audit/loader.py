@@ -363,7 +363,9 @@ def load_object(obj: Any) -> LoadedModel:
             raise AuditInputError(f"{desc}: tracing the model on {specs} failed: {msg}") from None
     elif hasattr(obj, "graph") and hasattr(obj, "structured_input_signature"):  # ConcreteFunction
         name = getattr(obj, "name", "?")
-        desc = f"ConcreteFunction {name.decode() if isinstance(name, bytes) else name}"
+        name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+        # One header line whatever the name holds (newlines, escapes): non-printables escaped.
+        desc = "ConcreteFunction " + (name if name.isprintable() else ascii(name)[1:-1])
         gd = obj.graph.as_graph_def(add_shapes=True)
     elif hasattr(obj, "get_concrete_function"):  # tf.function
         desc = f"tf.function {getattr(obj, '__name__', '?')!r}"
