@@ -625,6 +625,69 @@ __attribute__((target("avx2,f16c"))) void FloatToHalf256(const float* src, uint1
 }  // namespace
 #endif
 
+#if defined(__x86_64__)
+namespace {
+// One tile of TransposeInto: rows r0..r0+nr-1 (nr <= 16) and columns c0..c0+nc-1 (nc <= 16).
+// Rows beyond nr read as zero; columns beyond nc are neither read nor stored. The 16 x 16 float
+// transpose is the usual three stages: 32-bit then 64-bit interleaves within 128-bit lanes (each
+// lane then holds a 4 x 4 block transposed), then 128-bit lane shuffles across the 4 row groups.
+__attribute__((target("avx512f"))) void TransposeTile512(const float* src, int64_t src_stride,
+                                                         int nr, int nc, float* dst,
+                                                         int64_t dst_stride) {
+  const __mmask16 cmask = static_cast<__mmask16>(nc >= 16 ? 0xFFFFu : (1u << nc) - 1u);
+  const __mmask16 rmask = static_cast<__mmask16>(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
+  __m512 r[16], a[16], b[16];
+  for (int i = 0; i < 16; ++i) {
+    r[i] = i < nr ? _mm512_maskz_loadu_ps(cmask, src + i * src_stride) : _mm512_setzero_ps();
+  }
+  for (int i = 0; i < 16; i += 2) {
+    a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {
+    const __m512d a0 = _mm512_castps_pd(a[g]), a1 = _mm512_castps_pd(a[g + 1]);
+    const __m512d a2 = _mm512_castps_pd(a[g + 2]), a3 = _mm512_castps_pd(a[g + 3]);
+    b[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));      // column 4j of rows g..g+3
+    b[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));  // column 4j + 1
+    b[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));  // column 4j + 2
+    b[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));  // column 4j + 3
+  }
+  for (int k = 0; k < 4; ++k) {
+    const __m512 c0 = _mm512_shuffle_f32x4(b[k], b[4 + k], 0x88);
+    const __m512 c1 = _mm512_shuffle_f32x4(b[k], b[4 + k], 0xDD);
+    const __m512 c2 = _mm512_shuffle_f32x4(b[8 + k], b[12 + k], 0x88);
+    const __m512 c3 = _mm512_shuffle_f32x4(b[8 + k], b[12 + k], 0xDD);
+    const __m512 out[4] = {_mm512_shuffle_f32x4(c0, c2, 0x88), _mm512_shuffle_f32x4(c1, c3, 0x88),
+                           _mm512_shuffle_f32x4(c0, c2, 0xDD), _mm512_shuffle_f32x4(c1, c3, 0xDD)};
+    for (int j = 0; j < 4; ++j) {
+      const int c = 4 * j + k;
+      if (c < nc) _mm512_mask_storeu_ps(dst + c * dst_stride, rmask, out[j]);
+    }
+  }
+}
+}  // namespace
+#endif
+
+void TransposeInto(const float* src, int64_t rows, int64_t cols, int64_t src_stride, float* dst,
+                   int64_t dst_stride) {
+#if defined(__x86_64__)
+  if (ChosenIsa() == Isa::kAvx512 || ChosenIsa() == Isa::kAvx512Fp16) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+      const int nr = static_cast<int>(std::min<int64_t>(16, rows - r0));
+      for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+        const int nc = static_cast<int>(std::min<int64_t>(16, cols - c0));
+        TransposeTile512(src + r0 * src_stride + c0, src_stride, nr, nc, dst + c0 * dst_stride + r0,
+                         dst_stride);
+      }
+    }
+    return;
+  }
+#endif
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
+  }
+}
+
 void HalfToFloat(const uint16_t* src, float* dst, int64_t n) {
 #if defined(__x86_64__)
   if (ChosenIsa() != Isa::kScalar) return HalfToFloat256(src, dst, n);

@@ -59,6 +59,13 @@ int RegisterTileRows(Accumulation accumulation, int64_t len);
 void HalfToFloat(const uint16_t* src, float* dst, int64_t n);
 void FloatToHalf(const float* src, uint16_t* dst, int64_t n);
 
+// The [rows, cols] matrix src (row-major, rows src_stride apart) transposed into dst:
+// dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols (other dst elements
+// untouched). AVX-512: 16 x 16 tiles in registers (masked at the edges); other paths: a scalar
+// loop. Values are copied bit for bit.
+void TransposeInto(const float* src, int64_t rows, int64_t cols, int64_t src_stride, float* dst,
+                   int64_t dst_stride);
+
 // Name of the instruction-set path chosen at run time ("avx512fp16", "avx512", "avx2", "scalar").
 const char* AccumulateIsa();
 

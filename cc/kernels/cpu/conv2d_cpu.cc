@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "cc/kernels/conv_shape.h"
@@ -355,10 +356,7 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
         }
         for (int64_t e0 = 0; e0 < positions; e0 += kTermBlock) {
           const int64_t nt = std::min(kTermBlock, positions - e0);
-          for (int64_t j = 0; j < nt; ++j) {
-            const float* src = x + (e0 + j) * g.C + c0;
-            for (int i = 0; i < m; ++i) xl[i * kTermBlock + j] = src[i];
-          }
+          TransposeInto(x + e0 * g.C + c0, nt, m, g.C, xl.data(), kTermBlock);
           AccumulateRowsMulti(acc, m, accs, g.K, xs, nt, dy + e0 * g.K, g.K);
         }
       }
@@ -386,17 +384,19 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
   const int64_t kw_blocks = g.KW / taps_per_unit;
   const int64_t units = g.KH * kw_blocks * ci_blocks;
   const int64_t cost = CostOf({2 * kMaxRows, taps_per_unit, g.N, g.P, g.Q, g.K});
-  std::vector<float> xt;
+  std::unique_ptr<float[]> xt;  // every element written below
   std::vector<float> zero_row;
   if (planar) {
-    xt.assign(static_cast<size_t>(g.N * g.H * g.C * Wp), 0.0f);
+    xt.reset(new float[static_cast<size_t>(g.N * g.H * g.C * Wp)]);
     zero_row.assign(static_cast<size_t>(Wp), 0.0f);
     parallel_for(g.N * g.H, CostOf({4, g.W, g.C}), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const float* src = x + r * g.W * g.C;
-        float* dst = xt.data() + r * g.C * Wp + g.pad_left;
-        for (int64_t wi = 0; wi < g.W; ++wi)
-          for (int64_t c = 0; c < g.C; ++c) dst[c * Wp + wi] = src[wi * g.C + c];
+        float* dst = xt.get() + r * g.C * Wp;
+        TransposeInto(x + r * g.W * g.C, g.W, g.C, g.C, dst + g.pad_left, Wp);
+        for (int64_t c = 0; c < g.C; ++c) {  // the padding columns
+          std::fill(dst + c * Wp, dst + c * Wp + g.pad_left, 0.0f);
+          std::fill(dst + c * Wp + g.pad_left + g.W, dst + (c + 1) * Wp, 0.0f);
+        }
       }
     });
   }
@@ -431,7 +431,7 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
               for (int64_t j = 0; j < taps_per_unit; ++j) {
                 for (int i = 0; i < m; ++i) {
                   const float* base =
-                      row_inside ? xt.data() + ((n * g.H + h) * g.C + gr * g.Cg + ci0 + i) * Wp
+                      row_inside ? xt.get() + ((n * g.H + h) * g.C + gr * g.Cg + ci0 + i) * Wp
                                  : zero_row.data();
                   xs[i] = base + (kw0 + j) * g.dilation_w;
                 }
