@@ -378,6 +378,35 @@ def test_python_dash_m_runs_the_cli(tmp_path):
     )
 
 
+def test_cli_model_too_large_to_build_is_one_line(tmp_path, capsys):
+    """A small .keras file whose Conv1D asks for a 2^31-1-tap kernel (275 GB): the load ended in
+    TensorFlow's 20-frame ResourceExhaustedError traceback."""
+    import zipfile
+
+    layer = {
+        "module": "keras.layers",
+        "class_name": "Conv1D",
+        "config": {"name": "c1", "dtype": "float32", "filters": 8, "kernel_size": [2**31 - 1]},
+        "build_config": {"input_shape": [None, 2**31 - 1, 4]},
+    }
+    path = str(tmp_path / "m.keras")
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(
+            "config.json",
+            json.dumps(
+                {
+                    "module": "keras",
+                    "class_name": "Sequential",
+                    "config": {"name": "m", "layers": [layer]},
+                }
+            ),
+        )
+    assert cli_main([path, "--random-inputs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tf-fp16-sensitivity: error: cannot load model {path!r}: "), err
+    assert err.count("\n") == 1, err
+
+
 def test_cli_checks_outputs_before_the_run(tmp_path, capsys):
     # A model path that does not exist: an output check that passed would fail later on the
     # model instead, so each line below is the up-front check.

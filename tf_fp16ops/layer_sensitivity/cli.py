@@ -182,9 +182,11 @@ def main(argv=None) -> int:
         return fail(f"cannot read inputs/labels: {e}")
     try:
         model = keras.saving.load_model(args.model)
-    except (OSError, ValueError, TypeError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return fail(f"cannot load model {args.model!r}: {first}")
+    except Exception as e:  # noqa: BLE001 - any load failure is a problem of the file
+        # Keras' and TensorFlow's messages span many lines; the first names the cause (a weight
+        # too large to allocate is TensorFlow's ResourceExhaustedError).
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+        return fail(f"cannot load model {args.model!r}: {type(e).__name__}: {first}")
     try:
         if args.inputs:
             x = _load_array("--inputs", args.inputs)
