@@ -132,3 +132,43 @@ def test_node_budget_marks_the_report_partial():
         "nodes: only the first 10 nodes are indexed (--max-nodes); function 'L7' and later "
         "scopes are cut",
     )
+
+
+def test_sites_along_one_long_chain_share_a_walk_budget(monkeypatch):
+    """Convs hanging off the far end of a long ExpandDims chain each walked the rest of it (a
+    9,000-long chain with 3,000 convs: 13.5 million steps, 78 s and 2 GB). The walks share a
+    budget (here lowered to 100,000 steps; 1000 convs at 2000-2999 of a 3000 chain need about
+    2.5 million); past it the sites' sources are "(chain too long)" and the report is partial."""
+    from support.audit_helpers import add_node
+    from tf_fp16ops.audit import protos
+    from tf_fp16ops.audit.passes import provenance
+
+    monkeypatch.setattr(provenance, "MAX_TOTAL_STEPS", 100_000)
+
+    gd = protos.GraphDef()
+    add_node(gd.node, "x", "Placeholder", dtype="DT_HALF")
+    add_node(gd.node, "axis", "Const", dtype="DT_INT32")
+    add_node(gd.node, "w", "Const", dtype="DT_HALF")
+    prev = "x"
+    for i in range(3000):
+        add_node(gd.node, f"e{i}", "ExpandDims", [prev, "axis"], T="DT_HALF")
+        prev = f"e{i}"
+    for j in range(1000):
+        add_node(
+            gd.node,
+            f"conv{j}",
+            "Conv2D",
+            [f"e{2000 + j}", "w"],
+            T="DT_HALF",
+            strides=[1, 1, 1, 1],
+            padding=b"VALID",
+        )
+    r = audit(gd, CTX)
+    assert len(r.findings) == 1000
+    sources = [f.data.source_node for f in r.findings]
+    assert sources.count("x") > 0 and sources.count("(chain too long)") > 0, sources[:3]
+    assert sources.count("x") + sources.count("(chain too long)") == 1000
+    assert r.partial == (
+        "provenance: the input walks of all call sites took 100,000 steps; the sites after that "
+        'have source "(chain too long)"',
+    )

@@ -9,6 +9,7 @@ from .graph import AuditGraph, build_graph
 from .keras_config import scope_name
 from .limits import DEFAULT, Budget, Limits
 from .model import LoadedModel
+from .passes import provenance
 from .passes.sites import SiteMemo, finding
 from .passes.summary import summarize
 from .passes.switches import switch_statuses
@@ -44,6 +45,12 @@ def analyze(
             finding(ag, site, ctx, layers, model.keras_model_name, memo)
             for site in ag.call_sites(budget)
         )
+        if provenance.budget_spent(memo.provenance):
+            budget.over(
+                "provenance: the input walks of all call sites took "
+                f"{provenance.MAX_TOTAL_STEPS:,} steps; the sites after that have source "
+                '"(chain too long)"'
+            )
     except MalformedModelError as e:
         raise e.at(model.source) from None
     if signature is not None:

@@ -17,6 +17,20 @@ from ..opsets import (
 from .attrs import NodeAttrs, dtype_name, shape_of
 
 _MAX_STEPS = 10_000
+# Steps of all walks that share one memo (one audit graph): thousands of call sites hanging off
+# one long chain would each walk the rest of it (a 730 KB GraphDef of 9,000 ExpandDims feeding
+# 3,000 convs: 13.5 million steps, 78 s and 2 GB; 1 million steps take about 5 s). Past this
+# total every walk ends at once, its source "(chain too long)" as for one walk past _MAX_STEPS,
+# and the report is partial. Real models take far fewer (ResNet50: 53 sites of a few steps each).
+MAX_TOTAL_STEPS = 1_000_000
+_STEPS_LEFT = "steps left"  # memo key of the shared budget
+
+
+def budget_spent(memo: dict) -> bool:
+    """Whether the walks sharing `memo` used up their total step budget (`MAX_TOTAL_STEPS`)."""
+    return memo.get(_STEPS_LEFT, 1) <= 0
+
+
 _SINGLE_CALLEE = ("PartitionedCall", "StatefulPartitionedCall")
 _WALK_THROUGH = IDENTITY_LIKE | CAST_OPS | READ_VARIABLE | RESHAPE_LIKE
 # The shape of a walk that crossed a RESHAPE_LIKE op before it found one: unknown (None in the
@@ -88,7 +102,10 @@ def _walk(ag: AuditGraph, site_frames: tuple[Frame, ...], p, memo: dict | None) 
                 )
         return (op, node, dtype, steps, variable, shape, crossed, local)
 
-    for _ in range(_MAX_STEPS):
+    limit = _MAX_STEPS if memo is None else min(_MAX_STEPS, memo.get(_STEPS_LEFT, MAX_TOTAL_STEPS))
+    for _ in range(limit):
+        if memo is not None:
+            memo[_STEPS_LEFT] = memo.get(_STEPS_LEFT, MAX_TOTAL_STEPS) - 1
         top = pushed[-1] if pushed else (site_frames[k - 1] if k else None)
         bindings = top.bindings if top is not None else {}
         scope = scopes[src[0]]
