@@ -79,3 +79,27 @@ def test_nested_layers_of_the_same_name_keep_their_own_sites(tmp_path):
     model.save(path)
     got = sorted((f.output_shape, f.flops) for f in audit(path, CPU).findings)
     assert got == [((-1, 1, 16, 16), 20480), ((-1, 1, 20, 8), 3840)], got
+
+
+@pytest.mark.parametrize("cls", ["Conv2D", "DepthwiseConv2D", "Dense"])
+def test_accumulation_keras_is_the_stock_layer(tmp_path, cls):
+    """A tf_fp16ops layer with accumulation="keras" runs the Keras class's own computation (its
+    traced graph has the stock op, no Fp16* op); the static audit reconstructed an Fp16 op."""
+    import tensorflow as tf
+
+    make = {
+        "Conv2D": lambda: tf_fp16ops.layers.Conv2D(4, 3, accumulation="keras"),
+        "DepthwiseConv2D": lambda: tf_fp16ops.layers.DepthwiseConv2D(3, accumulation="keras"),
+        "Dense": lambda: tf_fp16ops.layers.Dense(4, accumulation="keras"),
+    }[cls]
+    shape = (3,) if cls == "Dense" else (8, 8, 3)
+    layer = make()
+    model = keras.Sequential([keras.Input(shape), layer])
+    traced = tf.function(lambda x: layer(x)).get_concrete_function(tf.TensorSpec((1,) + shape))
+    ops = {op.type for op in traced.graph.get_operations()}
+    stock = {"Conv2D": "Conv2D", "DepthwiseConv2D": "DepthwiseConv2dNative", "Dense": "MatMul"}[cls]
+    assert stock in ops and not any(o.startswith("Fp16") for o in ops), ops
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    (f,) = audit(path, CPU).findings
+    assert f.op == stock, f.op

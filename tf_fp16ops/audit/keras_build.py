@@ -147,16 +147,23 @@ def add_dense_layer(gd, name: str, cfg: dict, notes: StaticNotes, build_config=N
 
 def our_accumulation(layer: dict) -> str | None:
     """'half' or 'float' for a tf_fp16ops.layers.Conv2D (registered as "tf_fp16ops>Conv2D"), else
-    None."""
+    None (also for accumulation "keras": the stock Conv2D runs)."""
     registered = str(layer.get("registered_name") or "")
     if not (
         registered.startswith("tf_fp16ops>")
         or str(layer.get("module") or "").startswith("tf_fp16ops")
     ):
         return None
-    cfg = layer.get("config")
-    acc = str(cfg.get("accumulation", "float16") if isinstance(cfg, dict) else "float16").lower()
+    acc = _accumulation_field(layer)
+    if acc == "keras":  # the Keras class's own computation: reconstructed as the stock layer
+        return None
     return "half" if acc in ("float16", "half", "fp16") else "float"
+
+
+def _accumulation_field(layer: dict) -> str:
+    """A tf_fp16ops layer's saved `accumulation` ("float16" when absent), lower-cased."""
+    cfg = layer.get("config")
+    return str(cfg.get("accumulation", "float16") if isinstance(cfg, dict) else "float16").lower()
 
 
 def add_conv_layer(
@@ -459,9 +466,10 @@ OUR_LAYERS = {
 
 
 def our_layer_name(layer: dict) -> str | None:
-    """The registered tf_fp16ops class name of a layer config handled here, else None."""
+    """The registered tf_fp16ops class name of a layer config handled here, else None (also for
+    accumulation "keras", which runs the stock Keras layer)."""
     registered = str(layer.get("registered_name") or "")
-    if not registered.startswith("tf_fp16ops>"):
+    if not registered.startswith("tf_fp16ops>") or _accumulation_field(layer) == "keras":
         return None
     name = registered.split(">", 1)[1]
     return name if name in OUR_LAYERS else None
