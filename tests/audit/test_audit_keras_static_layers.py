@@ -103,3 +103,19 @@ def test_accumulation_keras_is_the_stock_layer(tmp_path, cls):
     model.save(path)
     (f,) = audit(path, CPU).findings
     assert f.op == stock, f.op
+
+
+def test_a_dilated_conv_behind_space_to_batch_is_not_counted_per_example():
+    """Keras' TF backend runs a dilated Conv1D as SpaceToBatchND -> Conv2D -> BatchToSpaceND, so
+    with an unknown batch the conv's batch entries are parts of examples: its FLOPs (here 1920,
+    half of the 3840 one example takes: width 20, K 3, 4 -> 8 channels) were labelled "per
+    example"."""
+    import tensorflow as tf
+
+    layer = keras.layers.Conv1D(8, 3, padding="causal", dilation_rate=2)
+    model = keras.Sequential([keras.Input((20, 4)), layer])
+    fn = tf.function(lambda x: model(x)).get_concrete_function(tf.TensorSpec((None, 20, 4)))
+    assert "SpaceToBatchND" in {op.type for op in fn.graph.get_operations()}
+    (f,) = audit(fn, CPU).findings
+    assert f.flops == 1920 and not f.flops_note.startswith("per example"), f.flops_note
+    assert "SpaceToBatchND" in f.flops_note

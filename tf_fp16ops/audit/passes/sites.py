@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..codes import flag
 from ..context import RuntimeContext
 from ..findings import ConvFinding, make
@@ -217,6 +219,19 @@ def finding(
         na,
     )
     flags = list(classify.provenance_flags(T, main_input, filt)) + list(sh.flags)
+    if (
+        sh.note.startswith("per example")
+        and main_input is not None
+        and any(c.startswith("SpaceToBatchND(") for c in main_input.chain)
+    ):
+        # A dilated convolution as Keras' and tf.nn's TF backend run it: SpaceToBatchND folds
+        # the dilation blocks into the batch, so one of the conv's batch entries is a part of one
+        # example, not a whole one.
+        sh = dataclasses.replace(
+            sh,
+            note="per batch entry of the conv, which SpaceToBatchND made a part of one example "
+            "(batch size unknown; multiply by the block size for one example)",
+        )
     return _record(
         site,
         scope,
