@@ -81,6 +81,74 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispa
   }
 }
 
+// The same rows on binary16 buffers (IEEE bit patterns), as MultiHalf256 below: x and w widened
+// by F16C as they are loaded, the accumulators from +0 (`first`) or from acc, stored back
+// narrowed (exact: every kHalf accumulator is a binary16 value); each output gets the steps of
+// Multi512<R, true> in the same order. A tail of fewer than 16 lanes goes through a zeroed
+// 16-lane copy (the AVX-512 path does not require AVX512BW's masked 16-bit loads).
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline __m512 LoadHalf16(
+    const uint16_t* p, int64_t n) {
+  if (n >= 16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  alignas(32) uint16_t buf[16] = {};
+  std::memcpy(buf, p, static_cast<size_t>(n) * sizeof(uint16_t));
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(buf)));
+}
+
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline void StoreHalf16(uint16_t* p,
+                                                                                      int64_t n,
+                                                                                      __m512 v) {
+  const __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  if (n >= 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+    return;
+  }
+  alignas(32) uint16_t buf[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(buf), h);
+  std::memcpy(p, buf, static_cast<size_t>(n) * sizeof(uint16_t));
+}
+
+template <int R>
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void MultiHalf512(
+    uint16_t* const* acc, int64_t len, bool first, const uint16_t* const* x,
+    const uint16_t* const* w, int64_t terms) {
+  for (int64_t l = 0; l < len; l += 16) {
+    const int64_t n = len - l;
+    __m512 a[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) a[r] = first ? _mm512_setzero_ps() : LoadHalf16(acc[r] + l, n);
+    for (int64_t t = 0; t < terms; ++t) {
+      const __m512 wv = LoadHalf16(w[t] + l, n);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) a[r] = HalfStep512(a[r], LoadHalf16(x[r * terms + t] + l, n), wv);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) StoreHalf16(acc[r] + l, n, a[r]);
+  }
+}
+
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void MultiHalf512Dispatch(
+    int rows, uint16_t* const* acc, int64_t len, bool first, const uint16_t* const* x,
+    const uint16_t* const* w, int64_t terms) {
+  switch (rows) {
+    case 1:
+      return MultiHalf512<1>(acc, len, first, x, w, terms);
+    case 2:
+      return MultiHalf512<2>(acc, len, first, x, w, terms);
+    case 3:
+      return MultiHalf512<3>(acc, len, first, x, w, terms);
+    case 4:
+      return MultiHalf512<4>(acc, len, first, x, w, terms);
+    case 5:
+      return MultiHalf512<5>(acc, len, first, x, w, terms);
+    case 6:
+      return MultiHalf512<6>(acc, len, first, x, w, terms);
+    case 7:
+      return MultiHalf512<7>(acc, len, first, x, w, terms);
+    default:
+      return MultiHalf512<8>(acc, len, first, x, w, terms);
+  }
+}
+
 // ---------------------------------------------------------------- AVX2 (8 lanes)
 
 // R rows x NV vectors of 8 lanes from lane l on: acc[r][l..] = Step(acc[r][l..], x[r * terms +
@@ -368,7 +436,8 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
 #if defined(__x86_64__)
   const int64_t M = g.K / g.groups;  // the depth multiplier (groups = C)
   const int64_t L = g.K;             // C lanes (M = 1), output channel c
-  if (ChosenPath() != Path::kAvx2 || M != 1) return false;
+  const Path path = ChosenPath();
+  if (path == Path::kScalar || M != 1) return false;
   if (L == 0 || g.N == 0 || g.P == 0 || g.Q == 0) return false;
   const int64_t T = g.KH * g.KW;
   const int64_t chunk = std::min(T, kTermChunk);
@@ -399,7 +468,11 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
               xp[i * nt + j] = inside ? x + ((n * g.H + h) * g.W + wi) * L : zeros.data();
             }
           }
-          MultiHalf256Dispatch(m, accs, L, t0 == 0, xp.data(), wp.data(), nt);
+          if (path == Path::kAvx512) {
+            MultiHalf512Dispatch(m, accs, L, t0 == 0, xp.data(), wp.data(), nt);
+          } else {
+            MultiHalf256Dispatch(m, accs, L, t0 == 0, xp.data(), wp.data(), nt);
+          }
         }
       }
     }

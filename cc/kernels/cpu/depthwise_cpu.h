@@ -31,19 +31,20 @@ void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, con
 // Tacc=half fprop on binary16 buffers (IEEE binary16 bit patterns: the op's T=half; same layouts
 // and bits as DepthwiseFprop with kHalf): the kernel widens x and w as it loads them and stores
 // the binary16 accumulators, so no binary32 copies are made. Returns false without touching y
-// where it does not apply (paths other than AVX2, a depth multiplier other than 1, no output);
-// the caller then takes the binary32 route.
+// where it does not apply (the scalar path, a depth multiplier other than 1, no output); the caller
+// then takes the binary32 route. AVX-512 and AVX2 (16 and 8 lanes per vector).
 bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
                                uint16_t* y, const ParallelFor& parallel_for);
 
 // The gradients of the same problem (or of any grouped convolution with one input channel per
 // group, Cg = 1 and groups = C), with the bits of Conv2DDgrad and Conv2DWgrad
 // (cc/kernels/cpu/conv2d_cpu.h), vectorized over channels instead of one lane per group:
-//   dgrad  dx[n, h, w, c]     = sum over (kh, kw, m) ascending of dy[n, p, q, c*M + m] * w[kh, kw,
-//   0,
-//                               c*M + m], for the (p, q) with hi == h and wi == w (only those)
-//   wgrad  dw[kh, kw, 0, c*M + m] = sum over (n, p, q) ascending of x[n, hi, wi, c] * dy[n, p, q,
-//                               c*M + m], padded positions zeros that take part
+// clang-format off
+//   dgrad  dx[n, h, w, c]         = sum over (kh, kw, m) ascending of dy[n, p, q, c*M + m] * w[kh, kw, 0, c*M + m]
+//                                   for the (p, q) with hi == h and wi == w (only those)
+//   wgrad  dw[kh, kw, 0, c*M + m] = sum over (n, p, q) ascending of x[n, hi, wi, c] * dy[n, p, q, c*M + m]
+//                                   padded positions zeros that take part
+// clang-format on
 // dx: [N, H, W, C] from dy [N, P, Q, C*M]; dw: [KH, KW, 1, C*M].
 void DepthwiseDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
                     float* dx, const ParallelFor& parallel_for);
