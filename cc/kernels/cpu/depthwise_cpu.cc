@@ -126,28 +126,12 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void MultiHalf512(
   }
 }
 
-__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void MultiHalf512Dispatch(
-    int rows, uint16_t* const* acc, int64_t len, bool first, const uint16_t* const* x,
-    const uint16_t* const* w, int64_t terms) {
-  switch (rows) {
-    case 1:
-      return MultiHalf512<1>(acc, len, first, x, w, terms);
-    case 2:
-      return MultiHalf512<2>(acc, len, first, x, w, terms);
-    case 3:
-      return MultiHalf512<3>(acc, len, first, x, w, terms);
-    case 4:
-      return MultiHalf512<4>(acc, len, first, x, w, terms);
-    case 5:
-      return MultiHalf512<5>(acc, len, first, x, w, terms);
-    case 6:
-      return MultiHalf512<6>(acc, len, first, x, w, terms);
-    case 7:
-      return MultiHalf512<7>(acc, len, first, x, w, terms);
-    default:
-      return MultiHalf512<8>(acc, len, first, x, w, terms);
-  }
-}
+// MultiHalf512 by its number of rows (1 to kElemRows = 8).
+using MultiHalf512Fn = void (*)(uint16_t* const*, int64_t, bool, const uint16_t* const*,
+                                const uint16_t* const*, int64_t);
+constexpr MultiHalf512Fn kMultiHalf512[8] = {&MultiHalf512<1>, &MultiHalf512<2>, &MultiHalf512<3>,
+                                             &MultiHalf512<4>, &MultiHalf512<5>, &MultiHalf512<6>,
+                                             &MultiHalf512<7>, &MultiHalf512<8>};
 
 // ---------------------------------------------------------------- AVX2 (8 lanes)
 
@@ -469,7 +453,7 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
             }
           }
           if (path == Path::kAvx512) {
-            MultiHalf512Dispatch(m, accs, L, t0 == 0, xp.data(), wp.data(), nt);
+            kMultiHalf512[m - 1](accs, L, t0 == 0, xp.data(), wp.data(), nt);
           } else {
             MultiHalf256Dispatch(m, accs, L, t0 == 0, xp.data(), wp.data(), nt);
           }

@@ -1,6 +1,6 @@
 """Provenance pass: where a conv input comes from, through Identity/ReadVariableOp/Cast chains
-(and ExpandDims/Reshape/Squeeze, which keep the values) and across function boundaries
-(argument -> caller's input; call output -> callee's return value)."""
+(and the ops of opsets.RESHAPE_LIKE, which keep the values, not the shape) and across function
+boundaries (argument -> caller's input; call output -> callee's return value)."""
 
 from __future__ import annotations
 
@@ -102,102 +102,110 @@ def _walk(ag: AuditGraph, site_frames: tuple[Frame, ...], p, memo: dict | None) 
                 )
         return (op, node, dtype, steps, variable, shape, crossed, local)
 
-    limit = _MAX_STEPS if memo is None else min(_MAX_STEPS, memo.get(_STEPS_LEFT, MAX_TOTAL_STEPS))
-    for _ in range(limit):
-        if memo is not None:
-            memo[_STEPS_LEFT] = memo.get(_STEPS_LEFT, MAX_TOTAL_STEPS) - 1
-        top = pushed[-1] if pushed else (site_frames[k - 1] if k else None)
-        bindings = top.bindings if top is not None else {}
-        scope = scopes[src[0]]
-        name = src[1]
-        nd = scope.index.get(name)
-        if nd is None:  # function argument
-            local = False
-            pos, argdef = scope.args[name]
-            dtype = dtype_name(argdef.type) or (
-                type_attr_value(bindings.get(argdef.type_attr)) if argdef.type_attr else None
-            )
-            aa = scope.arg_attrs.get(pos, {})
-            if "_output_shapes" in aa and len(aa["_output_shapes"].list.shape):
-                found = shape_of(aa["_output_shapes"].list.shape[0])
+    left = MAX_TOTAL_STEPS if memo is None else memo.get(_STEPS_LEFT, MAX_TOTAL_STEPS)
+    used = 0
+    try:
+        for _ in range(min(_MAX_STEPS, left)):
+            used += 1
+            top = pushed[-1] if pushed else (site_frames[k - 1] if k else None)
+            bindings = top.bindings if top is not None else {}
+            scope = scopes[src[0]]
+            name = src[1]
+            nd = scope.index.get(name)
+            if nd is None:  # function argument
+                local = False
+                pos, argdef = scope.args[name]
+                dtype = dtype_name(argdef.type) or (
+                    type_attr_value(bindings.get(argdef.type_attr)) if argdef.type_attr else None
+                )
+                aa = scope.arg_attrs.get(pos, {})
+                if "_output_shapes" in aa and len(aa["_output_shapes"].list.shape):
+                    found = shape_of(aa["_output_shapes"].list.shape[0])
+                    if found is not None:
+                        shapes_seen.append((len(steps), found))
+                        if shape is None:
+                            shape = found
+                if top is not None and top.callee == scope.key:
+                    fr = top
+                    from_site = not pushed  # a frame of the site's call path, not one entered here
+                    if from_site:
+                        k -= 1
+                    else:
+                        pushed.pop()
+                    crossed.append(f"{scope.function}:{name}<-{fr.call_node}")
+                    if memo is not None and from_site:
+                        mkey = ("arg", id(fr), pos)
+                        hit = memo.get(mkey)
+                        if hit is not None and hit[0] is fr:
+                            return _compose(
+                                steps, shape, crossed, hit[1], checkpoints, memo, shapes_seen
+                            )
+                        checkpoints.append((mkey, fr, len(steps), len(crossed), len(shapes_seen)))
+                    offset = CALL_ATTRS.get(fr.call_op, ((), 0))[1]
+                    nxt = ag.producer((fr.caller, fr.call_node), pos + offset)
+                    if nxt is None:
+                        return finish("_Arg", name, dtype)
+                    src, out = nxt
+                    continue
+                return finish("_Arg", name, dtype)
+            op = scope.op_of(name)
+            na = NodeAttrs(nd, bindings)
+            if shape is None or checkpoints:
+                found = na.output_shape(op, out)
                 if found is not None:
                     shapes_seen.append((len(steps), found))
                     if shape is None:
                         shape = found
-            if top is not None and top.callee == scope.key:
-                fr = top
-                from_site = not pushed  # a frame of the site's call path, not one entered here
-                if from_site:
-                    k -= 1
-                else:
-                    pushed.pop()
-                crossed.append(f"{scope.function}:{name}<-{fr.call_node}")
-                if memo is not None and from_site:
-                    mkey = ("arg", id(fr), pos)
-                    hit = memo.get(mkey)
-                    if hit is not None and hit[0] is fr:
-                        return _compose(
-                            steps, shape, crossed, hit[1], checkpoints, memo, shapes_seen
-                        )
-                    checkpoints.append((mkey, fr, len(steps), len(crossed), len(shapes_seen)))
-                offset = CALL_ATTRS.get(fr.call_op, ((), 0))[1]
-                nxt = ag.producer((fr.caller, fr.call_node), pos + offset)
+            if op in RESHAPE_LIKE:
+                shapes_seen.append((len(steps), _RESHAPED))
+                if shape is None:
+                    shape = _RESHAPED
+            if op in _WALK_THROUGH:
+                dtype = na.output_dtype(op, out)
+                steps.append((op, name, dtype))
+                nxt = ag.producer(src, out if op == "IdentityN" else 0)
+                local = local and not na.placeholder
                 if nxt is None:
-                    return finish("_Arg", name, dtype)
+                    steps.pop()
+                    return finish(op, name, dtype)
                 src, out = nxt
                 continue
-            return finish("_Arg", name, dtype)
-        op = scope.op_of(name)
-        na = NodeAttrs(nd, bindings)
-        if shape is None or checkpoints:
-            found = na.output_shape(op, out)
-            if found is not None:
-                shapes_seen.append((len(steps), found))
-                if shape is None:
-                    shape = found
-        if op in RESHAPE_LIKE:
-            shapes_seen.append((len(steps), _RESHAPED))
-            if shape is None:
-                shape = _RESHAPED
-        if op in _WALK_THROUGH:
-            dtype = na.output_dtype(op, out)
-            steps.append((op, name, dtype))
-            nxt = ag.producer(src, out if op == "IdentityN" else 0)
-            local = local and not na.placeholder
-            if nxt is None:
-                steps.pop()
+            if op in VARIABLE_OPS:
+                a = na.attr_map
+                variable = (
+                    a["shared_name"].s.decode()
+                    if "shared_name" in a and a["shared_name"].s
+                    else name
+                )
+                dtype = na.type("dtype")
+                local = local and not na.placeholder
                 return finish(op, name, dtype)
-            src, out = nxt
-            continue
-        if op in VARIABLE_OPS:
-            a = na.attr_map
-            variable = (
-                a["shared_name"].s.decode() if "shared_name" in a and a["shared_name"].s else name
-            )
-            dtype = na.type("dtype")
+            if op in _SINGLE_CALLEE or (op not in CALL_ATTRS and ag.callees(scope.key, name)):
+                local = False
+                callees = ag.callees(scope.key, name)
+                if len(callees) == 1 and not any(
+                    f.callee == callees[0][0] for f in (*site_frames[:k], *pushed)
+                ):
+                    ckey, attr, raw = callees[0]
+                    callee = scopes[ckey]
+                    if out < len(callee.rets):
+                        ref = parse_ret(callee, callee.rets[out])
+                        if ref is not None:
+                            pushed.append(
+                                Frame(
+                                    scope.key, name, op, attr, ckey, resolve_bindings(raw, bindings)
+                                )
+                            )
+                            crossed.append(f"{name}->{callee.function}")
+                            src, out = (ckey, ref[0]), ref[1]
+                            continue
+            dtype = na.output_dtype(op, out)
             local = local and not na.placeholder
             return finish(op, name, dtype)
-        if op in _SINGLE_CALLEE or (op not in CALL_ATTRS and ag.callees(scope.key, name)):
-            local = False
-            callees = ag.callees(scope.key, name)
-            if len(callees) == 1 and not any(
-                f.callee == callees[0][0] for f in (*site_frames[:k], *pushed)
-            ):
-                ckey, attr, raw = callees[0]
-                callee = scopes[ckey]
-                if out < len(callee.rets):
-                    ref = parse_ret(callee, callee.rets[out])
-                    if ref is not None:
-                        pushed.append(
-                            Frame(scope.key, name, op, attr, ckey, resolve_bindings(raw, bindings))
-                        )
-                        crossed.append(f"{name}->{callee.function}")
-                        src, out = (ckey, ref[0]), ref[1]
-                        continue
-        dtype = na.output_dtype(op, out)
-        local = local and not na.placeholder
-        return finish(op, name, dtype)
-    return finish("?", "(chain too long)", None, too_long=True)[:7] + (False,)
+        return finish("?", "(chain too long)", None, too_long=True)[:7] + (False,)
+    finally:
+        if memo is not None:  # the steps this walk took come off the shared budget
+            memo[_STEPS_LEFT] = left - used
 
 
 def _compose(steps, shape, crossed, outer, checkpoints, memo, shapes_seen) -> tuple:
