@@ -1,7 +1,13 @@
 """Python wrappers for the Fp16Conv2D op family and their gradients.
 
 Numerics contract (README "Numerics"; docs/design.md "Numerics contract"):
-  accumulation="float32": products summed in binary32, rounded once to the input dtype.
+  accumulation="float32": products summed in binary32, rounded once to the input dtype. With
+    float32 inputs on a machine without a GPU, `conv2d` and its two gradients hand the call to
+    TensorFlow's own Conv2D / Conv2DBackpropInput / Conv2DBackpropFilter where those are faster
+    and keep the contract (tf_fp16ops/_platform/stock_conv.py: oneDNN under its strict
+    floating-point math mode, Eigen for a 1x1 stride-1 forward); they sum in their own order and
+    skip padded terms (an infinite weight meeting padding gives no NaN there). `raw_ops` always
+    runs the op library's kernels, in the order below.
   accumulation="float16" (inputs must be float16): one binary16 accumulator per output, starting
     at +0; each step is acc = round_fp16(x*w + acc) with the exact product and one
     round-to-nearest-even (the semantics of CUDA's __hfma, CUDA Math API "Half Precision
@@ -23,9 +29,15 @@ import numpy as np
 import tensorflow as tf
 
 from tf_fp16ops._platform import library as _library
+from tf_fp16ops._platform import stock_conv
 from tf_fp16ops._platform.xla import check_not_in_xla
 
 _ops = _library.load()
+# The op library's generated op functions (`tf.load_op_library`'s module: fp16_conv2d,
+# fp16_conv2d_backprop_input, fp16_conv2d_backprop_filter, fp16_depthwise_conv2d, fp16_mat_mul,
+# ...), which always run the op library's own kernels; they take the ops' attrs as keywords
+# (Tacc, strides, padding, explicit_paddings, data_format, dilations).
+raw_ops = _ops
 
 IntOrList = int | Sequence[int]
 
@@ -164,10 +176,50 @@ _CONV_OPS = {
 }
 
 
+# TensorFlow's own op for each op type, its pass, and its operands' names with their roles
+# (x, w, dy), in the input order of both ops.
+_STOCK_OPS = {
+    "Fp16Conv2D": (tf.raw_ops.Conv2D, "fprop", {"input": "x", "filter": "w"}),
+    "Fp16Conv2DBackpropInput": (
+        tf.raw_ops.Conv2DBackpropInput,
+        "dgrad",
+        {"input_sizes": "x", "filter": "w", "out_backprop": "dy"},
+    ),
+    "Fp16Conv2DBackpropFilter": (
+        tf.raw_ops.Conv2DBackpropFilter,
+        "wgrad",
+        {"input": "x", "filter_sizes": "w", "out_backprop": "dy"},
+    ),
+}
+
+
+def _static_shape(t: tf.Tensor) -> list:
+    """A tensor's shape as known when the op is built, or an `*_sizes` operand's value; entries
+    None where unknown."""
+    if t.dtype == tf.int32:
+        value = tf.get_static_value(t)
+        return [None] * 4 if value is None else [int(v) for v in value]
+    return t.shape.as_list() if t.shape.rank is not None else []
+
+
+def _conv(op_type: str, attrs: dict, args: list) -> tf.Tensor:
+    """`op_type` on `args` (in its input order): TensorFlow's own op where it keeps the
+    contract and is faster (float32 with Tacc=float, `stock_conv.stock_wins`), else the op
+    library's."""
+    stock, pass_, roles = _STOCK_OPS[op_type]
+    shapes = {role: _static_shape(a) for role, a in zip(roles.values(), args, strict=True)}
+    dtype = next(a.dtype for a in args if a.dtype != tf.int32)
+    if stock_conv.stock_wins(pass_, dtype, shapes["x"], shapes["w"], shapes.get("dy"), attrs):
+        stock_attrs = {k: v for k, v in attrs.items() if k != "Tacc"}
+        return stock(**dict(zip(roles, args, strict=True)), **stock_attrs)
+    return _CONV_OPS[op_type](*args, **attrs)
+
+
 def _run_conv_op(op_type: str, name: str | None, attrs: dict, **operands) -> tf.Tensor:
     """Builds `op_type` (not inside XLA) on `operands`, given in the op's input order, in a name
     scope: a `*_sizes` operand is an int32 [4] (`_sizes`), the others are tensors of one float
-    dtype (`_check_dtypes`, which names the first)."""
+    dtype (`_check_dtypes`, which names the first). Float32 with Tacc=float may run TensorFlow's
+    own op instead (`_conv`)."""
     check_not_in_xla(op_type)
     with tf.name_scope(name or op_type):
         tensors = {
@@ -177,7 +229,7 @@ def _run_conv_op(op_type: str, name: str | None, attrs: dict, **operands) -> tf.
         }
         _check_dtypes(attrs["Tacc"], **tensors)
         args = [_sizes(k, v) if k.endswith("_sizes") else tensors[k] for k, v in operands.items()]
-        return _CONV_OPS[op_type](*args, **attrs)
+        return _conv(op_type, attrs, args)
 
 
 def conv2d(
@@ -228,10 +280,12 @@ def conv2d(
 
 
 def _attrs_of(op) -> dict:
-    return {
+    """`op`'s conv attrs as `_conv_attrs` spells them (string attrs as str, not bytes)."""
+    attrs = {
         k: op.get_attr(k)
         for k in ("Tacc", "strides", "padding", "explicit_paddings", "data_format", "dilations")
     }
+    return {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
 
 
 def _sizes(name: str, sizes) -> tf.Tensor:
@@ -372,8 +426,8 @@ def _fp16_conv2d_grad(op, grad):
     a = _attrs_of(op)
     x, w = op.inputs
     return [
-        _ops.fp16_conv2d_backprop_input(tf.shape(x), w, grad, **a),
-        _ops.fp16_conv2d_backprop_filter(x, tf.shape(w), grad, **a),
+        _conv("Fp16Conv2DBackpropInput", a, [tf.shape(x), w, grad]),
+        _conv("Fp16Conv2DBackpropFilter", a, [x, tf.shape(w), grad]),
     ]
 
 
@@ -383,8 +437,8 @@ def _fp16_conv2d_backprop_input_grad(op, grad):
     _, w, dy = op.inputs
     return [
         None,
-        _ops.fp16_conv2d_backprop_filter(grad, tf.shape(w), dy, **a),
-        _ops.fp16_conv2d(grad, w, **a),
+        _conv("Fp16Conv2DBackpropFilter", a, [grad, tf.shape(w), dy]),
+        _conv("Fp16Conv2D", a, [grad, w]),
     ]
 
 
@@ -393,9 +447,9 @@ def _fp16_conv2d_backprop_filter_grad(op, grad):
     a = _attrs_of(op)
     x, _, dy = op.inputs
     return [
-        _ops.fp16_conv2d_backprop_input(tf.shape(x), grad, dy, **a),
+        _conv("Fp16Conv2DBackpropInput", a, [tf.shape(x), grad, dy]),
         None,
-        _ops.fp16_conv2d(x, grad, **a),
+        _conv("Fp16Conv2D", a, [x, grad]),
     ]
 
 

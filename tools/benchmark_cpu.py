@@ -6,7 +6,10 @@
 Reports GFLOP/s (2 * N * P * Q * K * KH * KW * Cg / median time) and the ratios the op library
 targets: ours fp16-accumulate vs TF's fp16-accumulate path, ours float vs tf.nn.conv2d float
 (forward, and the float32 dgrad and wgrad against TensorFlow's Conv2DBackpropInput/Filter), each
-as a ratio of wall time and of the process's CPU seconds. Peers are timed in turn within every
+as a ratio of wall time and of the process's CPU seconds. For float32 inputs "ours" is the public
+function (`tf_fp16ops.conv2d` and its gradients), which runs TensorFlow's own op where that is
+faster (tf_fp16ops/_platform/stock_conv.py), and "kernel" the op library's own CPU kernel
+(`tf_fp16ops.ops.raw_ops`), both reported. Peers are timed in turn within every
 repeat (see `interleaved`).
 
 The ceiling of each instruction-set path (AVX512-FP16, AVX-512, AVX2, scalar; one subprocess
@@ -163,8 +166,22 @@ def tf_only(repeats: int) -> dict:
     return {k: v[0] for k, v in interleaved(fns, repeats).items()}
 
 
+def kernel_attrs(tf, pad) -> dict:
+    """The Fp16Conv2D attrs of a stride-1 NHWC float32-accumulation call with `pad`."""
+    one = [1, 1, 1, 1]
+    return dict(
+        Tacc=tf.float32,
+        strides=one,
+        padding=pad,
+        explicit_paddings=[],
+        data_format="NHWC",
+        dilations=one,
+    )
+
+
 def peers(tf, tf_fp16ops, x16, w16, x32, w32, pad) -> dict:
     """The in-process paths of one shape, keyed by their table names."""
+    raw_ops, attrs = tf_fp16ops.ops.raw_ops, kernel_attrs(tf, pad)
     return {
         "ours fp16 in, fp16 acc": lambda: tf_fp16ops.conv2d(
             x16, w16, 1, pad, accumulation="float16"
@@ -175,6 +192,7 @@ def peers(tf, tf_fp16ops, x16, w16, x32, w32, pad) -> dict:
         "ours fp32 in, fp32 acc": lambda: tf_fp16ops.conv2d(
             x32, w32, 1, pad, accumulation="float32"
         ).numpy(),
+        "kernel fp32 in, fp32 acc": lambda: raw_ops.fp16_conv2d(x32, w32, **attrs).numpy(),
         "tf.nn.conv2d fp16": lambda: tf.nn.conv2d(x16, w16, 1, pad).numpy(),
         "tf.nn.conv2d fp32": lambda: tf.nn.conv2d(x32, w32, 1, pad).numpy(),
     }
@@ -189,7 +207,14 @@ def gradient_peers(tf, tf_fp16ops, xs, ws, pad) -> dict:
     p, q = (h, wd) if pad == "SAME" else (h - kh + 1, wd - kw + 1)
     dy = np.random.default_rng(1).random((n, p, q, k)).astype(np.float16).astype(np.float32)
     xsz, wsz = tf.constant(xs, tf.int32), tf.constant(ws, tf.int32)
+    raw_ops, attrs = tf_fp16ops.ops.raw_ops, kernel_attrs(tf, pad)
     return {
+        ("dgrad", "kernel"): lambda: raw_ops.fp16_conv2d_backprop_input(
+            xsz, w, dy, **attrs
+        ).numpy(),
+        ("wgrad", "kernel"): lambda: raw_ops.fp16_conv2d_backprop_filter(
+            x, wsz, dy, **attrs
+        ).numpy(),
         ("dgrad", "ours"): lambda: tf_fp16ops.conv2d_backprop_input(
             xsz, w, dy, 1, pad, accumulation="float32"
         ).numpy(),
@@ -292,18 +317,22 @@ def main(argv=None) -> int:
         ceiling = max(rates[1:])  # [0]: the warm-up run
         frac = fl / 2 / pair["ours"][1] / ceiling
         in_turn.append(ceiling)
-        cpu_ratio = t["tf.nn.conv2d fp32"][1] / t["ours fp32 in, fp32 acc"][1]
+        cpu_ratio = tuple(
+            t["tf.nn.conv2d fp32"][1] / t[f"{who} fp32 in, fp32 acc"][1]
+            for who in ("ours", "kernel")
+        )
         rows.append((name, gf, frac, cpu_ratio))
         g = interleaved(gradient_peers(tf, tf_fp16ops, xs, ws, pad), args.repeats)
         grads.append(
             (
                 name,
                 {
-                    ps: (
-                        g[(ps, "tf")][0] / g[(ps, "ours")][0],
-                        g[(ps, "tf")][1] / g[(ps, "ours")][1],
+                    (ps, who): (
+                        g[(ps, "tf")][0] / g[(ps, who)][0],
+                        g[(ps, "tf")][1] / g[(ps, who)][1],
                     )
                     for ps in ("dgrad", "wgrad")
+                    for who in ("ours", "kernel")
                 },
             )
         )
@@ -329,8 +358,9 @@ def main(argv=None) -> int:
         "",
         "| shape | ours fp16-acc / ceiling | ours fp16-acc / TF fp16-acc path "
         "| ours fp32-acc (fp32 in) / tf.nn.conv2d fp32 (wall; CPU s) "
+        "| kernel fp32-acc (fp32 in) / tf.nn.conv2d fp32 (wall; CPU s) "
         "| ours fp32-acc (fp16 in) / tf.nn.conv2d fp16 |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
     errors = []
     for name, gf, frac, cpu_ratio in rows:
@@ -340,20 +370,25 @@ def main(argv=None) -> int:
         lines.append(
             f"| {name} | {cell} "
             f"| {gf['ours fp16 in, fp16 acc'] / gf[TF_FP16ACC_KEY]:.2f}x "
-            f"| {gf['ours fp32 in, fp32 acc'] / gf['tf.nn.conv2d fp32']:.2f}x; {cpu_ratio:.2f}x "
+            f"| {gf['ours fp32 in, fp32 acc'] / gf['tf.nn.conv2d fp32']:.2f}x; {cpu_ratio[0]:.2f}x "
+            f"| {gf['kernel fp32 in, fp32 acc'] / gf['tf.nn.conv2d fp32']:.2f}x; "
+            f"{cpu_ratio[1]:.2f}x "
             f"| {gf['ours fp16 in, fp32 acc'] / gf['tf.nn.conv2d fp16']:.2f}x |"
         )
     lines += [
         "",
         "| shape | ours dgrad fp32 / TF Conv2DBackpropInput fp32 (wall; CPU s) "
-        "| ours wgrad fp32 / TF Conv2DBackpropFilter fp32 (wall; CPU s) |",
-        "|---|---|---|",
+        "| kernel dgrad / same "
+        "| ours wgrad fp32 / TF Conv2DBackpropFilter fp32 (wall; CPU s) | kernel wgrad / same |",
+        "|---|---|---|---|---|",
     ]
     for name, r in grads:
-        lines.append(
-            f"| {name} | {r['dgrad'][0]:.2f}x; {r['dgrad'][1]:.2f}x "
-            f"| {r['wgrad'][0]:.2f}x; {r['wgrad'][1]:.2f}x |"
-        )
+        cells = [
+            f"{r[(ps, who)][0]:.2f}x; {r[(ps, who)][1]:.2f}x"
+            for ps in ("dgrad", "wgrad")
+            for who in ("ours", "kernel")
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     text = "\n".join(lines)
     print(text)
     if args.markdown:

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import tf_fp16ops
+from tf_fp16ops._platform import stock_conv
 from tf_fp16ops.audit import RuntimeContext, audit
 from tf_fp16ops.audit.opsets import CONV_OPS
 
@@ -36,7 +37,9 @@ ACCS = {"float16": "half", "float32": "float"}  # accumulation / tf.DType name -
 
 def _traced_convs(layer, shape):
     """(op, T, Tacc) of the conv ops in the graph TensorFlow traces for `layer` on [2, *shape]."""
-    fn = tf.function(lambda x: layer(x)).get_concrete_function(tf.TensorSpec((2,) + shape))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stock_conv, "stock_wins", lambda *a: False)
+        fn = tf.function(lambda x: layer(x)).get_concrete_function(tf.TensorSpec((2,) + shape))
     out = []
     for op in fn.graph.get_operations():
         if op.type in CONV_OPS:

@@ -1,8 +1,10 @@
 """Tacc=float on the CPU: one binary32 FMA per term from +0, in the order of the Tacc=half contract
 (fprop (kh, kw, ci), dgrad (kh, kw, out_channel), wgrad (n, p, q), ascending), on every
 instruction-set path, bit for bit against the sequential float32 reference of
-tests/support/reference.py (README "Numerics"). The operands are binary16 values, whose partial sums
-are inexact in binary32, so another order or tile shape of the sums would change bits (checked: the
+tests/support/reference.py (README "Numerics"): the op library's kernels themselves (`raw_ops`),
+since float32 calls of `tf_fp16ops.conv2d` may run TensorFlow's own op
+(tests/ops/test_stock_route.py). The operands are binary16 values, whose partial sums are inexact
+in binary32, so another order or tile shape of the sums would change bits (checked: the
 sequential float32 result differs from the correctly rounded exact sum somewhere in every case)."""
 
 import pytest
@@ -13,6 +15,7 @@ SCRIPT = r"""
 import sys, numpy as np
 sys.path.insert(0, {tests!r})
 import tf_fp16ops
+from tf_fp16ops.ops import _conv_attrs, raw_ops
 from support import reference as R
 rng = np.random.default_rng(11)
 # (x NHWC, w HWIO, strides, dilations, padding): row tiles of 12 and 8 positions with borders,
@@ -30,18 +33,17 @@ for xs, ws, s, d, pad in CASES:
     w = rng.uniform(-1, 1, ws).astype(np.float16).astype(np.float32)
     rpad = pad if isinstance(pad, str) else (tuple(pad[1]), tuple(pad[2]))
     kw = dict(strides=(s, s), dilations=(d, d), padding=rpad)
-    y = tf_fp16ops.conv2d(x, w, s, pad, dilations=d, accumulation="float32").numpy()
+    a = _conv_attrs(s, pad, "NHWC", d, "float32")
+    y = raw_ops.fp16_conv2d(x, w, **a).numpy()
     ref = R.conv2d(x, w, accumulation="float32", **kw)
     bad += int((y.view(np.uint32) != ref.view(np.uint32)).sum())
     exact = R.conv2d(x, w, accumulation="float64", **kw).astype(np.float32)
     vacuous += int(np.array_equal(ref, exact))
     dy = rng.uniform(-1, 1, y.shape).astype(np.float16).astype(np.float32)
-    dx = tf_fp16ops.conv2d_backprop_input(
-        np.array(xs, np.int32), w, dy, s, pad, dilations=d, accumulation="float32").numpy()
+    dx = raw_ops.fp16_conv2d_backprop_input(np.array(xs, np.int32), w, dy, **a).numpy()
     ref = R.conv2d_backprop_input(xs, w, dy, accumulation="float32", **kw)
     bad += int((dx.view(np.uint32) != ref.view(np.uint32)).sum())
-    dw = tf_fp16ops.conv2d_backprop_filter(
-        x, np.array(ws, np.int32), dy, s, pad, dilations=d, accumulation="float32").numpy()
+    dw = raw_ops.fp16_conv2d_backprop_filter(x, np.array(ws, np.int32), dy, **a).numpy()
     ref = R.conv2d_backprop_filter(x, ws, dy, accumulation="float32", **kw)
     bad += int((dw.view(np.uint32) != ref.view(np.uint32)).sum())
 print("isa", tf_fp16ops.ops.cpu_isa())

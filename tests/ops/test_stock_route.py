@@ -1,0 +1,210 @@
+"""Float32 calls with accumulation='float32' run TensorFlow's own Conv2D / Conv2DBackpropInput /
+Conv2DBackpropFilter where those keep the contract and are faster (tf_fp16ops/_platform/
+stock_conv.py): every pass where oneDNN runs TensorFlow's float32 convolutions, the 1x1 stride-1
+unpadded forward where Eigen does; never float16 inputs, NCHW, groups, dilations, shapes unknown
+when the op is built, a GPU, or a oneDNN math mode other than strict.
+
+Which op was built is read from the traced graph; the rule's oneDNN input is forced both ways
+with monkeypatch (so this file checks both rules on every machine), and the query itself is
+checked against TF_ENABLE_ONEDNN_OPTS in fresh processes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_fp16ops
+from tf_fp16ops._platform import stock_conv
+
+RNG = np.random.default_rng(5)
+
+
+def _data(shape, dtype=np.float32):
+    return tf.constant(RNG.uniform(-1, 1, shape).astype(np.float16).astype(dtype))
+
+
+@pytest.fixture
+def onednn(monkeypatch):
+    """Sets what the rule believes about oneDNN: onednn(True) or onednn(False)."""
+
+    def set_(on: bool):
+        monkeypatch.setattr(stock_conv, "onednn_runs_float32_convs", lambda: on)
+
+    return set_
+
+
+def _conv_types(fn, *args) -> list[str]:
+    """The convolution op types of `fn`'s graph traced on `args` (tf.TensorSpec or tensors)."""
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    return sorted(op.type for op in graph.get_operations() if "Conv" in op.type)
+
+
+PASSES = {
+    "fprop": lambda x, w, dy, **k: tf_fp16ops.conv2d(x, w, **k),
+    "dgrad": lambda x, w, dy, **k: tf_fp16ops.conv2d_backprop_input(tf.shape(x), w, dy, **k),
+    "wgrad": lambda x, w, dy, **k: tf_fp16ops.conv2d_backprop_filter(x, tf.shape(w), dy, **k),
+}
+STOCK = {"fprop": "Conv2D", "dgrad": "Conv2DBackpropInput", "wgrad": "Conv2DBackpropFilter"}
+OURS = {
+    "fprop": "Fp16Conv2D",
+    "dgrad": "Fp16Conv2DBackpropInput",
+    "wgrad": "Fp16Conv2DBackpropFilter",
+}
+# x NHWC, w HWIO, strides, padding, dy NHWC (the output shape, by hand).
+PROBLEMS = [
+    ((2, 9, 9, 8), (3, 3, 8, 4), 1, "SAME", (2, 9, 9, 4)),
+    ((2, 9, 10, 8), (3, 2, 8, 4), 2, "VALID", (2, 4, 5, 4)),
+    ((1, 7, 6, 3), (2, 3, 3, 5), 2, [[0, 0], [1, 2], [0, 3], [0, 0]], (1, 5, 4, 5)),
+]
+
+
+@pytest.mark.parametrize("pass_", sorted(PASSES))
+@pytest.mark.parametrize("xs, ws, s, pad, ys", PROBLEMS)
+def test_onednn_side_runs_tensorflows_op_with_the_same_attrs(onednn, pass_, xs, ws, s, pad, ys):
+    onednn(True)
+    x, w, dy = _data(xs), _data(ws), _data(ys)
+    run = PASSES[pass_]
+
+    def ours(x, w, dy):
+        return run(x, w, dy, strides=s, padding=pad, accumulation="float32")
+
+    assert _conv_types(ours, x, w, dy) == [STOCK[pass_]]
+    explicit = [v for pair in pad for v in pair] if not isinstance(pad, str) else []
+    attrs = dict(
+        strides=[1, s, s, 1],
+        padding="EXPLICIT" if explicit else pad,
+        explicit_paddings=explicit,
+    )
+    want = {
+        "fprop": lambda: tf.raw_ops.Conv2D(input=x, filter=w, **attrs),
+        "dgrad": lambda: tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=tf.shape(x), filter=w, out_backprop=dy, **attrs
+        ),
+        "wgrad": lambda: tf.raw_ops.Conv2DBackpropFilter(
+            input=x, filter_sizes=tf.shape(w), out_backprop=dy, **attrs
+        ),
+    }[pass_]()
+    got = ours(x, w, dy)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy().view(np.uint32), want.numpy().view(np.uint32))
+
+
+def test_onednn_side_gradients_are_tensorflows(onednn):
+    onednn(True)
+    x, w = _data((2, 9, 9, 8)), _data((3, 3, 8, 4))
+
+    def grads(conv):
+        with tf.GradientTape() as tape:
+            tape.watch([x, w])
+            y = conv(x, w)
+            loss = tf.reduce_sum(y * y)
+        return tape.gradient(loss, [x, w])
+
+    got = grads(lambda x, w: tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32"))
+    want = grads(lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"))
+    for g, r in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.numpy().view(np.uint32), r.numpy().view(np.uint32))
+    # The registered gradient of the op itself (a graph that holds Fp16Conv2D T=float) follows
+    # the same rule.
+    attrs = dict(
+        Tacc=tf.float32,
+        strides=[1, 1, 1, 1],
+        padding="SAME",
+        explicit_paddings=[],
+        data_format="NHWC",
+        dilations=[1, 1, 1, 1],
+    )
+
+    def raw(x, w):
+        with tf.GradientTape() as tape:
+            tape.watch([x, w])
+            y = tf_fp16ops.ops.raw_ops.fp16_conv2d(x, w, **attrs)
+        return tape.gradient(y, [x, w])
+
+    assert _conv_types(raw, x, w) == ["Conv2DBackpropFilter", "Conv2DBackpropInput", "Fp16Conv2D"]
+
+
+@pytest.mark.parametrize("pass_", sorted(PASSES))
+def test_eigen_side_runs_tensorflows_op_for_a_1x1_stride1_forward_only(onednn, pass_):
+    onednn(False)
+    run = PASSES[pass_]
+    # (x, w, strides, padding, dy): 1x1 stride 1 VALID and SAME (Eigen's matrix product), 1x1
+    # stride 2, 1x1 with explicit padding, 3x3.
+    cases = [
+        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), pass_ == "fprop"),
+        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "SAME", (2, 5, 6, 4), pass_ == "fprop"),
+        ((2, 5, 6, 8), (1, 1, 8, 4), 2, "VALID", (2, 3, 3, 4), False),
+        ((2, 5, 6, 8), (1, 1, 8, 4), 1, [[0, 0], [1, 0], [0, 0], [0, 0]], (2, 6, 6, 4), False),
+        ((2, 5, 6, 8), (3, 3, 8, 4), 1, "SAME", (2, 5, 6, 4), False),
+    ]
+    for xs, ws, s, pad, ys, stock in cases:
+        types = _conv_types(
+            lambda x, w, dy, s=s, pad=pad: run(
+                x, w, dy, strides=s, padding=pad, accumulation="float32"
+            ),
+            _data(xs),
+            _data(ws),
+            _data(ys),
+        )
+        assert types == [STOCK[pass_] if stock else OURS[pass_]], (xs, ws, s, pad)
+
+
+@pytest.mark.parametrize("pass_", sorted(PASSES))
+def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
+    onednn(True)
+    run = PASSES[pass_]
+    x, w, dy = _data((2, 9, 9, 8)), _data((3, 3, 8, 4)), _data((2, 9, 9, 4))
+
+    def types(x=x, w=w, dy=dy, **k):
+        k = dict(dict(strides=1, padding="SAME", accumulation="float32"), **k)
+        return _conv_types(lambda x, w, dy: run(x, w, dy, **k), x, w, dy)
+
+    assert types() == [STOCK[pass_]]  # the baseline of the cases below
+    half = [tf.cast(t, tf.float16) for t in (x, w, dy)]
+    assert types(*half) == [OURS[pass_]]  # float16 inputs, Tacc=float
+    assert types(*half, accumulation="float16") == [OURS[pass_]]
+    assert types(dilations=2) == [OURS[pass_]]
+    nchw = [tf.transpose(x, [0, 3, 1, 2]), w, tf.transpose(dy, [0, 3, 1, 2])]
+    assert types(*nchw, data_format="NCHW") == [OURS[pass_]]
+    grouped = _data((3, 3, 4, 4))  # C = 8 = 2 groups of 4
+    assert types(w=grouped) == [OURS[pass_]]
+    unknown_h = tf.TensorSpec([2, None, 9, 8], tf.float32)
+    dy_spec = tf.TensorSpec([2, None, 9, 4], tf.float32)
+    assert types(unknown_h, w, dy_spec) == [OURS[pass_]]
+    for var in stock_conv.FPMATH_VARIABLES:
+        monkeypatch.setenv(var, "BF16")
+        assert types() == [OURS[pass_]], var
+        monkeypatch.setenv(var, "strict")
+        assert types() == [STOCK[pass_]], var
+        monkeypatch.delenv(var)
+    monkeypatch.setattr(stock_conv, "_no_gpu", lambda: False)
+    assert types() == [OURS[pass_]]
+
+
+def test_errors_stay_the_op_librarys(onednn):
+    """A problem TensorFlow's op would refuse is not handed to it: the op library raises its own
+    error (the window larger than the input)."""
+    onednn(True)
+    x, w = _data((1, 2, 2, 1)), _data((3, 3, 1, 1))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Fp16Conv2D"):
+        tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation="float32")
+
+
+@pytest.mark.parametrize("value, expected", [("0", "False"), ("1", "True")])
+def test_the_onednn_query_follows_tf_enable_onednn_opts(value, expected):
+    """TensorFlow reads TF_ENABLE_ONEDNN_OPTS once per process: 0 turns oneDNN off, 1 on (TF
+    2.9 release notes, "oneDNN CPU performance optimizations ... are enabled by default")."""
+    code = (
+        "from tf_fp16ops._platform import stock_conv; print(stock_conv.onednn_runs_float32_convs())"
+    )
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=value, TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == [expected]

@@ -1,0 +1,100 @@
+"""When TensorFlow's own float32 convolution is the faster way to keep the `Tacc=float` contract.
+
+`accumulation="float32"` with float32 inputs promises binary32 products summed in binary32, the
+result left in binary32. TensorFlow's own CPU `Conv2D`, `Conv2DBackpropInput` and
+`Conv2DBackpropFilter` keep that promise too (oneDNN's f32 primitives under the default `strict`
+floating-point math mode, or Eigen's float contraction), in their own order of sums, so
+`tf_fp16ops.conv2d` and its two gradients hand such a call to them where they are measured to be
+faster than the op library's CPU kernels (README, "CPU performance"):
+
+* oneDNN runs TensorFlow's float32 convolutions (`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's
+  `IsMklEnabled()`): all three passes;
+* otherwise (Eigen): the forward pass of a 1x1, stride-1, unpadded convolution, which Eigen runs
+  as one matrix product.
+
+Never on a machine with a visible GPU (cuDNN's float32 convolutions may take TF32 tensor cores),
+never when oneDNN's floating-point math mode is set to anything but `strict`
+(`ONEDNN_DEFAULT_FPMATH_MODE`, TensorFlow's `TF_SET_ONEDNN_FPMATH_MODE`: bf16/tf32/f16/any allow
+down-conversions, oneDNN "Primitive Attributes: floating-point math mode"), and only for what the
+stock ops accept and what is known when the op is built: NHWC, one group, dilations 1, static
+spatial and channel extents, a positive output size (every other call runs the op library's
+kernel, which also gives this package's error messages).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import tensorflow as tf
+
+# Environment variables that change oneDNN's float32 math from `strict` (no down-conversion).
+FPMATH_VARIABLES = (
+    "ONEDNN_DEFAULT_FPMATH_MODE",
+    "DNNL_DEFAULT_FPMATH_MODE",
+    "TF_SET_ONEDNN_FPMATH_MODE",
+)
+
+
+@functools.cache
+def _no_gpu() -> bool:
+    return not tf.config.list_physical_devices("GPU")
+
+
+def onednn_runs_float32_convs() -> bool:
+    """Whether TensorFlow's CPU float32 convolutions run oneDNN in this process (TensorFlow's
+    `IsMklEnabled()`, which reads `TF_ENABLE_ONEDNN_OPTS` once per process)."""
+    from tensorflow.python.util import _pywrap_util_port  # the query tf.test uses
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def strict_fpmath() -> bool:
+    """True unless an environment variable lets oneDNN compute float32 in a narrower type."""
+    return all(os.environ.get(v, "").strip().upper() in ("", "STRICT") for v in FPMATH_VARIABLES)
+
+
+def _out_size(size: int, k: int, stride: int, padding: str, before: int, after: int) -> int:
+    if padding == "SAME":
+        return -(-size // stride)
+    return (size + before + after - k) // stride + 1
+
+
+def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: dict) -> bool:
+    """Whether `pass_` ('fprop', 'dgrad' or 'wgrad') of this convolution goes to TensorFlow's own
+    op: only float32 with `Tacc=float` can (see the module docstring).
+
+    Args:
+      dtype: the operands' dtype (`T`).
+      x_shape: the input's shape [N, H, W, C] (NHWC), entries int or None.
+      w_shape: the filter's shape [KH, KW, C, K] (HWIO), entries int or None.
+      dy_shape: the output gradient's shape [N, P, Q, K] for the gradients, None for fprop.
+      attrs: the op's attrs (`Tacc`, `strides`, `padding`, `explicit_paddings`, `data_format`,
+        `dilations`), as `tf_fp16ops.ops` builds them.
+    """
+    if dtype != tf.float32 or attrs["Tacc"] != tf.float32 or attrs["data_format"] != "NHWC":
+        return False
+    if any(d != 1 for d in attrs["dilations"]) or not (_no_gpu() and strict_fpmath()):
+        return False
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        return False
+    _, h, w, c = x_shape
+    kh, kw, wc, k = w_shape
+    if any(not isinstance(d, int) or d < 1 for d in (h, w, c, kh, kw, wc, k)) or c != wc:
+        return False
+    pads = attrs["explicit_paddings"] or [0] * 8
+    _, sh, sw, _ = attrs["strides"]
+    p = _out_size(h, kh, sh, attrs["padding"], pads[2], pads[3])
+    q = _out_size(w, kw, sw, attrs["padding"], pads[4], pads[5])
+    if p < 1 or q < 1:
+        return False
+    if dy_shape is not None:
+        n = x_shape[0]
+        if len(dy_shape) != 4 or list(dy_shape[1:]) != [p, q, k]:
+            return False
+        if n is not None and dy_shape[0] is not None and dy_shape[0] != n:
+            return False
+    if onednn_runs_float32_convs():
+        return True
+    # A 1x1 stride-1 window pads nothing under SAME or VALID; explicit pads must be zeros.
+    return pass_ == "fprop" and (kh, kw, sh, sw) == (1, 1, 1, 1) and not any(pads)
