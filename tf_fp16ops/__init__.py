@@ -42,7 +42,7 @@ _LAZY = {
     "matmul": "tf_fp16ops.matmul_ops",
     "sensitivity": "tf_fp16ops.layer_sensitivity.analysis",
 }
-_SUBMODULES = ("layers",)
+_SUBMODULES = ("layers", "ops")
 
 __all__ = sorted([*_LAZY, *_SUBMODULES, "OpLibraryError", "quiet_stderr"])
 
@@ -85,6 +85,8 @@ def __getattr__(name: str):
         module = _importlib.import_module(f"{__name__}.layers")
         if name in _LAZY:
             module = _importlib.import_module(_LAZY[name])
+        elif name in _SUBMODULES:
+            module = _importlib.import_module(f"{__name__}.{name}")
     except OpLibraryError as e:
         # Raised here, without the import frames and the chained original: the message says it all.
         raise OpLibraryError(str(e)) from None

@@ -2,12 +2,11 @@
 
 Numerics contract (README "Numerics"; docs/design.md "Numerics contract"):
   accumulation="float32": products summed in binary32, rounded once to the input dtype. With
-    float32 inputs on a machine without a GPU, `conv2d` and its two gradients hand the call to
-    TensorFlow's own Conv2D / Conv2DBackpropInput / Conv2DBackpropFilter where those are faster
-    and keep the contract (tf_fp16ops/_platform/stock_conv.py: oneDNN under its strict
-    floating-point math mode, Eigen for a 1x1 stride-1 forward); they sum in their own order and
-    skip padded terms (an infinite weight meeting padding gives no NaN there). `raw_ops` always
-    runs the op library's kernels, in the order below.
+    float32 inputs on a machine without a GPU, the two gradients (dgrad, wgrad) of filters larger
+    than 1x1 are handed to TensorFlow's own Conv2DBackpropInput / Conv2DBackpropFilter while
+    oneDNN runs those, under its strict floating-point math mode: the same contract, faster here
+    (tf_fp16ops/_platform/stock_conv.py); they sum in oneDNN's order and skip padded terms.
+    `raw_ops` always runs the op library's kernels, in the order below.
   accumulation="float16" (inputs must be float16): one binary16 accumulator per output, starting
     at +0; each step is acc = round_fp16(x*w + acc) with the exact product and one
     round-to-nearest-even (the semantics of CUDA's __hfma, CUDA Math API "Half Precision
@@ -23,6 +22,7 @@ accumulation="float16" keeps float16 subnormals exactly (docs/numerics.md).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -78,6 +78,7 @@ def cpu_isa() -> str:
 
 
 _INT64_MAX = 2**63 - 1
+_INT32_MAX = 2**31 - 1
 
 
 def _is_int(v) -> bool:
@@ -152,7 +153,22 @@ def _data_format(data_format: str) -> str:
 def _conv_attrs(strides, padding, data_format, dilations, accumulation) -> dict:
     """The attrs of the Fp16Conv2D family from the arguments of `conv2d` and its backprops, each
     checked (a ValueError naming it): Tacc, strides and dilations as 4 ints in data_format
-    order, padding with its explicit_paddings, data_format."""
+    order, padding with its explicit_paddings, data_format. Remembered for hashable arguments
+    (ints, strings, tuples, dtypes), since an eager call repeats them; a fresh dict each time."""
+    args = (strides, padding, data_format, dilations, accumulation)
+    try:
+        # The key holds each argument's type too: 1 and True (or 1.0) hash alike.
+        return dict(_checked_conv_attrs(args, tuple(map(type, args))))
+    except TypeError:  # an unhashable argument (a list), or one of unhashable entries
+        return _conv_attrs_of(*args)
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_conv_attrs(args: tuple, _types: tuple) -> dict:
+    return _conv_attrs_of(*args)
+
+
+def _conv_attrs_of(strides, padding, data_format, dilations, accumulation) -> dict:
     data_format = _data_format(data_format)
     tacc = accumulation_dtype(accumulation)
     strides = _window_attr("strides", strides, data_format)
@@ -196,6 +212,8 @@ _STOCK_OPS = {
 def _static_shape(t: tf.Tensor) -> list:
     """A tensor's shape as known when the op is built, or an `*_sizes` operand's value; entries
     None where unknown."""
+    if isinstance(t, np.ndarray):
+        return list(t.shape)
     if t.dtype == tf.int32:
         value = tf.get_static_value(t)
         return [None] * 4 if value is None else [int(v) for v in value]
@@ -207,12 +225,27 @@ def _conv(op_type: str, attrs: dict, args: list) -> tf.Tensor:
     contract and is faster (float32 with Tacc=float, `stock_conv.stock_wins`), else the op
     library's."""
     stock, pass_, roles = _STOCK_OPS[op_type]
-    shapes = {role: _static_shape(a) for role, a in zip(roles.values(), args, strict=True)}
-    dtype = next(a.dtype for a in args if a.dtype != tf.int32)
-    if stock_conv.stock_wins(pass_, dtype, shapes["x"], shapes["w"], shapes.get("dy"), attrs):
-        stock_attrs = {k: v for k, v in attrs.items() if k != "Tacc"}
-        return stock(**dict(zip(roles, args, strict=True)), **stock_attrs)
+    if attrs["Tacc"] == tf.float32:  # the rule's first condition, cheap (the shapes are not)
+        shapes = {role: _static_shape(a) for role, a in zip(roles.values(), args, strict=True)}
+        dtype = next(d for d in (tf.as_dtype(a.dtype) for a in args) if d != tf.int32)
+        if stock_conv.stock_wins(pass_, dtype, shapes["x"], shapes["w"], shapes.get("dy"), attrs):
+            stock_attrs = {k: v for k, v in attrs.items() if k != "Tacc"}
+            return stock(**dict(zip(roles, args, strict=True)), **stock_attrs)
     return _CONV_OPS[op_type](*args, **attrs)
+
+
+def _operand(name: str, value):
+    """A float operand for the op function: an eager float16/float32 NumPy array as it is (the
+    op's fast path wraps its buffer, where `tf.convert_to_tensor` would copy it first), anything
+    else through `tf.convert_to_tensor`."""
+    if (
+        isinstance(value, np.ndarray)
+        and value.dtype in (np.float16, np.float32)
+        and value.dtype.isnative
+        and tf.executing_eagerly()
+    ):
+        return value
+    return tf.convert_to_tensor(value, name=name)
 
 
 def _run_conv_op(op_type: str, name: str | None, attrs: dict, **operands) -> tf.Tensor:
@@ -222,11 +255,7 @@ def _run_conv_op(op_type: str, name: str | None, attrs: dict, **operands) -> tf.
     own op instead (`_conv`)."""
     check_not_in_xla(op_type)
     with tf.name_scope(name or op_type):
-        tensors = {
-            k: tf.convert_to_tensor(v, name=k)
-            for k, v in operands.items()
-            if not k.endswith("_sizes")
-        }
+        tensors = {k: _operand(k, v) for k, v in operands.items() if not k.endswith("_sizes")}
         _check_dtypes(attrs["Tacc"], **tensors)
         args = [_sizes(k, v) if k.endswith("_sizes") else tensors[k] for k, v in operands.items()]
         return _conv(op_type, attrs, args)
@@ -288,24 +317,31 @@ def _attrs_of(op) -> dict:
     return {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
 
 
+def _size_values(name: str, sizes) -> np.ndarray:
+    """`sizes` (not a tensor) as 4 integers in [0, 2^31 - 1], or a ValueError naming `name`."""
+    values = np.asarray(sizes)
+    if values.dtype.kind not in "iu" or values.shape != (4,):
+        shown = values.tolist() if values.dtype != object else sizes
+        raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {shown!r}")
+    listed = values.tolist()  # Python ints: cheaper than NumPy's reductions for 4 values
+    if min(listed) < 0 or max(listed) > _INT32_MAX:
+        raise ValueError(f"{name} must be 4 integers in [0, 2^31 - 1], got {listed}")
+    return values
+
+
 def _sizes(name: str, sizes) -> tf.Tensor:
     """`input_sizes` / `filter_sizes` as int32 [4], like tf.nn.conv2d_backprop_*: values known when
     the graph is built are checked here (4 non-negative integers below 2^31), never wrapped."""
     if not tf.is_tensor(sizes):
-        values = np.asarray(sizes)
-        if values.dtype.kind not in "iu" or values.shape != (4,):
-            shown = values.tolist() if values.dtype != object else sizes
-            raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {shown!r}")
-        if values.min() < 0 or values.max() > np.iinfo(np.int32).max:
-            raise ValueError(
-                f"{name} must be 4 integers in [0, 2^31 - 1], got {list(values.tolist())}"
-            )
-        return tf.constant(values, tf.int32, name=name)
+        return tf.constant(_size_values(name, sizes), tf.int32, name=name)
     if sizes.dtype not in (tf.int32, tf.int64):
         raise ValueError(f"{name} must be an int32 (or int64) tensor, got dtype {sizes.dtype.name}")
     static = tf.get_static_value(sizes)
     if static is not None:
-        return _sizes(name, static)
+        values = _size_values(name, static)
+        if sizes.dtype == tf.int32 and tf.executing_eagerly():
+            return sizes  # checked; an eager tensor is its value already
+        return tf.constant(values, tf.int32, name=name)
     if sizes.dtype == tf.int32:
         return sizes
     # Unknown int64 values: refuse at run time rather than wrap.
@@ -321,14 +357,15 @@ def _check_dtypes(tacc: tf.DType, **tensors) -> tf.DType:
     op's rule "Tacc=half requires T=half", raised here as a ValueError); returns the dtype."""
     dtype = None
     for name, t in tensors.items():
-        if t.dtype not in (tf.float16, tf.float32):
-            raise ValueError(f"{name} must be float16 or float32, got dtype {t.dtype.name}")
-        if dtype is not None and t.dtype != dtype:
+        t_dtype = tf.as_dtype(t.dtype)  # a tensor's, or a NumPy array's (`_operand`)
+        if t_dtype not in (tf.float16, tf.float32):
+            raise ValueError(f"{name} must be float16 or float32, got dtype {t_dtype.name}")
+        if dtype is not None and t_dtype != dtype:
             first = next(iter(tensors))
             raise ValueError(
-                f"{name} must have the dtype of {first} ({dtype.name}), got {t.dtype.name}"
+                f"{name} must have the dtype of {first} ({dtype.name}), got {t_dtype.name}"
             )
-        dtype = t.dtype
+        dtype = t_dtype
     if tacc == tf.float16 and dtype == tf.float32:
         raise ValueError(
             "accumulation='float16' needs float16 inputs (got float32): cast them to "

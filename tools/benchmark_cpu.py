@@ -116,13 +116,19 @@ def ceiling_cell(fraction: float) -> tuple[str, bool]:
 def interleaved(fns: dict, repeats: int) -> dict:
     """{key: (median wall seconds, median CPU seconds of the process)} of each callable, the
     peers timed in turn within every repeat, so that a change of the machine's load during the
-    run falls on all of them alike."""
+    run falls on all of them alike, in reverse order every other repeat: the call that follows
+    another op runs slower (caches, TensorFlow's allocator and thread pool; on a 2-core Zen 4
+    guest TensorFlow's own Conv2DBackpropFilter timed 0.70x of itself when it always followed
+    the op library's kernel); reversed, every peer runs right after itself every other repeat
+    and no peer always follows the same other one."""
     for fn in fns.values():
         fn()  # warm-up (kernel construction, thread pool)
     wall = {k: [] for k in fns}
     cpu = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
+    keys = list(fns)
+    for r in range(repeats):
+        for k in keys if r % 2 == 0 else keys[::-1]:
+            fn = fns[k]
             t0, c0 = time.perf_counter(), time.process_time()
             fn()
             wall[k].append(time.perf_counter() - t0)

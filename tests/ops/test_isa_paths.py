@@ -73,16 +73,12 @@ cases = [
     ((1, 2, 2, 1), np.where(np.arange(9).reshape(3, 3, 1, 1) == 0, np.inf, 1.0), 2,
      [[np.nan, np.nan], [np.nan, np.nan]]),
 ]
-# The op library's kernels (`raw_ops`): float32 calls of tf_fp16ops.conv2d may run TensorFlow's
-# oneDNN op, which skips padded terms (tests/ops/test_stock_route.py).
-from tf_fp16ops.ops import _conv_attrs, raw_ops
 bad = 0
 for xs, w, d, expected in cases:
     expected = np.array(expected)
     for acc, dt in (("float16", np.float16), ("float32", np.float16), ("float32", np.float32)):
-        a = _conv_attrs(1, "SAME", "NHWC", d, acc)
-        y = raw_ops.fp16_conv2d(np.ones(xs, dt), w.astype(dt), **a).numpy()
-        y = y[0, :, :, 0].astype(np.float64)
+        y = tf_fp16ops.conv2d(np.ones(xs, dt), w.astype(dt), 1, "SAME", dilations=d,
+                              accumulation=acc).numpy()[0, :, :, 0].astype(np.float64)
         same = (y == expected) | (np.isnan(y) & np.isnan(expected))
         bad += int((~same).sum())
 print("isa", tf_fp16ops.ops.cpu_isa())

@@ -1,11 +1,11 @@
-"""Float32 calls with accumulation='float32' run TensorFlow's own Conv2D / Conv2DBackpropInput /
-Conv2DBackpropFilter where those keep the contract and are faster (tf_fp16ops/_platform/
-stock_conv.py): every pass where oneDNN runs TensorFlow's float32 convolutions, the 1x1 stride-1
-unpadded forward where Eigen does; never float16 inputs, NCHW, groups, dilations, shapes unknown
-when the op is built, a GPU, or a oneDNN math mode other than strict.
+"""Float32 gradients with accumulation='float32' run TensorFlow's own Conv2DBackpropInput /
+Conv2DBackpropFilter where those keep the contract and were measured faster (tf_fp16ops/_platform/
+stock_conv.py): filters larger than 1x1 while oneDNN runs TensorFlow's float32 convolutions; never
+the forward pass, 1x1 filters, the Eigen side, float16 inputs, NCHW, groups, dilations, shapes
+unknown when the op is built, a GPU, or a oneDNN math mode other than strict.
 
 Which op was built is read from the traced graph; the rule's oneDNN input is forced both ways
-with monkeypatch (so this file checks both rules on every machine), and the query itself is
+with monkeypatch (so this file checks both sides on every machine), and the query itself is
 checked against TF_ENABLE_ONEDNN_OPTS in fresh processes.
 """
 
@@ -64,9 +64,14 @@ PROBLEMS = [
 ]
 
 
-@pytest.mark.parametrize("pass_", sorted(PASSES))
+GRADS = ("dgrad", "wgrad")
+
+
+@pytest.mark.parametrize("pass_", GRADS)
 @pytest.mark.parametrize("xs, ws, s, pad, ys", PROBLEMS)
-def test_onednn_side_runs_tensorflows_op_with_the_same_attrs(onednn, pass_, xs, ws, s, pad, ys):
+def test_onednn_side_gradients_run_tensorflows_op_with_the_same_attrs(
+    onednn, pass_, xs, ws, s, pad, ys
+):
     onednn(True)
     x, w, dy = _data(xs), _data(ws), _data(ys)
     run = PASSES[pass_]
@@ -81,69 +86,79 @@ def test_onednn_side_runs_tensorflows_op_with_the_same_attrs(onednn, pass_, xs, 
         padding="EXPLICIT" if explicit else pad,
         explicit_paddings=explicit,
     )
-    want = {
-        "fprop": lambda: tf.raw_ops.Conv2D(input=x, filter=w, **attrs),
-        "dgrad": lambda: tf.raw_ops.Conv2DBackpropInput(
+    if pass_ == "dgrad":
+        want = tf.raw_ops.Conv2DBackpropInput(
             input_sizes=tf.shape(x), filter=w, out_backprop=dy, **attrs
-        ),
-        "wgrad": lambda: tf.raw_ops.Conv2DBackpropFilter(
+        )
+    else:
+        want = tf.raw_ops.Conv2DBackpropFilter(
             input=x, filter_sizes=tf.shape(w), out_backprop=dy, **attrs
-        ),
-    }[pass_]()
+        )
     got = ours(x, w, dy)
     assert got.shape == want.shape
     np.testing.assert_array_equal(got.numpy().view(np.uint32), want.numpy().view(np.uint32))
 
 
-def test_onednn_side_gradients_are_tensorflows(onednn):
+@pytest.mark.parametrize("xs, ws, s, pad, ys", PROBLEMS)
+def test_the_forward_pass_is_always_the_op_librarys(onednn, xs, ws, s, pad, ys):
+    run = PASSES["fprop"]
+    for on in (True, False):
+        onednn(on)
+        types = _conv_types(
+            lambda x, w, dy: run(x, w, dy, strides=s, padding=pad, accumulation="float32"),
+            _data(xs),
+            _data(ws),
+            _data(ys),
+        )
+        assert types == ["Fp16Conv2D"]
+
+
+def test_onednn_side_tape_gradients_are_tensorflows(onednn):
     onednn(True)
     x, w = _data((2, 9, 9, 8)), _data((3, 3, 8, 4))
-
-    def grads(conv):
-        with tf.GradientTape() as tape:
-            tape.watch([x, w])
-            y = conv(x, w)
-            loss = tf.reduce_sum(y * y)
-        return tape.gradient(loss, [x, w])
-
-    got = grads(lambda x, w: tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32"))
-    want = grads(lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"))
-    for g, r in zip(got, want, strict=True):
-        np.testing.assert_array_equal(g.numpy().view(np.uint32), r.numpy().view(np.uint32))
-    # The registered gradient of the op itself (a graph that holds Fp16Conv2D T=float) follows
-    # the same rule.
-    attrs = dict(
-        Tacc=tf.float32,
-        strides=[1, 1, 1, 1],
-        padding="SAME",
-        explicit_paddings=[],
-        data_format="NHWC",
-        dilations=[1, 1, 1, 1],
-    )
-
-    def raw(x, w):
-        with tf.GradientTape() as tape:
-            tape.watch([x, w])
-            y = tf_fp16ops.ops.raw_ops.fp16_conv2d(x, w, **attrs)
-        return tape.gradient(y, [x, w])
-
-    assert _conv_types(raw, x, w) == ["Conv2DBackpropFilter", "Conv2DBackpropInput", "Fp16Conv2D"]
-
-
-@pytest.mark.parametrize("pass_", sorted(PASSES))
-def test_eigen_side_runs_tensorflows_op_for_a_1x1_stride1_forward_only(onednn, pass_):
-    onednn(False)
-    run = PASSES[pass_]
-    # (x, w, strides, padding, dy): 1x1 stride 1 VALID and SAME (Eigen's matrix product), 1x1
-    # stride 2, 1x1 with explicit padding, 3x3.
-    cases = [
-        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), pass_ == "fprop"),
-        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "SAME", (2, 5, 6, 4), pass_ == "fprop"),
-        ((2, 5, 6, 8), (1, 1, 8, 4), 2, "VALID", (2, 3, 3, 4), False),
-        ((2, 5, 6, 8), (1, 1, 8, 4), 1, [[0, 0], [1, 0], [0, 0], [0, 0]], (2, 6, 6, 4), False),
-        ((2, 5, 6, 8), (3, 3, 8, 4), 1, "SAME", (2, 5, 6, 4), False),
+    c = _data((2, 9, 9, 4))  # the loss sum(y * c) gives dy = c whatever y's bits
+    attrs = dict(strides=[1, 1, 1, 1], padding="SAME")
+    want = [
+        tf.raw_ops.Conv2DBackpropInput(input_sizes=tf.shape(x), filter=w, out_backprop=c, **attrs),
+        tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=tf.shape(w), out_backprop=c, **attrs),
     ]
-    for xs, ws, s, pad, ys, stock in cases:
+    op_attrs = dict(
+        Tacc=tf.float32, explicit_paddings=[], data_format="NHWC", dilations=[1, 1, 1, 1], **attrs
+    )
+    convs = {
+        "conv2d": lambda x, w: tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32"),
+        # The registered gradient of the op itself (a graph that holds Fp16Conv2D T=float).
+        "raw op": lambda x, w: tf_fp16ops.ops.raw_ops.fp16_conv2d(x, w, **op_attrs),
+    }
+    for what, conv in convs.items():
+
+        def grads(x, w, conv=conv):
+            with tf.GradientTape() as tape:
+                tape.watch([x, w])
+                loss = tf.reduce_sum(conv(x, w) * c)
+            return tape.gradient(loss, [x, w])
+
+        assert _conv_types(grads, x, w) == [
+            "Conv2DBackpropFilter",
+            "Conv2DBackpropInput",
+            "Fp16Conv2D",
+        ], what
+        for g, r in zip(grads(x, w), want, strict=True):
+            np.testing.assert_array_equal(g.numpy().view(np.uint32), r.numpy().view(np.uint32))
+
+
+@pytest.mark.parametrize("pass_", GRADS)
+def test_1x1_filters_and_the_eigen_side_run_the_op_librarys_gradients(onednn, pass_):
+    run = PASSES[pass_]
+    # (x, w, strides, padding, dy, oneDNN on)
+    cases = [
+        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), True),
+        ((2, 5, 6, 8), (1, 1, 8, 4), 2, "SAME", (2, 3, 3, 4), True),
+        ((2, 5, 6, 8), (3, 3, 8, 4), 1, "SAME", (2, 5, 6, 4), False),
+        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), False),
+    ]
+    for xs, ws, s, pad, ys, on in cases:
+        onednn(on)
         types = _conv_types(
             lambda x, w, dy, s=s, pad=pad: run(
                 x, w, dy, strides=s, padding=pad, accumulation="float32"
@@ -152,10 +167,10 @@ def test_eigen_side_runs_tensorflows_op_for_a_1x1_stride1_forward_only(onednn, p
             _data(ws),
             _data(ys),
         )
-        assert types == [STOCK[pass_] if stock else OURS[pass_]], (xs, ws, s, pad)
+        assert types == [OURS[pass_]], (xs, ws, s, pad, on)
 
 
-@pytest.mark.parametrize("pass_", sorted(PASSES))
+@pytest.mark.parametrize("pass_", GRADS)
 def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
     onednn(True)
     run = PASSES[pass_]
@@ -177,6 +192,9 @@ def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
     unknown_h = tf.TensorSpec([2, None, 9, 8], tf.float32)
     dy_spec = tf.TensorSpec([2, None, 9, 4], tf.float32)
     assert types(unknown_h, w, dy_spec) == [OURS[pass_]]
+    wrong_dy = _data((2, 9, 8, 4))  # not the output shape: the op library's error, not TF's
+    with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
+        types(dy=wrong_dy)
     for var in stock_conv.FPMATH_VARIABLES:
         monkeypatch.setenv(var, "BF16")
         assert types() == [OURS[pass_]], var
@@ -191,9 +209,9 @@ def test_errors_stay_the_op_librarys(onednn):
     """A problem TensorFlow's op would refuse is not handed to it: the op library raises its own
     error (the window larger than the input)."""
     onednn(True)
-    x, w = _data((1, 2, 2, 1)), _data((3, 3, 1, 1))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="Fp16Conv2D"):
-        tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation="float32")
+    w, dy = _data((3, 3, 1, 1)), _data((1, 1, 1, 1))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Fp16Conv2DBackpropInput"):
+        tf_fp16ops.conv2d_backprop_input([1, 2, 2, 1], w, dy, 1, "VALID", accumulation="float32")
 
 
 @pytest.mark.parametrize("value, expected", [("0", "False"), ("1", "True")])

@@ -7,7 +7,8 @@ calls.
               process itself (`python -m tf_fp16ops._platform.quiet`)
   cli.py      the tools' argparse parser, whose errors are one line (no usage block)
   xla.py      refuses to build the ops inside an XLA compilation, with a message that says why
+  stock_conv.py  decides when a float32 gradient goes to TensorFlow's own op (`stock_wins`)
 
-Importing this package imports nothing: `library` and `xla` import TensorFlow, `quiet` and `cli`
-do not.
+Importing this package imports nothing: `library`, `xla` and `stock_conv` import TensorFlow,
+`quiet` and `cli` do not.
 """

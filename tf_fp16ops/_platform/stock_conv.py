@@ -1,16 +1,16 @@
 """When TensorFlow's own float32 convolution is the faster way to keep the `Tacc=float` contract.
 
 `accumulation="float32"` with float32 inputs promises binary32 products summed in binary32, the
-result left in binary32. TensorFlow's own CPU `Conv2D`, `Conv2DBackpropInput` and
-`Conv2DBackpropFilter` keep that promise too (oneDNN's f32 primitives under the default `strict`
-floating-point math mode, or Eigen's float contraction), in their own order of sums, so
-`tf_fp16ops.conv2d` and its two gradients hand such a call to them where they are measured to be
-faster than the op library's CPU kernels (README, "CPU performance"):
-
-* oneDNN runs TensorFlow's float32 convolutions (`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's
-  `IsMklEnabled()`): all three passes;
-* otherwise (Eigen): the forward pass of a 1x1, stride-1, unpadded convolution, which Eigen runs
-  as one matrix product.
+result left in binary32. TensorFlow's own CPU `Conv2DBackpropInput` and `Conv2DBackpropFilter`
+keep that promise too (oneDNN's f32 primitives under the default `strict` floating-point math
+mode), in their own order of sums, so `tf_fp16ops.conv2d_backprop_input`,
+`tf_fp16ops.conv2d_backprop_filter` and the gradients registered for `Fp16Conv2D` hand such a
+call to them where they were measured to be faster than the op library's CPU kernels (README,
+"Performance (CPU)"): the gradients of filters larger than 1x1 while oneDNN runs TensorFlow's
+float32 convolutions (`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's `IsMklEnabled()`). The op library's
+forward kernel, its 1x1 gradients (one product over all positions) and all its kernels against
+Eigen's (`TF_ENABLE_ONEDNN_OPTS=0`) were as fast as TensorFlow's or faster on every benchmark
+shape, and keep running.
 
 Never on a machine with a visible GPU (cuDNN's float32 convolutions may take TF32 tensor cores),
 never when oneDNN's floating-point math mode is set to anything but `strict`
@@ -68,19 +68,22 @@ def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: d
       dtype: the operands' dtype (`T`).
       x_shape: the input's shape [N, H, W, C] (NHWC), entries int or None.
       w_shape: the filter's shape [KH, KW, C, K] (HWIO), entries int or None.
-      dy_shape: the output gradient's shape [N, P, Q, K] for the gradients, None for fprop.
+      dy_shape: the output gradient's shape [N, P, Q, K] for the gradients, None for fprop
+        (which never goes to TensorFlow's op).
       attrs: the op's attrs (`Tacc`, `strides`, `padding`, `explicit_paddings`, `data_format`,
         `dilations`), as `tf_fp16ops.ops` builds them.
     """
-    if dtype != tf.float32 or attrs["Tacc"] != tf.float32 or attrs["data_format"] != "NHWC":
+    if pass_ == "fprop" or dtype != tf.float32 or attrs["Tacc"] != tf.float32:
         return False
-    if any(d != 1 for d in attrs["dilations"]) or not (_no_gpu() and strict_fpmath()):
+    if attrs["data_format"] != "NHWC" or attrs["dilations"] != [1, 1, 1, 1]:
         return False
-    if len(x_shape) != 4 or len(w_shape) != 4:
+    if len(x_shape) != 4 or len(w_shape) != 4 or dy_shape is None or len(dy_shape) != 4:
         return False
     _, h, w, c = x_shape
     kh, kw, wc, k = w_shape
     if any(not isinstance(d, int) or d < 1 for d in (h, w, c, kh, kw, wc, k)) or c != wc:
+        return False
+    if kh * kw == 1 or not (onednn_runs_float32_convs() and _no_gpu() and strict_fpmath()):
         return False
     pads = attrs["explicit_paddings"] or [0] * 8
     _, sh, sw, _ = attrs["strides"]
@@ -88,13 +91,7 @@ def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: d
     q = _out_size(w, kw, sw, attrs["padding"], pads[4], pads[5])
     if p < 1 or q < 1:
         return False
-    if dy_shape is not None:
-        n = x_shape[0]
-        if len(dy_shape) != 4 or list(dy_shape[1:]) != [p, q, k]:
-            return False
-        if n is not None and dy_shape[0] is not None and dy_shape[0] != n:
-            return False
-    if onednn_runs_float32_convs():
-        return True
-    # A 1x1 stride-1 window pads nothing under SAME or VALID; explicit pads must be zeros.
-    return pass_ == "fprop" and (kh, kw, sh, sw) == (1, 1, 1, 1) and not any(pads)
+    n = x_shape[0]
+    if list(dy_shape[1:]) != [p, q, k]:
+        return False
+    return n is None or dy_shape[0] is None or dy_shape[0] == n
