@@ -2,7 +2,10 @@
 
 The expected ops, T and Tacc of each layer are read from the graph TensorFlow traces for that
 layer's `call` (tf.function), not from the audit's reconstruction; the expected class follows
-from Tacc (half: fp16-accumulate, float: fp32 for a float32 layer).
+from Tacc (half: fp16-accumulate, float: fp32 for a float32 layer). The static audit shows the op
+library's ops, so the layers are traced with the hand-off of float32 gradient ops (the transposed
+convolutions' forward) to TensorFlow's own switched off (tf_fp16ops/_platform/stock_conv.py: it
+depends on the machine, and such a call accumulates in fp32 either way).
 """
 
 import keras
