@@ -22,7 +22,6 @@ accumulation="float16" keeps float16 subnormals exactly (docs/numerics.md).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -153,22 +152,7 @@ def _data_format(data_format: str) -> str:
 def _conv_attrs(strides, padding, data_format, dilations, accumulation) -> dict:
     """The attrs of the Fp16Conv2D family from the arguments of `conv2d` and its backprops, each
     checked (a ValueError naming it): Tacc, strides and dilations as 4 ints in data_format
-    order, padding with its explicit_paddings, data_format. Remembered for hashable arguments
-    (ints, strings, tuples, dtypes), since an eager call repeats them; a fresh dict each time."""
-    args = (strides, padding, data_format, dilations, accumulation)
-    try:
-        # The key holds each argument's type too: 1 and True (or 1.0) hash alike.
-        return dict(_checked_conv_attrs(args, tuple(map(type, args))))
-    except TypeError:  # an unhashable argument (a list), or one of unhashable entries
-        return _conv_attrs_of(*args)
-
-
-@functools.lru_cache(maxsize=256)
-def _checked_conv_attrs(args: tuple, _types: tuple) -> dict:
-    return _conv_attrs_of(*args)
-
-
-def _conv_attrs_of(strides, padding, data_format, dilations, accumulation) -> dict:
+    order, padding with its explicit_paddings, data_format."""
     data_format = _data_format(data_format)
     tacc = accumulation_dtype(accumulation)
     strides = _window_attr("strides", strides, data_format)
