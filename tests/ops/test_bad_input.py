@@ -312,6 +312,16 @@ def test_python_arguments_are_not_coerced(kwargs, message):
     assert message in str(e.value)
 
 
+@pytest.mark.parametrize("bad", [(1, True), (1.0, 1.0), (True,)])
+def test_arguments_equal_to_valid_ones_are_still_refused(bad):
+    """(1, True) and (1.0, 1.0) compare and hash equal to (1, 1): a valid call just before must not
+    let them through (no memo of checked arguments)."""
+    tf_fp16ops.conv2d(X, W, strides=(1, 1), padding="VALID")
+    tf_fp16ops.conv2d(X, W, strides=(1,), padding="VALID")
+    with pytest.raises(ValueError, match="strides must be an int or a list of 1, 2 or 4 ints"):
+        tf_fp16ops.conv2d(X, W, strides=bad, padding="VALID")
+
+
 @pytest.mark.parametrize(
     "sizes, message",
     [
