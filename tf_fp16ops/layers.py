@@ -290,15 +290,23 @@ def _conv_transpose(layer, inputs):
     if layer.rank == 1:
         out_shape.insert(_height_axis(layer), 1)
     x, w = _to_2d(layer, x, w)
-    y = ops.conv2d_backprop_input(
-        tf.stack([tf.cast(d, tf.int32) for d in out_shape]),
-        w,
-        x,
-        strides=_window(layer.strides, layer),
-        padding=layer.padding.upper(),
-        data_format=_nhwc_or_nchw(layer.data_format),
-        dilations=_window(layer.dilation_rate, layer),
-        accumulation=layer.accumulation,
+    # The op library's dgrad op always (its forward is not handed to TensorFlow's op, whose
+    # sum order would then depend on the machine and on whether the batch is known).
+    attrs = ops._conv_attrs(
+        _window(layer.strides, layer),
+        layer.padding.upper(),
+        _nhwc_or_nchw(layer.data_format),
+        _window(layer.dilation_rate, layer),
+        layer.accumulation,
+    )
+    y = ops._run_conv_op(
+        "Fp16Conv2DBackpropInput",
+        None,
+        attrs,
+        stock=False,
+        input_sizes=tf.stack([tf.cast(d, tf.int32) for d in out_shape]),
+        filters=w,
+        out_backprop=x,
     )
     return layer._finish(_from_2d(layer, y), layer.filters)
 

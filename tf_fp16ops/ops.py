@@ -3,9 +3,10 @@
 Numerics contract (README "Numerics"; docs/design.md "Numerics contract"):
   accumulation="float32": products summed in binary32, rounded once to the input dtype. With
     float32 inputs on a machine without a GPU, the two gradients (dgrad, wgrad) of filters larger
-    than 1x1 are handed to TensorFlow's own Conv2DBackpropInput / Conv2DBackpropFilter while
-    oneDNN runs those, under its strict floating-point math mode: the same contract, faster here
-    (tf_fp16ops/_platform/stock_conv.py); they sum in oneDNN's order and skip padded terms.
+    than 1x1 with every extent known are handed to TensorFlow's own Conv2DBackpropInput /
+    Conv2DBackpropFilter while oneDNN runs those, under its strict floating-point math mode: the
+    same contract, faster here (tf_fp16ops/_platform/stock_conv.py, which lists the exceptions);
+    they sum in oneDNN's order and skip padded terms.
     `raw_ops` always runs the op library's kernels, in the order below.
   accumulation="float16" (inputs must be float16): one binary16 accumulator per output, starting
     at +0; each step is acc = round_fp16(x*w + acc) with the exact product and one
@@ -232,16 +233,20 @@ def _operand(name: str, value):
     return tf.convert_to_tensor(value, name=name)
 
 
-def _run_conv_op(op_type: str, name: str | None, attrs: dict, **operands) -> tf.Tensor:
+def _run_conv_op(
+    op_type: str, name: str | None, attrs: dict, stock: bool = True, **operands
+) -> tf.Tensor:
     """Builds `op_type` (not inside XLA) on `operands`, given in the op's input order, in a name
     scope: a `*_sizes` operand is an int32 [4] (`_sizes`), the others are tensors of one float
     dtype (`_check_dtypes`, which names the first). Float32 with Tacc=float may run TensorFlow's
-    own op instead (`_conv`)."""
+    own op instead (`_conv`) unless `stock` is False."""
     check_not_in_xla(op_type)
     with tf.name_scope(name or op_type):
         tensors = {k: _operand(k, v) for k, v in operands.items() if not k.endswith("_sizes")}
         _check_dtypes(attrs["Tacc"], **tensors)
         args = [_sizes(k, v) if k.endswith("_sizes") else tensors[k] for k, v in operands.items()]
+        if not stock:
+            return _CONV_OPS[op_type](*args, **attrs)
         return _conv(op_type, attrs, args)
 
 
@@ -302,7 +307,15 @@ def _attrs_of(op) -> dict:
 
 
 def _size_values(name: str, sizes) -> np.ndarray:
-    """`sizes` (not a tensor) as 4 integers in [0, 2^31 - 1], or a ValueError naming `name`."""
+    """`sizes` (not a tensor) as 4 integers in [0, 2^31 - 1], or a ValueError naming `name`.
+    A list or tuple must hold ints (no bools, which NumPy would take as 0 and 1), shown as given."""
+    if isinstance(sizes, (list, tuple)):
+        if len(sizes) != 4 or not all(_is_int(v) for v in sizes):
+            raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {sizes!r}")
+        listed = [int(v) for v in sizes]
+        if min(listed) < 0 or max(listed) > _INT32_MAX:
+            raise ValueError(f"{name} must be 4 integers in [0, 2^31 - 1], got {listed}")
+        return np.array(listed, np.int64)
     values = np.asarray(sizes)
     if values.dtype.kind not in "iu" or values.shape != (4,):
         shown = values.tolist() if values.dtype != object else sizes
@@ -328,11 +341,14 @@ def _sizes(name: str, sizes) -> tf.Tensor:
         return tf.constant(values, tf.int32, name=name)
     if sizes.dtype == tf.int32:
         return sizes
-    # Unknown int64 values: refuse at run time rather than wrap.
-    check = tf.debugging.assert_less_equal(
-        sizes, tf.constant(np.iinfo(np.int32).max, tf.int64), message=f"{name} must be below 2^31"
-    )
-    with tf.control_dependencies([check]):
+    # Unknown int64 values: refuse at run time rather than wrap (either way).
+    checks = [
+        tf.debugging.assert_less_equal(
+            sizes, tf.constant(_INT32_MAX, tf.int64), message=f"{name} must be below 2^31"
+        ),
+        tf.debugging.assert_non_negative(sizes, message=f"{name} must be non-negative"),
+    ]
+    with tf.control_dependencies(checks):
         return tf.cast(sizes, tf.int32)
 
 

@@ -312,6 +312,38 @@ def test_python_arguments_are_not_coerced(kwargs, message):
     assert message in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "sizes, message",
+    [
+        (
+            [True, 5, 5, 4],
+            "input_sizes must be 4 integers (a 1-D int32 tensor), got [True, 5, 5, 4]",
+        ),
+        (
+            [1, 2**63, 5, 4],
+            f"input_sizes must be 4 integers in [0, 2^31 - 1], got [1, {2**63}, 5, 4]",
+        ),
+    ],
+)
+def test_sizes_are_shown_as_given(sizes, message):
+    """NumPy would read True as 1 and turn 2**63 into a float: the list is checked as written."""
+    with pytest.raises(ValueError) as e:
+        tf_fp16ops.conv2d_backprop_input(sizes, W, np.ones((1, 3, 3, 2), np.float16), 1, "VALID")
+    assert message in str(e.value)
+
+
+def test_unknown_int64_sizes_below_zero_are_refused_at_run_time():
+    """An int64 size not known when the graph is built is checked when it runs, both bounds."""
+    f = tf.function(
+        lambda s: tf_fp16ops.conv2d_backprop_input(
+            s, W, np.ones((1, 3, 3, 2), np.float16), 1, "VALID"
+        ),
+        input_signature=[tf.TensorSpec([4], tf.int64)],
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="input_sizes must be non-negative"):
+        f(tf.constant([1, 5 - 2**32, 5, 4], tf.int64))
+
+
 @pytest.mark.parametrize("bad", [(1, True), (1.0, 1.0), (True,)])
 def test_arguments_equal_to_valid_ones_are_still_refused(bad):
     """(1, True) and (1.0, 1.0) compare and hash equal to (1, 1): a valid call just before must not

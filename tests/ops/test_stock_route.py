@@ -60,7 +60,7 @@ OURS = {
 PROBLEMS = [
     ((2, 9, 9, 8), (3, 3, 8, 4), 1, "SAME", (2, 9, 9, 4)),
     ((2, 9, 10, 8), (3, 2, 8, 4), 2, "VALID", (2, 4, 5, 4)),
-    ((1, 7, 6, 3), (2, 3, 3, 5), 2, [[0, 0], [1, 2], [0, 3], [0, 0]], (1, 5, 4, 5)),
+    ((1, 7, 6, 3), (2, 3, 3, 5), 2, [[0, 0], [1, 1], [0, 2], [0, 0]], (1, 4, 3, 5)),
 ]
 
 
@@ -192,6 +192,18 @@ def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
     unknown_h = tf.TensorSpec([2, None, 9, 8], tf.float32)
     dy_spec = tf.TensorSpec([2, None, 9, 4], tf.float32)
     assert types(unknown_h, w, dy_spec) == [OURS[pass_]]
+    unknown_batch = tf.TensorSpec([None, 9, 9, 8], tf.float32)
+    dy_batch = tf.TensorSpec([None, 9, 9, 4], tf.float32)
+    assert types(unknown_batch, w, dy_batch) == [OURS[pass_]]
+    # Strides far beyond the input (oneDNN crashed or aborted on some), strides on batch or
+    # channels, explicit pads as large as the filter or on batch/channels.
+    assert types(dy=_data((2, 1, 1, 4)), strides=65536) == [OURS[pass_]]
+    with pytest.raises(ValueError, match="strides must be 1 in the batch and channel"):
+        types(strides=[2, 1, 1, 1])
+    big_pad = [[0, 0], [3, 0], [0, 0], [0, 0]]  # 3 >= KH: 9 + 3 - 3 + 1 = 10 rows, 7 columns
+    assert types(dy=_data((2, 10, 7, 4)), padding=big_pad) == [OURS[pass_]]
+    with pytest.raises(ValueError):
+        types(padding=[[0, 0], [1, 1], [1, 1], [0, 1]])
     wrong_dy = _data((2, 9, 8, 4))  # not the output shape: the op library's error, not TF's
     with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
         types(dy=wrong_dy)
@@ -201,8 +213,26 @@ def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
         monkeypatch.setenv(var, "strict")
         assert types() == [STOCK[pass_]], var
         monkeypatch.delenv(var)
+    options = tf.config.optimizer.get_experimental_options()
+    try:  # Grappler's oneDNN bfloat16 rewrite would take TensorFlow's op, not the op library's
+        tf.config.optimizer.set_experimental_options({"auto_mixed_precision_onednn_bfloat16": True})
+        assert types() == [OURS[pass_]]
+    finally:
+        tf.config.optimizer.set_experimental_options(
+            {"auto_mixed_precision_onednn_bfloat16": False, **options}
+        )
+    assert types() == [STOCK[pass_]]
     monkeypatch.setattr(stock_conv, "_no_gpu", lambda: False)
     assert types() == [OURS[pass_]]
+
+
+def test_a_float32_conv2d_transpose_layer_runs_the_op_librarys_dgrad_forward(onednn):
+    """The layer's forward is the dgrad op, always the op library's (layer table in README)."""
+    onednn(True)
+    layer = tf_fp16ops.layers.Conv2DTranspose(
+        4, 3, strides=2, padding="same", accumulation="float32"
+    )
+    assert _conv_types(layer, _data((2, 5, 5, 3))) == ["Fp16Conv2DBackpropInput"]
 
 
 def test_errors_stay_the_op_librarys(onednn):

@@ -15,10 +15,12 @@ shape, and keep running.
 Never on a machine with a visible GPU (cuDNN's float32 convolutions may take TF32 tensor cores),
 never when oneDNN's floating-point math mode is set to anything but `strict`
 (`ONEDNN_DEFAULT_FPMATH_MODE`, TensorFlow's `TF_SET_ONEDNN_FPMATH_MODE`: bf16/tf32/f16/any allow
-down-conversions, oneDNN "Primitive Attributes: floating-point math mode"), and only for what the
-stock ops accept and what is known when the op is built: NHWC, one group, dilations 1, static
-spatial and channel extents, a positive output size (every other call runs the op library's
-kernel, which also gives this package's error messages).
+down-conversions, oneDNN "Primitive Attributes: floating-point math mode") or Grappler's oneDNN
+bfloat16 auto mixed precision is on, and only for what the stock ops handle and what is known
+when the op is built: NHWC, one group, dilations 1, strides 1 on batch and channels and at most
+the input's extent, explicit pads below the filter's extent, every extent including the batch
+static, a positive output size matching the output gradient's (every other call runs the op
+library's kernel, which also gives this package's error messages).
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ def strict_fpmath() -> bool:
     return all(os.environ.get(v, "").strip().upper() in ("", "STRICT") for v in FPMATH_VARIABLES)
 
 
+def bfloat16_rewrite() -> bool:
+    """Whether Grappler's oneDNN auto mixed precision would rewrite float32 graph ops to bfloat16
+    (`tf.config.optimizer.set_experimental_options`; the op library's ops are not rewritten)."""
+    options = tf.config.optimizer.get_experimental_options()
+    return any(
+        options.get(k) for k in ("auto_mixed_precision_onednn_bfloat16", "auto_mixed_precision_mkl")
+    )
+
+
 def _out_size(size: int, k: int, stride: int, padding: str, before: int, after: int) -> int:
     if padding == "SAME":
         return -(-size // stride)
@@ -79,19 +90,26 @@ def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: d
         return False
     if len(x_shape) != 4 or len(w_shape) != 4 or dy_shape is None or len(dy_shape) != 4:
         return False
-    _, h, w, c = x_shape
+    n, h, w, c = x_shape
     kh, kw, wc, k = w_shape
     if any(not isinstance(d, int) or d < 1 for d in (h, w, c, kh, kw, wc, k)) or c != wc:
         return False
+    if not isinstance(n, int) or n < 0 or dy_shape[0] != n:
+        return False  # the batch too must be known and agree (else oneDNN aborts or reads 0)
+    pads = attrs["explicit_paddings"] or [0] * 8
+    sn, sh, sw, sc = attrs["strides"]
+    # Strides and pads within what the stock kernels handle: oneDNN crashed, aborted or gave
+    # wrong sums for strides far beyond the input (16384 .. 2^31) or pads near 2^31 that the op
+    # library's kernels compute right; a stride above the extent or a pad of the filter's size
+    # or more only adds zero terms, so those stay with the op library.
+    if (sn, sc) != (1, 1) or any(pads[i] for i in (0, 1, 6, 7)) or sh > h or sw > w:
+        return False
+    if max(pads[2:4]) >= kh or max(pads[4:6]) >= kw:
+        return False
     if kh * kw == 1 or not (onednn_runs_float32_convs() and _no_gpu() and strict_fpmath()):
         return False
-    pads = attrs["explicit_paddings"] or [0] * 8
-    _, sh, sw, _ = attrs["strides"]
+    if bfloat16_rewrite():
+        return False
     p = _out_size(h, kh, sh, attrs["padding"], pads[2], pads[3])
     q = _out_size(w, kw, sw, attrs["padding"], pads[4], pads[5])
-    if p < 1 or q < 1:
-        return False
-    n = x_shape[0]
-    if list(dy_shape[1:]) != [p, q, k]:
-        return False
-    return n is None or dy_shape[0] is None or dy_shape[0] == n
+    return p >= 1 and q >= 1 and list(dy_shape[1:]) == [p, q, k]
