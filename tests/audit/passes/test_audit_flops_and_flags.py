@@ -227,6 +227,23 @@ def test_malformed_attr_is_named(tmp_path, attrs, bad):
     assert any(fl.startswith("invalid-attrs(") and bad in fl for fl in f.flag_texts), f.flag_texts
 
 
+def test_flop_shares_say_known_flops_when_some_are_unknown(tmp_path):
+    """With a call site of unknown FLOPs the fp16 shares are of call sites, and the per-class
+    FLOP shares are of the known FLOPs only: the label says so."""
+    from tf_fp16ops.audit.render.markdown import render_markdown
+    from tf_fp16ops.audit.render.terminal import render_terminal
+
+    (tmp_path / "u").mkdir()
+    (tmp_path / "k").mkdir()
+    unknown = audit(_static_conv(tmp_path / "u", padding=b"WEIRD"), CPU)
+    known = audit(_static_conv(tmp_path / "k"), CPU)
+    assert unknown.summary.share_basis == "count" and known.summary.share_basis == "flops"
+    assert "of known FLOPs" in render_terminal(unknown)
+    assert "share of known FLOPs" in render_markdown(unknown)
+    for text in (render_terminal(known), render_markdown(known)):
+        assert "of FLOPs" in text and "known FLOPs" not in text
+
+
 def test_well_formed_explicit_padding_has_no_flag(tmp_path):
     # pads 1 on each side: 10x10 padded, 3x3 VALID window -> 8x8; FLOPs 2 * 64*16 * 3*3*16
     p = _static_conv(tmp_path, padding=b"EXPLICIT", explicit_paddings=[0, 0, 1, 1, 1, 1, 0, 0])

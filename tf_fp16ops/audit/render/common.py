@@ -49,12 +49,19 @@ def kind_counts(report: AuditReport) -> tuple[int, int]:
     return by.get("conv", 0), by.get("matmul", 0)
 
 
+def of_flops(report: AuditReport) -> str:
+    """What the FLOP shares are of: "FLOPs", or "known FLOPs" when some call site's are unknown
+    (the fp16 shares are then of call sites, `share_basis`)."""
+    s = report.summary
+    return "FLOPs" if s.flops_known == s.call_sites else "known FLOPs"
+
+
 def kind_lines(report: AuditReport) -> list[str]:
     """One line per kind (conv, matmul, all): call sites, share of the FLOPs, fp16 shares."""
     out = []
     for k in report.summary.by_kind:
         out.append(
-            f"{k.kind:6s} {k.count:6d} sites  {share(k.flop_share):>7s} of FLOPs  "
+            f"{k.kind:6s} {k.count:6d} sites  {share(k.flop_share):>7s} of {of_flops(report)}  "
             f"fp16 share ({k.share_basis}) {share(k.fp16_share)}, "
             f"fp16-accumulate {share(k.fp16_accumulate_share)}"
         )

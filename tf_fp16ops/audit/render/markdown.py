@@ -7,6 +7,7 @@ from .common import (
     cpu_convs_possible,
     fmt_flops,
     kind_counts,
+    of_flops,
     onednn_context,
     path_of,
     reason_legend,
@@ -34,7 +35,7 @@ def render_markdown_summary(report: AuditReport) -> str:
             else "."
         ),
         "",
-        "| class | call sites | FLOPs | share of FLOPs |",
+        f"| class | call sites | FLOPs | share of {of_flops(report)} |",
         "|---|---:|---:|---:|",
     ]
     for c in s.classes:
@@ -48,7 +49,8 @@ def render_markdown_summary(report: AuditReport) -> str:
     )
     out += [
         "",
-        "| kind | call sites | FLOPs | share of FLOPs | fp16 share | fp16-accumulate share |",
+        f"| kind | call sites | FLOPs | share of {of_flops(report)} | fp16 share "
+        "| fp16-accumulate share |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for k in s.by_kind:

@@ -9,6 +9,7 @@ from .common import (
     fmt_flops,
     kind_counts,
     kind_lines,
+    of_flops,
     onednn_context,
     path_of,
     reason_legend,
@@ -99,7 +100,10 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         f"{s.conv_nodes} nodes), FLOPs known for {s.flops_known}, total {fmt_flops(s.total_flops)}"
     )
     for c in s.classes:
-        out.append(f"  {c.audit_class:16s} {c.count:6d} sites  {share(c.flop_share):>7s} of FLOPs")
+        out.append(
+            f"  {c.audit_class:16s} {c.count:6d} sites  {share(c.flop_share):>7s} "
+            f"of {of_flops(report)}"
+        )
     out.append(
         f"  fp16 share ({s.share_basis}): {share(s.fp16_share)}; fp16-accumulate share: "
         f"{share(s.fp16_accumulate_share)}"
