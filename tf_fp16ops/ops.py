@@ -177,10 +177,10 @@ _CONV_OPS = {
 }
 
 
-# TensorFlow's own op for each op type, its pass, and its operands' names with their roles
-# (x, w, dy), in the input order of both ops.
+# TensorFlow's own op for each op type that may be handed to it (the gradients; the forward
+# never is, stock_conv.py), its pass, and its operands' names with their roles (x, w, dy), in
+# the input order of both ops.
 _STOCK_OPS = {
-    "Fp16Conv2D": (tf.raw_ops.Conv2D, "fprop", {"input": "x", "filter": "w"}),
     "Fp16Conv2DBackpropInput": (
         tf.raw_ops.Conv2DBackpropInput,
         "dgrad",
@@ -209,11 +209,11 @@ def _conv(op_type: str, attrs: dict, args: list) -> tf.Tensor:
     """`op_type` on `args` (in its input order): TensorFlow's own op where it keeps the
     contract and is faster (float32 with Tacc=float, `stock_conv.stock_wins`), else the op
     library's."""
-    stock, pass_, roles = _STOCK_OPS[op_type]
-    if attrs["Tacc"] == tf.float32:  # the rule's first condition, cheap (the shapes are not)
+    if op_type in _STOCK_OPS and attrs["Tacc"] == tf.float32:  # cheap (the shapes are not)
+        stock, pass_, roles = _STOCK_OPS[op_type]
         shapes = {role: _static_shape(a) for role, a in zip(roles.values(), args, strict=True)}
         dtype = next(d for d in (tf.as_dtype(a.dtype) for a in args) if d != tf.int32)
-        if stock_conv.stock_wins(pass_, dtype, shapes["x"], shapes["w"], shapes.get("dy"), attrs):
+        if stock_conv.stock_wins(pass_, dtype, shapes["x"], shapes["w"], shapes["dy"], attrs):
             stock_attrs = {k: v for k, v in attrs.items() if k != "Tacc"}
             return stock(**dict(zip(roles, args, strict=True)), **stock_attrs)
     return _CONV_OPS[op_type](*args, **attrs)
