@@ -15,7 +15,8 @@ repeat (see `interleaved`).
 The ceiling of each instruction-set path (AVX512-FP16, AVX-512, AVX2, scalar; one subprocess
 each, TF_FP16OPS_CPU_ISA capping the path): the op library's own Tacc=half fprop micro-kernel of
 that path on its full accumulator tile, operands in L1 (cc/kernels/cpu/conv2d_cpu.h,
-FpropHalfCeilingProbe, called through ctypes on the loaded `_fp16ops.so`), on as many threads as
+FpropHalfCeilingProbe, called through ctypes on the loaded `_fp16ops.so`; where the path has two
+kHalf micro-kernels, as AVX2 has, the faster of them), on as many threads as
 TensorFlow's intra-op pool, in fp16 steps (multiply-adds) per CPU second of the probe's own
 threads, the best of the repeats (a peak rate). Each shape's fp16-accumulation rate, in steps
 per CPU second of its calls, is reported as a fraction of the ceiling of the path the op library
@@ -53,11 +54,18 @@ TF_FP16ACC_KEY = "tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1"
 ISAS = ("avx512fp16", "avx512", "avx2", "scalar")
 
 
-def ceiling_probe(threads: int, seconds: float = 0.2):
-    """(path, rate): `rate()` runs the op library's Tacc=half fprop micro-kernel on the path
-    TF_FP16OPS_CPU_ISA selects in this process on `threads` threads at once, about `seconds` of
-    one thread each, and returns its fp16 steps per CPU second of those threads (not of the
-    process: TensorFlow's pool threads spin for a while after each op and would be counted)."""
+# The micro-kernel variants FpropHalfCeilingProbe may have on one path (cc/kernels/cpu/conv2d_cpu.h):
+# 0 the row tiles of 16 lanes (or AVX512-FP16's spatial kernel), 1 rows of 32 lanes (on AVX2 its
+# other kHalf kernel, which rows of 32 lanes or more run).
+CEILING_VARIANTS = (0, 1)
+
+
+def ceiling_probe(threads: int, seconds: float = 0.2, variant: int = 0):
+    """(path, rate): `rate()` runs the op library's Tacc=half fprop micro-kernel `variant` on the
+    path TF_FP16OPS_CPU_ISA selects in this process on `threads` threads at once, about `seconds`
+    of one thread each, and returns its fp16 steps per CPU second of those threads (not of the
+    process: TensorFlow's pool threads spin for a while after each op and would be counted).
+    `rate` is None where the path has no such variant."""
     import ctypes
     import threading
 
@@ -66,13 +74,15 @@ def ceiling_probe(threads: int, seconds: float = 0.2):
 
     isa = ops.cpu_isa()  # loads the op library (and fixes its path choice)
     probe = ctypes.CDLL(str(_library.LIBRARY_PATH)).TfFp16opsFpropHalfCeilingProbe
-    probe.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_float)]
+    probe.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_float), ctypes.c_int]
     probe.restype = ctypes.c_int64
     sinks = [ctypes.c_float() for _ in range(threads)]
+    if probe(1, ctypes.byref(sinks[0]), variant) == 0:
+        return isa, None
     reps = 16  # calibrated so that one run takes about `seconds` of one thread
     while True:
         t0 = time.perf_counter()
-        probe(reps, ctypes.byref(sinks[0]))
+        probe(reps, ctypes.byref(sinks[0]), variant)
         dt = time.perf_counter() - t0
         if dt > 0.02:
             break
@@ -82,7 +92,7 @@ def ceiling_probe(threads: int, seconds: float = 0.2):
 
     def one(sink) -> None:
         c0 = time.thread_time()
-        steps = probe(reps, ctypes.byref(sink))
+        steps = probe(reps, ctypes.byref(sink), variant)
         done.append((steps, time.thread_time() - c0))
 
     def rate() -> float:
@@ -97,10 +107,19 @@ def ceiling_probe(threads: int, seconds: float = 0.2):
     return isa, rate
 
 
+def ceiling_rate(threads: int, seconds: float = 0.2):
+    """(path, rate): `rate()` runs every micro-kernel variant of the path in use
+    (`ceiling_probe`) and returns the fastest one's rate: the path's ceiling is the fastest kernel
+    it runs, so that no shape whose calls run any of its kernels can exceed it."""
+    probes = [ceiling_probe(threads, seconds, v) for v in CEILING_VARIANTS]
+    rates = [r for _, r in probes if r is not None]
+    return probes[0][0], lambda: max(r() for r in rates)
+
+
 def ceiling_steps_per_s(threads: int, repeats: int) -> tuple[str, float]:
-    """(path, fp16 steps per CPU second) of `ceiling_probe`, the best of `repeats` runs (a peak
+    """(path, fp16 steps per CPU second) of `ceiling_rate`, the best of `repeats` runs (a peak
     rate)."""
-    isa, rate = ceiling_probe(threads)
+    isa, rate = ceiling_rate(threads)
     rate()  # warm-up
     return isa, max(rate() for _ in range(repeats))
 
@@ -290,7 +309,7 @@ def main(argv=None) -> int:
         if got == isa:
             ceilings[isa] = rate
     chosen = tf_fp16ops.ops.cpu_isa()
-    _, probe_rate = ceiling_probe(threads, seconds=0.05)
+    _, probe_rate = ceiling_rate(threads, seconds=0.05)
     in_turn = []
 
     rows, grads = [], []

@@ -216,8 +216,8 @@ REGISTER_KERNEL_BUILDER(Name("Fp16OpsCpuIsa").Device(tensorflow::DEVICE_CPU), Fp
 }  // namespace tf_fp16ops
 
 // For tools/benchmark_cpu.py (through ctypes on this library, so that the ceiling is the code the
-// op runs): cpu::FpropHalfCeilingProbe.
+// op runs): cpu::FpropHalfCeilingProbe, one call per micro-kernel `variant` of the path.
 extern "C" __attribute__((visibility("default"))) int64_t TfFp16opsFpropHalfCeilingProbe(
-    int64_t reps, float* sink) {
-  return tf_fp16ops::cpu::FpropHalfCeilingProbe(reps, sink);
+    int64_t reps, float* sink, int variant) {
+  return tf_fp16ops::cpu::FpropHalfCeilingProbe(reps, sink, variant);
 }

@@ -30,29 +30,47 @@ def test_a_row_above_the_ceiling_is_an_error_not_a_figure():
     assert not cell(float("nan"))[1]
 
 
+def _probe():
+    probe = ctypes.CDLL(str(_library.LIBRARY_PATH)).TfFp16opsFpropHalfCeilingProbe
+    probe.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_float), ctypes.c_int]
+    probe.restype = ctypes.c_int64
+    return probe
+
+
 def test_ceiling_probe_runs_the_half_step_on_the_tile_of_the_path_in_use():
     isa = ops.cpu_isa()
-    probe = ctypes.CDLL(str(_library.LIBRARY_PATH)).TfFp16opsFpropHalfCeilingProbe
-    probe.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_float)]
-    probe.restype = ctypes.c_int64
+    probe = _probe()
     sink = ctypes.c_float(-1.0)
     # Tiles (cc/kernels/cpu/conv2d_cpu.h): AVX512-FP16 8 channels x 96 positions; otherwise
     # 8 rows x 16 lanes; 256 terms per run.
     tile = {"avx512fp16": 8 * 96, "avx512": 8 * 16, "avx2": 8 * 16, "scalar": 8 * 16}[isa]
-    assert probe(3, ctypes.byref(sink)) == 3 * 256 * tile
+    assert probe(3, ctypes.byref(sink), 0) == 3 * 256 * tile
     # By hand: the fp16 path starts at +0 and adds 1 * 0.25 exactly (768 steps: 192); the others
     # start at 1024, where 1024 + 0.25 rounds back to 1024 (binary16 spacing 1).
     assert sink.value == (192.0 if isa == "avx512fp16" else 1024.0)
     # 4096 steps: from 512 on, 512 + 0.25 is a binary16 tie (spacing 0.5) that rounds to the
     # even 512, so the sum stagnates there (an fp32 sum would reach 1024).
-    assert probe(16, ctypes.byref(sink)) == 16 * 256 * tile
+    assert probe(16, ctypes.byref(sink), 0) == 16 * 256 * tile
     assert sink.value == (512.0 if isa == "avx512fp16" else 1024.0)
-    assert probe(0, ctypes.byref(sink)) == 0
+    assert probe(0, ctypes.byref(sink), 0) == 0
 
 
-@pytest.mark.parametrize("reps", [-1])
-def test_ceiling_probe_does_nothing_for_no_reps(reps):
-    probe = ctypes.CDLL(str(_library.LIBRARY_PATH)).TfFp16opsFpropHalfCeilingProbe
-    probe.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_float)]
-    probe.restype = ctypes.c_int64
-    assert probe(reps, ctypes.byref(ctypes.c_float())) == 0
+def test_ceiling_probe_second_variant_is_the_32_lane_rows_or_absent():
+    # Variant 1: 8 rows x 32 lanes over 128 terms (AVX2's four-chains-per-row kHalf kernel); the
+    # AVX512-FP16 path has a single kernel, so none.
+    isa = ops.cpu_isa()
+    probe = _probe()
+    sink = ctypes.c_float(-1.0)
+    if isa == "avx512fp16":
+        assert probe(3, ctypes.byref(sink), 1) == 0
+        assert sink.value == -1.0
+        return
+    assert probe(3, ctypes.byref(sink), 1) == 3 * 8 * 32 * 128
+    assert sink.value == 1024.0  # 1024 + 0.25 rounds back to 1024, as in variant 0
+
+
+@pytest.mark.parametrize("reps, variant", [(-1, 0), (0, 1), (5, 2), (5, -1)])
+def test_ceiling_probe_does_nothing_for_no_reps_or_an_unknown_variant(reps, variant):
+    sink = ctypes.c_float(-1.0)
+    assert _probe()(reps, ctypes.byref(sink), variant) == 0
+    assert sink.value == -1.0

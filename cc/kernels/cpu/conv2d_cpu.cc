@@ -1,6 +1,7 @@
 #include "cc/kernels/cpu/conv2d_cpu.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -458,28 +459,30 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
   });
 }
 
-int64_t FpropHalfCeilingProbe(int64_t reps, float* sink) {
-  if (reps <= 0) return 0;
-  constexpr int64_t kTerms = 256;
-  const int64_t fp16_steps = Fp16MicroKernelProbe(reps * kTerms, sink);
-  if (fp16_steps > 0) return fp16_steps;
-  constexpr int64_t lanes = 16;
+int64_t FpropHalfCeilingProbe(int64_t reps, float* sink, int variant) {
+  if (reps <= 0 || variant < 0 || variant > 1) return 0;
+  if (std::strcmp(AccumulateIsa(), "avx512fp16") == 0) {
+    return variant == 0 ? Fp16MicroKernelProbe(reps * 256, sink) : 0;
+  }
+  const int64_t lanes = variant == 0 ? 16 : 32;
+  const int64_t terms = variant == 0 ? 256 : 128;
   constexpr int kRows = 8;  // the rows the AVX-512 and AVX2 kHalf row tiles hold in registers
-  // 8 x 256 x-terms and 256 x 16 w-lanes: 24 KiB, in L1 with the accumulators.
+  // x 8 x terms, w terms x lanes: 24 KiB (variant 0) or 20 KiB (variant 1), in L1 with the
+  // accumulators.
   std::vector<float> acc(static_cast<size_t>(kRows * lanes), 1024.0f);
-  const std::vector<float> x(static_cast<size_t>(kRows * kTerms), 1.0f);
-  const std::vector<float> w(static_cast<size_t>(kTerms * lanes), 0.25f);
+  const std::vector<float> x(static_cast<size_t>(kRows * terms), 1.0f);
+  const std::vector<float> w(static_cast<size_t>(terms * lanes), 0.25f);
   float* accs[kRows];
   const float* xs[kRows];
   for (int r = 0; r < kRows; ++r) {
     accs[r] = acc.data() + r * lanes;
-    xs[r] = x.data() + r * kTerms;
+    xs[r] = x.data() + r * terms;
   }
   for (int64_t i = 0; i < reps; ++i) {
-    AccumulateRowsMulti(Accumulation::kHalf, kRows, accs, lanes, xs, kTerms, w.data(), lanes);
+    AccumulateRowsMulti(Accumulation::kHalf, kRows, accs, lanes, xs, terms, w.data(), lanes);
   }
   *sink = acc[0];
-  return reps * kRows * lanes * kTerms;
+  return reps * kRows * lanes * terms;
 }
 
 }  // namespace cpu

@@ -54,17 +54,24 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
                  float* dw, const ParallelFor& parallel_for);
 
 // Benchmark ceiling of the Tacc=half fprop on the instruction-set path in use (AccumulateIsa):
-// `reps` runs of the micro-kernel Conv2DFprop runs on that path with a stride-1 problem, on its
-// full accumulator tile, over 256 terms whose operands stay in L1 (no layout passes, no
-// conversions, no padding). AVX512-FP16: the spatial kernel of cc/kernels/cpu/fprop_fp16.h
-// (8 output channels x 96 positions); AVX-512 and AVX2: AccumulateRowsMulti on 8 rows x 16 lanes
-// (AVX-512: the 8 accumulator vectors of its kHalf kernel; AVX2: two of its 8-row x 8-lane tiles,
-// the faster of its two kHalf kernels on operands in L1); scalar: 8 rows x 16 lanes. The operands
-// (x 1, w 0.25; acc from 1024, where the sum rounds back to 1024, or from +0 on AVX512-FP16, which
-// has no slow case) take no slow branch (no binary16 midpoint, no subnormal), so no data of a real
-// convolution runs the kernel faster. Returns the steps done; `sink` receives one accumulator so
-// that the work is not optimized away.
-int64_t FpropHalfCeilingProbe(int64_t reps, float* sink);
+// `reps` runs of one micro-kernel Conv2DFprop runs on that path with a stride-1 problem, on its
+// full accumulator tile, over 256 terms (128 for variant 1) whose operands stay in L1 (no layout
+// passes, no conversions, no padding). A path with more than one kHalf micro-kernel has one `variant`
+// per kernel, and its ceiling is the fastest of them (the caller times each):
+//   AVX512-FP16: variant 0, the spatial kernel of cc/kernels/cpu/fprop_fp16.h (8 output channels
+//     x 96 positions);
+//   AVX-512, AVX2 and scalar: AccumulateRowsMulti on 8 rows, variant 0 with 16 lanes (AVX-512:
+//     the 8 accumulator vectors of its kHalf kernel; AVX2: two of its 8-row x 8-lane tiles),
+//     variant 1 with 32 lanes (AVX2: its other kHalf kernel, four 8-lane chains per row, which
+//     rows of 32 lanes or more run; AVX-512 and scalar: the same kernels on wider rows).
+// Which AVX2 kernel is faster depends on the CPU (the row tiles on a Zen 3, the four chains per
+// row on a Zen 1), so neither alone bounds every shape.
+// The operands (x 1, w 0.25; acc from 1024, where the sum rounds back to 1024, or from +0 on
+// AVX512-FP16, which has no slow case) take no slow branch (no binary16 midpoint, no subnormal),
+// so no data of a real convolution runs the kernel faster. Returns the steps done (0 for reps <= 0
+// or a variant the path does not have); `sink` receives one accumulator so that the work is not
+// optimized away.
+int64_t FpropHalfCeilingProbe(int64_t reps, float* sink, int variant);
 
 }  // namespace cpu
 }  // namespace tf_fp16ops
