@@ -23,6 +23,7 @@ accumulation="float16" keeps float16 subnormals exactly (docs/numerics.md).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -150,10 +151,44 @@ def _data_format(data_format: str) -> str:
     return data_format.upper()
 
 
+def _exact_key(value):
+    """A hashable key that tells apart every argument spelling `_conv_attrs` treats differently,
+    or None where it cannot (such arguments are checked on every call). The type is part of it at
+    every level: (1, True) and (1.0, 1.0) hash and compare equal to (1, 1) but are refused."""
+    kind = type(value)
+    if kind is int or kind is str or value is None:
+        return (kind, value)
+    if kind is list or kind is tuple:
+        parts = tuple(_exact_key(v) for v in value)
+        return None if None in parts else (kind, parts)
+    if kind is tf.DType or value is np.float16 or value is np.float32:
+        return (kind, value)
+    return None
+
+
+# Checked attrs by `_exact_key` of the arguments (never mutated by their users), so that a
+# repeated eager call does not check the same arguments again (about 20 us of Python a call).
+_ATTRS_CACHE: dict = {}
+_ATTRS_CACHE_SIZE = 256
+
+
 def _conv_attrs(strides, padding, data_format, dilations, accumulation) -> dict:
     """The attrs of the Fp16Conv2D family from the arguments of `conv2d` and its backprops, each
     checked (a ValueError naming it): Tacc, strides and dilations as 4 ints in data_format
-    order, padding with its explicit_paddings, data_format."""
+    order, padding with its explicit_paddings, data_format. The result is shared between calls
+    with the same arguments: read it, do not change it."""
+    key = _exact_key((strides, padding, data_format, dilations, accumulation))
+    attrs = _ATTRS_CACHE.get(key) if key is not None else None
+    if attrs is None:
+        attrs = _checked_conv_attrs(strides, padding, data_format, dilations, accumulation)
+        if key is not None:
+            if len(_ATTRS_CACHE) >= _ATTRS_CACHE_SIZE:
+                _ATTRS_CACHE.clear()
+            _ATTRS_CACHE[key] = attrs
+    return attrs
+
+
+def _checked_conv_attrs(strides, padding, data_format, dilations, accumulation) -> dict:
     data_format = _data_format(data_format)
     tacc = accumulation_dtype(accumulation)
     strides = _window_attr("strides", strides, data_format)
@@ -241,7 +276,9 @@ def _run_conv_op(
     dtype (`_check_dtypes`, which names the first). Float32 with Tacc=float may run TensorFlow's
     own op instead (`_conv`) unless `stock` is False."""
     check_not_in_xla(op_type)
-    with tf.name_scope(name or op_type):
+    # An eager op has no name, and a name scope around its call costs about 25 us.
+    scope = contextlib.nullcontext() if tf.executing_eagerly() else tf.name_scope(name or op_type)
+    with scope:
         tensors = {k: _operand(k, v) for k, v in operands.items() if not k.endswith("_sizes")}
         _check_dtypes(attrs["Tacc"], **tensors)
         args = [_sizes(k, v) if k.endswith("_sizes") else tensors[k] for k, v in operands.items()]
@@ -352,12 +389,19 @@ def _sizes(name: str, sizes) -> tf.Tensor:
         return tf.cast(sizes, tf.int32)
 
 
+# NumPy's float16 and float32 as tf.DTypes, looked up without tf.as_dtype (a few us a call).
+_FLOAT_DTYPES = {np.dtype(np.float16): tf.float16, np.dtype(np.float32): tf.float32}
+
+
 def _check_dtypes(tacc: tf.DType, **tensors) -> tf.DType:
     """All tensors float16 or float32 and of one dtype, float16 where `tacc` is float16 (the
     op's rule "Tacc=half requires T=half", raised here as a ValueError); returns the dtype."""
     dtype = None
     for name, t in tensors.items():
-        t_dtype = tf.as_dtype(t.dtype)  # a tensor's, or a NumPy array's (`_operand`)
+        t_dtype = t.dtype  # a tensor's, or a NumPy array's (`_operand`)
+        t_dtype = _FLOAT_DTYPES.get(t_dtype) if type(t_dtype) is not tf.DType else t_dtype
+        if t_dtype is None:
+            t_dtype = tf.as_dtype(t.dtype)
         if t_dtype not in (tf.float16, tf.float32):
             raise ValueError(f"{name} must be float16 or float32, got dtype {t_dtype.name}")
         if dtype is not None and t_dtype != dtype:

@@ -1,0 +1,59 @@
+"""The Python wrappers' per-call shortcuts change nothing a caller can see: checked attrs are
+reused only for the very same spelling of the arguments (type included, at every level), and
+graph-mode ops keep the names the caller gave (eager ops have none, so no name scope is built)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_fp16ops
+from tf_fp16ops import ops
+
+
+def test_attrs_are_reused_for_the_same_spelling_only():
+    a = ops._conv_attrs((1, 1), "VALID", "NHWC", None, "float16")
+    assert ops._conv_attrs((1, 1), "VALID", "NHWC", None, "float16") is a
+    assert a["strides"] == [1, 1, 1, 1] and a["Tacc"] == tf.float16
+    # Equal values of other types are other keys: checked again, never served the cached attrs.
+    b = ops._conv_attrs([1, 1], "VALID", "NHWC", None, "float16")
+    assert b is not a and b == a
+    c = ops._conv_attrs((1, 1), "VALID", "NHWC", None, tf.float16)
+    assert c is not a and c == a
+    for bad in [(1, True), (1.0, 1.0), (True, 1)]:
+        with pytest.raises(ValueError, match="strides must be"):
+            ops._conv_attrs(bad, "VALID", "NHWC", None, "float16")
+    with pytest.raises(ValueError, match="accumulation must be"):
+        ops._conv_attrs((1, 1), "VALID", "NHWC", None, "Float16")
+
+
+def test_arguments_that_have_no_exact_key_are_checked_every_call():
+    # NumPy integers are valid strides but not cached; an unhashable value must not break the call.
+    a = ops._conv_attrs(np.int64(2), "SAME", "NHWC", None, "float32")
+    assert a["strides"] == [1, 2, 2, 1]
+    assert ops._exact_key(np.int64(2)) is None
+    assert ops._exact_key([[0, 0], [1, 1], [np.int32(1), 1], [0, 0]]) is None
+    assert ops._exact_key((1, True)) != ops._exact_key((1, 1))
+    assert ops._exact_key((1.0, 1.0)) is None
+
+
+def test_the_memo_of_checked_attrs_stays_bounded():
+    for s in range(1, 2 * ops._ATTRS_CACHE_SIZE + 2):
+        ops._conv_attrs(s, "VALID", "NHWC", None, "float32")
+    assert 0 < len(ops._ATTRS_CACHE) <= ops._ATTRS_CACHE_SIZE
+
+
+def test_graph_ops_carry_the_given_name_and_eager_calls_run_without_a_scope():
+    x = np.ones((1, 4, 4, 2), np.float16)
+    w = np.ones((3, 3, 2, 2), np.float16)
+
+    @tf.function
+    def f(x):
+        return tf_fp16ops.conv2d(x, w, 1, "SAME", name="my_conv")
+
+    graph = f.get_concrete_function(tf.TensorSpec(x.shape, tf.float16)).graph
+    names = [op.name for op in graph.get_operations() if op.type == "Fp16Conv2D"]
+    assert names == ["my_conv/Fp16Conv2D"]
+    # Eager: same result with or without a name (by hand: 2 channels x taps inside the window;
+    # the centre of a 4x4 SAME 3x3 all-ones conv sums 3 * 3 * 2 = 18 ones).
+    y = tf_fp16ops.conv2d(x, w, 1, "SAME", name="my_conv").numpy()
+    assert y[0, 1, 1, 0] == 18 and y[0, 0, 0, 0] == 8
