@@ -24,6 +24,7 @@ accumulation="float16" keeps float16 subnormals exactly (docs/numerics.md).
 from __future__ import annotations
 
 import contextlib
+import reprlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -68,7 +69,7 @@ def accumulation_dtype(accumulation) -> tf.DType:
     ):
         if np.dtype(accumulation) in (np.float16, np.float32):
             return tf.as_dtype(np.dtype(accumulation))
-    raise ValueError(f"accumulation must be {ACCUMULATIONS}, got {accumulation!r}")
+    raise ValueError(f"accumulation must be {ACCUMULATIONS}, got {_shown(accumulation)}")
 
 
 def cpu_isa() -> str:
@@ -76,6 +77,18 @@ def cpu_isa() -> str:
     FMA, Tacc=half), 'avx512', 'avx2' or 'scalar'. `TF_FP16OPS_CPU_ISA=avx512|avx2|scalar` caps
     it."""
     return _ops.fp16_ops_cpu_isa().numpy().decode()
+
+
+# repr for error messages, its nesting and length bounded: a hostile argument (a list nested
+# 100000 deep, a million entries) gets a short message instead of a RecursionError or megabytes.
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 4
+_REPR.maxlist = _REPR.maxtuple = 16
+_REPR.maxlong = _REPR.maxstring = _REPR.maxother = 200
+
+
+def _shown(value) -> str:
+    return _REPR.repr(value) if isinstance(value, (list, tuple)) else repr(value)
 
 
 _INT64_MAX = 2**63 - 1
@@ -92,12 +105,12 @@ def _int_list(name: str, value, what: str) -> list[int]:
     Each must lie within int64.
     """
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+        raise ValueError(f"{name} must be {what}, got {_shown(value)}")
     values = list(value)
     if not all(_is_int(v) for v in values):
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+        raise ValueError(f"{name} must be {what}, got {_shown(value)}")
     if any(abs(int(v)) > _INT64_MAX for v in values):
-        raise ValueError(f"{name} entries must fit in int64, got {value!r}")
+        raise ValueError(f"{name} entries must fit in int64, got {_shown(value)}")
     return [int(v) for v in values]
 
 
@@ -111,9 +124,9 @@ def _window_attr(name: str, value, data_format: str) -> list[int]:
         if len(values) == 1:
             values = values * 2
     if len(values) not in (2, 4):
-        raise ValueError(f"{name} must be an int or a list of 1, 2 or 4 ints, got {value!r}")
+        raise ValueError(f"{name} must be an int or a list of 1, 2 or 4 ints, got {_shown(value)}")
     if any(v < 1 for v in values):
-        raise ValueError(f"{name} must be positive, got {value!r}")
+        raise ValueError(f"{name} must be positive, got {_shown(value)}")
     if len(values) == 2:
         return [1, 1] + values if data_format == "NCHW" else [1] + values + [1]
     return values
@@ -129,37 +142,42 @@ def _padding_attrs(padding) -> tuple[str, list[int]]:
         if upper in ("SAME", "VALID"):
             return upper, []
         raise ValueError(
-            f"padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs, got {padding!r}"
+            "padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs, got "
+            f"{_shown(padding)}"
         )
     what = "'SAME', 'VALID' or a list of 4 [before, after] pairs of ints"
     if not hasattr(padding, "__iter__") or isinstance(padding, bytes):
-        raise ValueError(f"padding must be {what}, got {padding!r}")
+        raise ValueError(f"padding must be {what}, got {_shown(padding)}")
     pairs = [_int_list("padding", p, what) for p in padding]
     if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
         raise ValueError(
-            f"explicit padding must be 4 [before, after] pairs (one per dimension), got {padding!r}"
+            "explicit padding must be 4 [before, after] pairs (one per dimension), got "
+            f"{_shown(padding)}"
         )
     flat = [v for p in pairs for v in p]
     if any(v < 0 for v in flat):
-        raise ValueError(f"explicit padding must be non-negative, got {padding!r}")
+        raise ValueError(f"explicit padding must be non-negative, got {_shown(padding)}")
     return "EXPLICIT", flat
 
 
 def _data_format(data_format: str) -> str:
     if not isinstance(data_format, str) or data_format.upper() not in ("NHWC", "NCHW"):
-        raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
+        raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {_shown(data_format)}")
     return data_format.upper()
 
 
-def _exact_key(value):
+def _exact_key(value, depth: int = 3):
     """A hashable key that tells apart every argument spelling `_conv_attrs` treats differently,
     or None where it cannot (such arguments are checked on every call). The type is part of it at
-    every level: (1, True) and (1.0, 1.0) hash and compare equal to (1, 1) but are refused."""
+    every level: (1, True) and (1.0, 1.0) hash and compare equal to (1, 1) but are refused.
+    Lists and tuples nest at most `depth` deep (the arguments, padding, its pairs)."""
     kind = type(value)
     if kind is int or kind is str or value is None:
         return (kind, value)
     if kind is list or kind is tuple:
-        parts = tuple(_exact_key(v) for v in value)
+        if depth == 0:
+            return None
+        parts = tuple(_exact_key(v, depth - 1) for v in value)
         return None if None in parts else (kind, parts)
     if kind is tf.DType or value is np.float16 or value is np.float32:
         return (kind, value)
@@ -348,7 +366,7 @@ def _size_values(name: str, sizes) -> np.ndarray:
     A list or tuple must hold ints (no bools, which NumPy would take as 0 and 1), shown as given."""
     if isinstance(sizes, (list, tuple)):
         if len(sizes) != 4 or not all(_is_int(v) for v in sizes):
-            raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {sizes!r}")
+            raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {_shown(sizes)}")
         listed = [int(v) for v in sizes]
         if min(listed) < 0 or max(listed) > _INT32_MAX:
             raise ValueError(f"{name} must be 4 integers in [0, 2^31 - 1], got {listed}")
@@ -356,7 +374,7 @@ def _size_values(name: str, sizes) -> np.ndarray:
     values = np.asarray(sizes)
     if values.dtype.kind not in "iu" or values.shape != (4,):
         shown = values.tolist() if values.dtype != object else sizes
-        raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {shown!r}")
+        raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {_shown(shown)}")
     listed = values.tolist()  # Python ints: cheaper than NumPy's reductions for 4 values
     if min(listed) < 0 or max(listed) > _INT32_MAX:
         raise ValueError(f"{name} must be 4 integers in [0, 2^31 - 1], got {listed}")
@@ -575,7 +593,7 @@ def depthwise_conv2d(
     """
     tacc = accumulation_dtype(accumulation)
     if not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):
-        raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
+        raise ValueError(f"padding must be 'SAME' or 'VALID', got {_shown(padding)}")
     strides_attr = _window_attr("strides", strides, "NHWC")
     dilations_attr = _window_attr("dilations", 1 if dilations is None else dilations, "NHWC")
     check_not_in_xla("Fp16DepthwiseConv2D")

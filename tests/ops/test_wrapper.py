@@ -34,6 +34,18 @@ def test_arguments_that_have_no_exact_key_are_checked_every_call():
     assert ops._exact_key([[0, 0], [1, 1], [np.int32(1), 1], [0, 0]]) is None
     assert ops._exact_key((1, True)) != ops._exact_key((1, 1))
     assert ops._exact_key((1.0, 1.0)) is None
+    deep = [1]
+    for _ in range(100_000):  # no RecursionError: the checks refuse it with their own message
+        deep = [deep]
+    assert ops._exact_key((deep, "SAME", "NHWC", None, "float32")) is None
+    with pytest.raises(ValueError, match=r"strides must be .*\[\[\[\[\.\.\.\]\]\]\]"):
+        ops._conv_attrs(deep, "SAME", "NHWC", None, "float32")
+    with pytest.raises(ValueError, match="padding must be"):
+        ops._conv_attrs(1, deep, "NHWC", None, "float32")
+    with pytest.raises(ValueError, match="accumulation must be"):
+        ops._conv_attrs(1, "SAME", "NHWC", None, deep)
+    with pytest.raises(ValueError, match=r"strides must be .*, \.\.\.\]$"):
+        ops._conv_attrs(list(range(10**6)), "SAME", "NHWC", None, "float32")
 
 
 def test_the_memo_of_checked_attrs_stays_bounded():
