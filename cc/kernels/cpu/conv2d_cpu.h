@@ -56,8 +56,8 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
 // Benchmark ceiling of the Tacc=half fprop on the instruction-set path in use (AccumulateIsa):
 // `reps` runs of one micro-kernel Conv2DFprop runs on that path with a stride-1 problem, on its
 // full accumulator tile, over 256 terms (128 for variant 1) whose operands stay in L1 (no layout
-// passes, no conversions, no padding). A path with more than one kHalf micro-kernel has one `variant`
-// per kernel, and its ceiling is the fastest of them (the caller times each):
+// passes, no conversions, no padding). A path with more than one kHalf micro-kernel has one
+// `variant` per kernel, and its ceiling is the fastest of them (the caller times each):
 //   AVX512-FP16: variant 0, the spatial kernel of cc/kernels/cpu/fprop_fp16.h (8 output channels
 //     x 96 positions);
 //   AVX-512, AVX2 and scalar: AccumulateRowsMulti on 8 rows, variant 0 with 16 lanes (AVX-512:
