@@ -79,16 +79,31 @@ def cpu_isa() -> str:
     return _ops.fp16_ops_cpu_isa().numpy().decode()
 
 
-# repr for error messages, its nesting and length bounded: a hostile argument (a list nested
-# 100000 deep, a million entries) gets a short message instead of a RecursionError or megabytes.
-_REPR = reprlib.Repr()
+class _BoundedRepr(reprlib.Repr):
+    """reprlib's bounds (nesting, entries, string length) for every type, and ints too long to
+    print (Python refuses int -> str beyond 4300 digits) shown by their size."""
+
+    def repr_int(self, x, level):
+        if x.bit_length() > 256:
+            return f"<int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+# repr for error messages, bounded: a hostile argument (nested 100000 deep, a million entries, a
+# string of megabytes, an int of 5000 digits) gets a short message instead of a RecursionError,
+# Python's int-conversion error or megabytes of text.
+_REPR = _BoundedRepr()
 _REPR.maxlevel = 4
-_REPR.maxlist = _REPR.maxtuple = 16
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxfrozenset = _REPR.maxdeque = 16
+_REPR.maxdict = _REPR.maxarray = 16
 _REPR.maxlong = _REPR.maxstring = _REPR.maxother = 200
 
 
 def _shown(value) -> str:
-    return _REPR.repr(value) if isinstance(value, (list, tuple)) else repr(value)
+    try:
+        return _REPR.repr(value)
+    except Exception:  # a repr that fails (or recurses without end) in the value's own code
+        return f"<{type(value).__name__} object>"
 
 
 _INT64_MAX = 2**63 - 1
@@ -170,15 +185,22 @@ def _exact_key(value, depth: int = 3):
     """A hashable key that tells apart every argument spelling `_conv_attrs` treats differently,
     or None where it cannot (such arguments are checked on every call). The type is part of it at
     every level: (1, True) and (1.0, 1.0) hash and compare equal to (1, 1) but are refused.
-    Lists and tuples nest at most `depth` deep (the arguments, padding, its pairs)."""
+    Lists and tuples nest at most `depth` deep (the arguments, padding, its pairs) and hold at
+    most 5 entries (the five arguments; valid lists hold 4 or fewer), so that a hostile argument
+    costs no more than its check."""
     kind = type(value)
     if kind is int or kind is str or value is None:
         return (kind, value)
     if kind is list or kind is tuple:
-        if depth == 0:
+        if depth == 0 or len(value) > 5:
             return None
-        parts = tuple(_exact_key(v, depth - 1) for v in value)
-        return None if None in parts else (kind, parts)
+        parts = []
+        for v in value:
+            part = _exact_key(v, depth - 1)
+            if part is None:
+                return None
+            parts.append(part)
+        return (kind, tuple(parts))
     if kind is tf.DType or value is np.float16 or value is np.float32:
         return (kind, value)
     return None
@@ -294,6 +316,8 @@ def _run_conv_op(
     dtype (`_check_dtypes`, which names the first). Float32 with Tacc=float may run TensorFlow's
     own op instead (`_conv`) unless `stock` is False."""
     check_not_in_xla(op_type)
+    if name is not None and not isinstance(name, str):  # as tf.name_scope would, in every mode
+        raise ValueError(f"name must be a string or None, got {_shown(name)}")
     # An eager op has no name, and a name scope around its call costs about 25 us.
     scope = contextlib.nullcontext() if tf.executing_eagerly() else tf.name_scope(name or op_type)
     with scope:
@@ -369,7 +393,7 @@ def _size_values(name: str, sizes) -> np.ndarray:
             raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {_shown(sizes)}")
         listed = [int(v) for v in sizes]
         if min(listed) < 0 or max(listed) > _INT32_MAX:
-            raise ValueError(f"{name} must be 4 integers in [0, 2^31 - 1], got {listed}")
+            raise ValueError(f"{name} must be 4 integers in [0, 2^31 - 1], got {_shown(listed)}")
         return np.array(listed, np.int64)
     values = np.asarray(sizes)
     if values.dtype.kind not in "iu" or values.shape != (4,):
@@ -377,7 +401,7 @@ def _size_values(name: str, sizes) -> np.ndarray:
         raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {_shown(shown)}")
     listed = values.tolist()  # Python ints: cheaper than NumPy's reductions for 4 values
     if min(listed) < 0 or max(listed) > _INT32_MAX:
-        raise ValueError(f"{name} must be 4 integers in [0, 2^31 - 1], got {listed}")
+        raise ValueError(f"{name} must be 4 integers in [0, 2^31 - 1], got {_shown(listed)}")
     return values
 
 
@@ -597,6 +621,8 @@ def depthwise_conv2d(
     strides_attr = _window_attr("strides", strides, "NHWC")
     dilations_attr = _window_attr("dilations", 1 if dilations is None else dilations, "NHWC")
     check_not_in_xla("Fp16DepthwiseConv2D")
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"name must be a string or None, got {_shown(name)}")
     with tf.name_scope(name or "Fp16DepthwiseConv2D"):
         input = tf.convert_to_tensor(input, name="input")
         filter = tf.convert_to_tensor(filter, name="filter")

@@ -69,3 +69,63 @@ def test_graph_ops_carry_the_given_name_and_eager_calls_run_without_a_scope():
     # the centre of a 4x4 SAME 3x3 all-ones conv sums 3 * 3 * 2 = 18 ones).
     y = tf_fp16ops.conv2d(x, w, 1, "SAME", name="my_conv").numpy()
     assert y[0, 1, 1, 0] == 18 and y[0, 0, 0, 0] == 8
+
+
+@pytest.mark.parametrize("bad", [123, b"conv", ["a"], object()])
+def test_a_name_that_is_not_a_string_is_refused_eager_and_traced(bad):
+    x = np.ones((1, 5, 5, 2), np.float16)
+    w = np.ones((3, 3, 2, 2), np.float16)
+    wd = np.ones((3, 3, 2, 1), np.float16)
+    for call in (
+        lambda: tf_fp16ops.conv2d(x, w, 1, "SAME", name=bad),
+        lambda: tf_fp16ops.conv2d_backprop_input([1, 5, 5, 2], w, x, 1, "SAME", name=bad),
+        lambda: ops.depthwise_conv2d(x, wd, 1, "SAME", name=bad),
+    ):
+        with pytest.raises(ValueError, match="name must be a string or None"):
+            call()
+        with pytest.raises(ValueError, match="name must be a string or None"):
+            tf.function(call)()
+
+
+def _deep_dict(depth):
+    d = 1
+    for _ in range(depth):
+        d = {0: d}
+    return d
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"strides": set(range(10**6))}, "strides must be"),
+        ({"strides": _deep_dict(100_000)}, "strides must be"),
+        ({"accumulation": _deep_dict(100_000)}, "accumulation must be"),
+        ({"padding": "S" * 10**7}, "padding must be"),
+        ({"data_format": "N" * 10**7}, "data_format must be"),
+        ({"strides": 10**5000}, "strides entries must fit in int64, got .*<int of 16610 bits>"),
+        ({"strides": [10**5000, 1]}, "strides entries must fit in int64"),
+        ({"padding": [[0, 0], [10**5000, 0], [0, 0], [0, 0]]}, "padding entries must fit"),
+    ],
+)
+def test_hostile_arguments_get_one_short_message_naming_them(kwargs, message):
+    x = np.ones((1, 5, 5, 2), np.float16)
+    w = np.ones((3, 3, 2, 2), np.float16)
+    args = {"strides": 1, "padding": "SAME", **kwargs}
+    with pytest.raises(ValueError, match=message) as err:
+        tf_fp16ops.conv2d(x, w, **args)
+    assert len(str(err.value)) < 2000
+
+
+def test_input_sizes_with_huge_ints_get_a_short_message():
+    w = np.ones((3, 3, 2, 2), np.float16)
+    dy = np.ones((1, 5, 5, 2), np.float16)
+    with pytest.raises(ValueError, match="input_sizes must be") as err:
+        tf_fp16ops.conv2d_backprop_input([10**5000] * 4, w, dy, 1, "SAME")
+    assert len(str(err.value)) < 2000
+
+
+def test_long_list_arguments_cost_no_more_than_their_check():
+    # The memo's key stops at lists longer than any valid one (5 entries) before building anything.
+    row = [0] * 3000
+    assert ops._exact_key(([row] * 3000, "SAME", "NHWC", None, "float16")) is None
+    assert ops._exact_key(list(range(6))) is None
