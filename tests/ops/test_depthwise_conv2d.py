@@ -27,7 +27,7 @@ import tensorflow as tf
 from support import reference as R
 from tf_fp16ops import ops
 rng = np.random.default_rng(11)
-bad = compared = 0
+bad = compared = negzero = 0
 for trial in range(10):
     c, m = int(rng.integers(1, 40)), int(rng.integers(1, 4))
     shape = (2, int(rng.integers(3, 9)), int(rng.integers(3, 9)), c)
@@ -104,7 +104,22 @@ ref = R.depthwise_conv2d(x, w, (1, 1), (1, 1), "VALID", "half")
 same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
 bad += int((~same).sum())
 compared += same.size
+# Stride 1 along W with one filter per channel (the AVX2 sliding-window kernel): blocks of 4
+# outputs and remainders, a lane tail, rows of padding above and below, dilation 2 along H, and
+# tiny binades whose steps underflow to -0 before padded (zero) terms turn them into +0.
+for kh, kw, dh, pad in ((3, 3, 1, "SAME"), (3, 5, 2, "SAME"), (2, 4, 1, "VALID")):
+    shape = (2, 6, 13, 19)
+    x = rng.integers(-8, 8, shape) * 2.0 ** rng.integers(-24, -8, shape)
+    w = rng.integers(-8, 8, (kh, kw, 19, 1)) * 2.0 ** rng.integers(-8, 0, (kh, kw, 19, 1))
+    x, w = x.astype(np.float16), w.astype(np.float16)
+    ours = ops.depthwise_conv2d(x, w, 1, pad, [1, dh, 1, 1], accumulation="float16").numpy()
+    ref = R.depthwise_conv2d(x, w, (1, 1), (dh, 1), pad, "half")
+    same = ours.view(np.uint16) == ref.view(np.uint16)
+    bad += int((~same).sum())
+    compared += same.size
+    negzero += int(((ref == 0) & np.signbit(ref)).sum())
 print("isa", ops.cpu_isa())
+print("negzero", negzero)
 print("compared", compared)
 print("mismatches", bad)
 """
@@ -114,6 +129,7 @@ def test_float16_bit_exact_native_isa_path(capsys):
     exec(SCRIPT.format(tests=TESTS), {})  # this process: the best path of the CPU
     out = dict(line.split(" ", 1) for line in capsys.readouterr().out.splitlines() if " " in line)
     assert out["mismatches"] == "0" and int(out["compared"]) > 1000, out
+    assert int(out["negzero"]) > 0, out  # the -0 results the sliding-window case is there for
 
 
 @pytest.mark.parametrize("isa", ["avx2", "scalar"])

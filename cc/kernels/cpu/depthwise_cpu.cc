@@ -304,6 +304,62 @@ __attribute__((target("avx2,f16c,fma"))) void MultiHalf256Dispatch(int rows, uin
     }
   }
 }
+
+// Stride 1 and dilation 1 along W: the R outputs q0 .. q0+R-1 of one row read, for tap (kh, kw),
+// the x vectors of positions q0 + i + kw, so one window of R x vectors per kernel row serves
+// every kw, shifted by one position per tap (R + KW - 1 loads instead of R * KW, and no pointer
+// per step). xp: per kernel row kh, the R + KW - 1 positions' rows of L binary16 lanes (a zero
+// row where the position is padding); wp: the KH * KW taps' filter rows. Each output gets the
+// steps of MultiHalf256 in the same order ((kh, kw) ascending from +0, padded positions zeros
+// that take part), so the bits are the same.
+template <int R>
+__attribute__((target("avx2,f16c,fma"))) void SlideHalf256(uint16_t* const* acc, int64_t len,
+                                                           const uint16_t* const* xp,
+                                                           const uint16_t* const* wp, int64_t kh_n,
+                                                           int64_t kw_n) {
+  const int64_t span = R + kw_n - 1;
+  int64_t l = 0;
+  for (; l + 8 <= len; l += 8) {
+    __m256 a[R];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) a[i] = _mm256_setzero_ps();
+    for (int64_t kh = 0; kh < kh_n; ++kh) {
+      const uint16_t* const* xr = xp + kh * span;
+      const uint16_t* const* wr = wp + kh * kw_n;
+      __m256 win[R];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) win[i] = LoadHalf8(xr[i] + l);
+      for (int64_t kw = 0; kw < kw_n; ++kw) {
+        const __m256 wv = LoadHalf8(wr[kw] + l);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) a[i] = HalfStep256(a[i], win[i], wv);
+        if (kw + 1 < kw_n) {
+#pragma GCC unroll 8
+          for (int i = 0; i + 1 < R; ++i) win[i] = win[i + 1];
+          win[R - 1] = LoadHalf8(xr[R + kw] + l);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(acc[i] + l),
+                       _mm256_cvtps_ph(a[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+  }
+  for (; l < len; ++l) {
+    for (int i = 0; i < R; ++i) {
+      float a = 0.0f;
+      for (int64_t kh = 0; kh < kh_n; ++kh) {
+        for (int64_t kw = 0; kw < kw_n; ++kw) {
+          a = HalfFmaStep(a, HalfBitsToFloat(xp[kh * span + i + kw][l]),
+                          HalfBitsToFloat(wp[kh * kw_n + kw][l]));
+        }
+      }
+      acc[i][l] = _cvtss_sh(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
+  }
+}
+constexpr int kSlideRows = 4;  // R: 4 accumulators + 4 window vectors + the step's constants
 #endif
 
 // The path of the shared accumulation primitive (it honours TF_FP16OPS_CPU_ISA), so the ISA a
@@ -427,17 +483,40 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
   const int64_t chunk = std::min(T, kTermChunk);
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
   const int64_t cost = std::max<int64_t>(1, 2 * g.Q * T * L);
+  // AVX2 with stride and dilation 1 along W and every term in one chunk: SlideHalf256 on whole
+  // blocks of kSlideRows outputs (the rest of a row as below).
+  const bool slide = path == Path::kAvx2 && g.stride_w == 1 && g.dilation_w == 1 && T <= chunk;
+  const int64_t span = kSlideRows + g.KW - 1;
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     const std::vector<uint16_t> zeros(static_cast<size_t>(L), 0);  // binary16 +0
     std::vector<const uint16_t*> xp(static_cast<size_t>(kElemRows * chunk));
     std::vector<const uint16_t*> wp(static_cast<size_t>(chunk));
+    std::vector<const uint16_t*> sx(slide ? static_cast<size_t>(g.KH * span) : 0);
     uint16_t* accs[kElemRows];
+    if (slide) {
+      for (int64_t t = 0; t < T; ++t) wp[t] = w + t * L;
+    }
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.P;
       const int64_t p = r % g.P;
       uint16_t* yrow = y + r * g.Q * L;
+      int64_t q_done = 0;
+      if (slide) {
+        for (; q_done + kSlideRows <= g.Q; q_done += kSlideRows) {
+          for (int64_t kh = 0; kh < g.KH; ++kh) {
+            const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
+            for (int64_t j = 0; j < span; ++j) {
+              const int64_t wi = q_done + j - g.pad_left;
+              const bool inside = h >= 0 && h < g.H && wi >= 0 && wi < g.W;
+              sx[kh * span + j] = inside ? x + ((n * g.H + h) * g.W + wi) * L : zeros.data();
+            }
+          }
+          for (int i = 0; i < kSlideRows; ++i) accs[i] = yrow + (q_done + i) * L;
+          SlideHalf256<kSlideRows>(accs, L, sx.data(), wp.data(), g.KH, g.KW);
+        }
+      }
       // kElemRows output positions at once, each over (kh, kw) ascending from +0.
-      for (int64_t q0 = 0; q0 < g.Q; q0 += kElemRows) {
+      for (int64_t q0 = q_done; q0 < g.Q; q0 += kElemRows) {
         const int m = static_cast<int>(std::min<int64_t>(kElemRows, g.Q - q0));
         for (int i = 0; i < m; ++i) accs[i] = yrow + (q0 + i) * L;
         for (int64_t t0 = 0; t0 < T; t0 += chunk) {
