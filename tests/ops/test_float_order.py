@@ -19,13 +19,15 @@ from tf_fp16ops.ops import _conv_attrs, raw_ops
 from support import reference as R
 rng = np.random.default_rng(11)
 # (x NHWC, w HWIO, strides, dilations, padding): row tiles of 12 and 8 positions with borders,
-# 1, 2 and 3 vectors of 16 output channels with lane tails, groups, strides and dilations.
+# 1, 2 and 3 vectors of 16 (AVX2: 8) output channels with lane tails, groups, strides and dilations.
 CASES = [
     ((2, 9, 31, 16), (3, 3, 16, 16), 1, 1, "SAME"),
     ((1, 6, 30, 48), (3, 3, 48, 40), 1, 1, "VALID"),
     ((1, 5, 29, 32), (1, 1, 32, 128), 1, 1, "VALID"),
     ((2, 7, 26, 24), (3, 2, 12, 34), 2, 1, [[0, 0], [1, 2], [0, 3], [0, 0]]),
     ((1, 8, 27, 8), (3, 3, 8, 50), 1, 2, "SAME"),
+    # 116 output channels: AVX2's 3-vector blocks of 24 lanes, the last one masked (20 lanes).
+    ((1, 6, 13, 20), (3, 3, 20, 116), 1, 1, "SAME"),
 ]
 bad = vacuous = 0
 for xs, ws, s, d, pad in CASES:
