@@ -6,8 +6,10 @@ same input, interleaved, `--repeats` times each; the figure is 2 * multiply-adds
 (GFLOP/s) and the ratio is ours / Keras. A second table times the training step of each layer,
 forward and both gradients (input and kernel, through tf.GradientTape in tf.function: 3x the
 forward multiply-adds), and gives the float16-accumulation rate of both as a fraction of the
-ceiling of the ISA path in use (the op library's Tacc=half micro-kernel, FpropHalfCeilingProbe,
-as tools/benchmark_cpu.py measures it), in fp16 steps per CPU second of the process.
+ceiling of the ISA path in use (the op library's Tacc=half micro-kernels, FpropHalfCeilingProbe,
+as tools/benchmark_cpu.py measures it), in fp16 steps per CPU second of the process. The ceiling
+of each row is the probe timed in turn with that row's calls (the best of those runs), so that
+a machine whose speed drifts during the run moves both alike.
 Multiply-adds per call:
   DepthwiseConv2D   N*P*Q*C*M*KH*KW
   SeparableConv2D   depthwise + N*P*Q*(C*M)*filters
@@ -116,10 +118,11 @@ def main(argv=None) -> None:
     import sys
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from benchmark_cpu import ceiling_steps_per_s
+    from benchmark_cpu import ceiling_rate
 
     threads = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
-    isa, ceiling = ceiling_steps_per_s(threads, args.repeats)
+    isa, probe_rate = ceiling_rate(threads, seconds=0.05)
+    ceilings = []
     rows, train_rows = [], []
     progress = keras.utils.Progbar(len(CASES), unit_name="layer type")
     for i, (name, keras_cls, ours_cls, kw, shape, macs) in enumerate(CASES):
@@ -166,12 +169,20 @@ def main(argv=None) -> None:
             [t.numpy() for t in tf.nest.flatten(f(x))]
         cpu = {k: [] for k in cpu_fns}
         wall = {k: [] for k in cpu_fns}
+        probe_rate()  # warm-up, not counted
+        rates = []
         for _ in range(args.repeats):
             for k, f in cpu_fns.items():
                 t, c = time.perf_counter(), time.process_time()
                 [r.numpy() for r in tf.nest.flatten(f(x))]
                 cpu[k].append(time.process_time() - c)
                 wall[k].append(time.perf_counter() - t)
+            # The ceiling in turn with the calls, 20 ms after them (TensorFlow's pool threads
+            # spin for a while after an op).
+            time.sleep(0.02)
+            rates.append(probe_rate())
+        ceiling = max(rates)
+        ceilings.append(ceiling)
         med = {k: float(np.median(v)) for k, v in cpu.items()}
         medw = {k: float(np.median(v)) for k, v in wall.items()}
         train_rows.append(
@@ -204,9 +215,10 @@ def main(argv=None) -> None:
         )
     lines += [
         "",
-        f"Float16 accumulation against the {isa} ceiling ({ceiling / 1e9:.1f} G fp16 steps per CPU "
-        f"second, {threads} threads, best of {args.repeats}; steps = multiply-adds, 3x for "
-        "forward + both gradients):",
+        f"Float16 accumulation against the {isa} ceiling ({min(ceilings) / 1e9:.2f}-"
+        f"{max(ceilings) / 1e9:.2f} G fp16 steps per CPU second over the rows, {threads} threads, "
+        f"each row's the best of {args.repeats} probe runs in turn with its calls; steps = "
+        "multiply-adds, 3x for forward + both gradients):",
         "",
         "| layer (float32 model) | fwd fp16 acc / ceiling (CPU s) "
         "| fwd + both gradients fp16 acc / ceiling (CPU s) "
