@@ -120,7 +120,9 @@ void Wgrad(const ConvProblem& g, cpu::Accumulation acc, const float* x, const fl
 }  // namespace
 
 // The CPU launch functors: float NHWC copies of the operands, the functor of
-// cc/kernels/cpu/conv2d_cpu.h on TensorFlow's CPU worker threads, the result stored in T.
+// cc/kernels/cpu/conv2d_cpu.h on TensorFlow's CPU worker threads, the result stored in T. With
+// T=half, Tacc=half and NHWC the binary16 buffers go straight to a binary16 kernel where one
+// applies (Conv2DFpropHalfBuffers; the depthwise dgrad and wgrad of depthwise_cpu.h).
 template <typename T>
 struct ConvLaunch<CpuDevice, T, Pass::kFprop> {
   static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
@@ -153,6 +155,16 @@ template <typename T>
 struct ConvLaunch<CpuDevice, T, Pass::kDgrad> {
   static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
                     const Tensor& filter, const Tensor& dy, Tensor* output) {
+    if constexpr (std::is_same<T, Eigen::half>::value) {
+      // A depthwise dgrad on binary16 buffers where its kernel applies (no float copies).
+      if (AccOf(attrs) == cpu::Accumulation::kHalf && !attrs.nchw && OneChannelPerGroup(g) &&
+          cpu::DepthwiseDgradHalfBuffers(g, reinterpret_cast<const uint16_t*>(dy.flat<T>().data()),
+                                         reinterpret_cast<const uint16_t*>(filter.flat<T>().data()),
+                                         reinterpret_cast<uint16_t*>(output->flat<T>().data()),
+                                         MakeParallelFor(ctx))) {
+        return Status();
+      }
+    }
     Tensor dyt, wt, dxt;
     const float *dyf, *w;
     float* dx;
@@ -175,6 +187,16 @@ template <typename T>
 struct ConvLaunch<CpuDevice, T, Pass::kWgrad> {
   static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
                     const Tensor& input, const Tensor& dy, Tensor* output) {
+    if constexpr (std::is_same<T, Eigen::half>::value) {
+      // A depthwise wgrad on binary16 buffers where its kernel applies (no float copies).
+      if (AccOf(attrs) == cpu::Accumulation::kHalf && !attrs.nchw && OneChannelPerGroup(g) &&
+          cpu::DepthwiseWgradHalfBuffers(
+              g, reinterpret_cast<const uint16_t*>(input.flat<T>().data()),
+              reinterpret_cast<const uint16_t*>(dy.flat<T>().data()),
+              reinterpret_cast<uint16_t*>(output->flat<T>().data()), MakeParallelFor(ctx))) {
+        return Status();
+      }
+    }
     Tensor xt, dyt, dwt;
     const float *x, *dyf;
     float* dw;

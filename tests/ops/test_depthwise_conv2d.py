@@ -104,20 +104,53 @@ ref = R.depthwise_conv2d(x, w, (1, 1), (1, 1), "VALID", "half")
 same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
 bad += int((~same).sum())
 compared += same.size
-# Stride 1 along W with one filter per channel (the AVX2 sliding-window kernel): blocks of 4
-# outputs and remainders, a lane tail, rows of padding above and below, dilation 2 along H, and
-# tiny binades whose steps underflow to -0 before padded (zero) terms turn them into +0.
+# Gradients with more than 512 terms per output (the kernels take them in chunks, the
+# accumulators stored between them, as binary16 on the binary16-buffer path): a 23x23 filter
+# (dgrad: up to 529 taps per input element) and a 3x17x19 reduction (wgrad: 969 terms).
+for shape, fshape, pad in (((1, 24, 30, 19), (23, 23, 19, 1), "VALID"),
+                           ((3, 17, 19, 11), (1, 2, 11, 1), "SAME")):
+    x = (rng.normal(size=shape) * 4).astype(np.float16)
+    w = rng.normal(size=fshape).astype(np.float16)
+    yshape = R.depthwise_conv2d(x, w, (1, 1), (1, 1), pad, "half").shape
+    dy = rng.normal(size=yshape).astype(np.float16)
+    xt, wt_ = tf.constant(x), tf.constant(w)
+    with tf.GradientTape() as tape:
+        tape.watch([xt, wt_])
+        y = ops.depthwise_conv2d(xt, wt_, 1, pad, accumulation="float16")
+    dx, dw = tape.gradient(y, [xt, wt_], output_gradients=tf.constant(dy))
+    wg = w.reshape(fshape[0], fshape[1], 1, fshape[2])
+    ref_dx = R.conv2d_backprop_input(x.shape, wg, dy, (1, 1), (1, 1), pad, "half")
+    ref_dw = R.conv2d_backprop_filter(x, wg.shape, dy, (1, 1), (1, 1), pad, "half").reshape(fshape)
+    for got, ref in ((dx.numpy(), ref_dx), (dw.numpy(), ref_dw)):
+        same = (got.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(got) & np.isnan(ref))
+        bad += int((~same).sum())
+        compared += same.size
+# Stride 1 along W with one filter per channel (the AVX2 sliding-window kernels of the forward
+# pass and of dgrad): blocks of 4 outputs and remainders, a lane tail, rows of padding above and
+# below, dilation 2 along H, and tiny binades whose steps underflow to -0 before padded (zero)
+# terms turn them into +0 (forward) or stay -0 (dgrad skips the terms that do not exist).
 for kh, kw, dh, pad in ((3, 3, 1, "SAME"), (3, 5, 2, "SAME"), (2, 4, 1, "VALID")):
     shape = (2, 6, 13, 19)
     x = rng.integers(-8, 8, shape) * 2.0 ** rng.integers(-24, -8, shape)
     w = rng.integers(-8, 8, (kh, kw, 19, 1)) * 2.0 ** rng.integers(-8, 0, (kh, kw, 19, 1))
     x, w = x.astype(np.float16), w.astype(np.float16)
-    ours = ops.depthwise_conv2d(x, w, 1, pad, [1, dh, 1, 1], accumulation="float16").numpy()
     ref = R.depthwise_conv2d(x, w, (1, 1), (dh, 1), pad, "half")
-    same = ours.view(np.uint16) == ref.view(np.uint16)
-    bad += int((~same).sum())
-    compared += same.size
-    negzero += int(((ref == 0) & np.signbit(ref)).sum())
+    dy = rng.integers(-8, 8, ref.shape) * 2.0 ** rng.integers(-24, -8, ref.shape)
+    dy = dy.astype(np.float16)
+    xt, wt_ = tf.constant(x), tf.constant(w)
+    with tf.GradientTape() as tape:
+        tape.watch([xt, wt_])
+        y = ops.depthwise_conv2d(xt, wt_, 1, pad, [1, dh, 1, 1], accumulation="float16")
+    dx, dw = tape.gradient(y, [xt, wt_], output_gradients=tf.constant(dy))
+    wg = w.reshape(kh, kw, 1, 19)
+    ref_dx = R.conv2d_backprop_input(x.shape, wg, dy, (1, 1), (dh, 1), pad, "half")
+    ref_dw = R.conv2d_backprop_filter(x, wg.shape, dy, (1, 1), (dh, 1), pad, "half")
+    ref_dw = ref_dw.reshape(w.shape)
+    for got, want in ((y.numpy(), ref), (dx.numpy(), ref_dx), (dw.numpy(), ref_dw)):
+        same = got.view(np.uint16) == want.view(np.uint16)
+        bad += int((~same).sum())
+        compared += same.size
+        negzero += int(((want == 0) & np.signbit(want)).sum())
 print("isa", ops.cpu_isa())
 print("negzero", negzero)
 print("compared", compared)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -547,6 +548,201 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
 #endif
 }
 
+namespace {
+
+// DgradRows and WgradRows run on element type E (float buffers holding the values, or binary16
+// bit patterns) through rows_fn(m, accs, len, first, x, w, terms): m rows sharing w over `terms`
+// steps, the accumulators from +0 when `first` (the float rows read the zeros stored here) or
+// from acc. Both store +0 first in every output they own, so outputs without terms stay +0.
+
+// dgrad of a problem with one input channel per group on rows of C lanes: dy [N, P, Q, M, C] and
+// w [KH, KW, M, C] (M = 1: the op's own layouts; M > 1: the transposed copies of DepthwiseDgrad).
+// `slide` (binary16 buffers on AVX2, M = 1, stride and dilation 1 along W, KH * KW <= kTermChunk):
+// blocks of kSlideRows columns that every filter column reaches run SlideHalf256. Column wi + i
+// takes, for tap kw, dy at q = wi + i + pad_left - kw; with the outputs in reverse order
+// (i' = R - 1 - i) that is window position i' + kw of the positions q = wi + pad_left + R - 1 - j,
+// j = 0 .. R + KW - 2, so the kernel's taps (kh, kw) ascending from +0 are this function's.
+template <typename E, typename Rows>
+void DgradRows(const ConvGeometry& g, int64_t M, const E* dyc, const E* wc, E* dx,
+               const ParallelFor& parallel_for, const Rows& rows_fn, bool slide) {
+  const int64_t C = g.C;
+#if defined(__x86_64__)
+  // The columns every filter column reaches (stride 1): wi + pad_left - kw in [0, Q) for all kw.
+  const int64_t inner_lo = std::max<int64_t>(0, g.KW - 1 - g.pad_left);
+  const int64_t inner_hi = std::min<int64_t>(g.W, g.Q - g.pad_left);
+  const int64_t span = kSlideRows + g.KW - 1;
+#else
+  (void)slide;
+#endif
+  const int64_t rows = g.N * g.H;  // one shard unit: one input row (n, h)
+  const int64_t cost = std::max<int64_t>(1, 2 * g.W * g.KH * g.KW * g.K);
+  parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> khs, ps, kws, batch_kws, q_of;
+    std::vector<int64_t> qs[kElemRows];
+    std::vector<const E*> xp(static_cast<size_t>(kElemRows * kTermChunk));
+    std::vector<const E*> wp(static_cast<size_t>(kTermChunk));
+    E* accs[kElemRows];
+    std::vector<const E*> sx, sw;  // SlideHalf256's window and tap tables
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / g.H, h = r % g.H;
+      E* dxrow = dx + r * g.W * C;
+      std::fill(dxrow, dxrow + g.W * C, E(0));  // +0 in both element types
+      khs.clear();
+      ps.clear();
+      for (int64_t kh = 0; kh < g.KH; ++kh) {  // the filter rows that reach row h, ascending
+        const int64_t ph = h + g.pad_top - kh * g.dilation_h;
+        if (ph < 0 || ph % g.stride_h != 0 || ph / g.stride_h >= g.P) continue;
+        khs.push_back(kh);
+        ps.push_back(ph / g.stride_h);
+      }
+      if (khs.empty()) continue;
+      // Columns whose valid filter columns (kw) are the same run as one batch of rows; each
+      // column sums over (kh, kw, m) ascending, visiting only the (p, q) that exist.
+      int m_rows = 0;
+      auto flush = [&]() {
+        if (m_rows == 0) return;
+        const int64_t per_kh = static_cast<int64_t>(batch_kws.size()) * M;
+        const int64_t total = static_cast<int64_t>(khs.size()) * per_kh;
+        for (int64_t t0 = 0; t0 < total; t0 += kTermChunk) {
+          const int64_t nt = std::min(kTermChunk, total - t0);
+          for (int64_t j = 0; j < nt; ++j) {
+            const int64_t t = t0 + j;
+            const int64_t a = t / per_kh, b = (t % per_kh) / M, mm = t % M;
+            wp[j] = wc + ((khs[a] * g.KW + batch_kws[b]) * M + mm) * C;
+            for (int i = 0; i < m_rows; ++i) {
+              xp[i * nt + j] = dyc + (((n * g.P + ps[a]) * g.Q + qs[i][b]) * M + mm) * C;
+            }
+          }
+          rows_fn(m_rows, accs, C, t0 == 0, xp.data(), wp.data(), nt);
+        }
+        m_rows = 0;
+      };
+#if defined(__x86_64__)
+      if constexpr (std::is_same<E, uint16_t>::value) {
+        if (slide) {
+          const int64_t kh_n = static_cast<int64_t>(khs.size());
+          sw.resize(static_cast<size_t>(kh_n * g.KW));
+          sx.resize(static_cast<size_t>(kh_n * span));
+          for (int64_t a = 0; a < kh_n; ++a)
+            for (int64_t kw = 0; kw < g.KW; ++kw) sw[a * g.KW + kw] = wc + (khs[a] * g.KW + kw) * C;
+        }
+      }
+#endif
+      for (int64_t wi = 0; wi < g.W; ++wi) {
+#if defined(__x86_64__)
+        if constexpr (std::is_same<E, uint16_t>::value) {
+          if (slide && wi >= inner_lo && wi + kSlideRows <= inner_hi) {
+            flush();
+            const int64_t kh_n = static_cast<int64_t>(khs.size());
+            for (int64_t a = 0; a < kh_n; ++a) {
+              const E* dyrow = dyc + (n * g.P + ps[a]) * g.Q * C;
+              for (int64_t j = 0; j < span; ++j)
+                sx[a * span + j] = dyrow + (wi + g.pad_left + kSlideRows - 1 - j) * C;
+            }
+            for (int i = 0; i < kSlideRows; ++i) accs[i] = dxrow + (wi + kSlideRows - 1 - i) * C;
+            SlideHalf256<kSlideRows>(accs, C, sx.data(), sw.data(), kh_n, g.KW);
+            wi += kSlideRows - 1;
+            continue;
+          }
+        }
+#endif
+        kws.clear();
+        q_of.clear();
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+          const int64_t qw = wi + g.pad_left - kw * g.dilation_w;
+          if (qw < 0 || qw % g.stride_w != 0 || qw / g.stride_w >= g.Q) continue;
+          kws.push_back(kw);
+          q_of.push_back(qw / g.stride_w);
+        }
+        if (kws.empty()) continue;  // no term: dx stays +0
+        if (m_rows > 0 && (kws != batch_kws || m_rows == kElemRows)) flush();
+        if (m_rows == 0) batch_kws = kws;
+        accs[m_rows] = dxrow + wi * C;
+        qs[m_rows].swap(q_of);
+        ++m_rows;
+      }
+      flush();
+    }
+  });
+}
+
+// wgrad of a problem with one input channel per group on rows of lanes: x [N, H, W, L] (the
+// expanded input where M > 1), dy [N, P, Q, L], dw [KH, KW, 1, L].
+template <typename E, typename Rows>
+void WgradRows(const ConvGeometry& g, const E* xs, const E* dy, E* dw,
+               const ParallelFor& parallel_for, const Rows& rows_fn) {
+  const int64_t L = g.K;  // lanes: the C*M filter columns of a tap, dw[kh, kw, 0, c*M + m]
+  const int64_t T = g.KH * g.KW;
+  // One shard unit: up to kElemRows taps (the rows, sharing the dy operand) x one lane block.
+  const int64_t tap_batches = (T + kElemRows - 1) / kElemRows;
+  const int64_t taps_per = (T + tap_batches - 1) / tap_batches;  // balanced
+  constexpr int64_t kLaneBlock = 32;
+  const int64_t lane_blocks = (L + kLaneBlock - 1) / kLaneBlock;
+  const int64_t terms = g.N * g.P * g.Q;     // the reduction (n, p, q), ascending
+  int64_t cost = 2 * taps_per * kLaneBlock;  // flops per unit, saturating (a shard estimate)
+  if (__builtin_mul_overflow(cost, terms, &cost)) cost = std::numeric_limits<int64_t>::max();
+  parallel_for(tap_batches * lane_blocks, cost, [&](int64_t begin, int64_t end) {
+    const std::vector<E> zeros(static_cast<size_t>(kLaneBlock), E(0));
+    std::vector<const E*> xp(static_cast<size_t>(kElemRows * kTermChunk));
+    std::vector<const E*> wp(static_cast<size_t>(kTermChunk));
+    E* accs[kElemRows];
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t tb = u / lane_blocks, l0 = (u % lane_blocks) * kLaneBlock;
+      const int64_t len = std::min(kLaneBlock, L - l0);
+      const int64_t t_first = tb * taps_per;
+      const int m = static_cast<int>(std::min(taps_per, T - t_first));
+      for (int i = 0; i < m; ++i) {
+        accs[i] = dw + (t_first + i) * L + l0;
+        std::fill(accs[i], accs[i] + len, E(0));
+      }
+      for (int64_t u0 = 0; u0 < terms; u0 += kTermChunk) {
+        const int64_t nt = std::min(kTermChunk, terms - u0);
+        int64_t q = u0 % g.Q, p = (u0 / g.Q) % g.P, n = u0 / (g.P * g.Q);
+        for (int64_t j = 0; j < nt; ++j, ++q) {
+          if (q == g.Q) q = 0, ++p;  // (n, p, q) of term u0 + j, counted on
+          if (p == g.P) p = 0, ++n;
+          const int64_t e = u0 + j;
+          wp[j] = dy + e * L + l0;
+          for (int i = 0; i < m; ++i) {
+            const int64_t kh = (t_first + i) / g.KW, kw = (t_first + i) % g.KW;
+            const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
+            const int64_t wi = q * g.stride_w - g.pad_left + kw * g.dilation_w;
+            const bool inside = h >= 0 && h < g.H && wi >= 0 && wi < g.W;
+            xp[i * nt + j] = inside ? xs + ((n * g.H + h) * g.W + wi) * L + l0 : zeros.data();
+          }
+        }
+        rows_fn(m, accs, len, u0 == 0, xp.data(), wp.data(), nt);
+      }
+    }
+  });
+}
+
+// The binary16-buffer rows of the path (AVX-512 or AVX2; callers rule out the scalar path).
+void HalfRows(int m, uint16_t* const* accs, int64_t len, bool first, const uint16_t* const* x,
+              const uint16_t* const* w, int64_t terms) {
+#if defined(__x86_64__)
+  if (ChosenPath() == Path::kAvx512) {
+    kMultiHalf512[m - 1](accs, len, first, x, w, terms);
+  } else {
+    MultiHalf256Dispatch(m, accs, len, first, x, w, terms);
+  }
+#else
+  (void)m, (void)accs, (void)len, (void)first, (void)x, (void)w, (void)terms;
+#endif
+}
+
+// The binary16-buffer gradients apply with one filter per channel on a vector path.
+bool HalfBuffersApply(const ConvGeometry& g) {
+#if defined(__x86_64__)
+  return ChosenPath() != Path::kScalar && g.K == g.groups && g.Cg == 1 && g.groups == g.C;
+#else
+  (void)g;
+  return false;
+#endif
+}
+
+}  // namespace
+
 void DepthwiseDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
                     float* dx, const ParallelFor& parallel_for) {
   if (!HasWork(g)) {  // no (p, q), or no term reaches any input element
@@ -574,67 +770,29 @@ void DepthwiseDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, co
     dyc = dyt.data();
     wc = wt.data();
   }
-  const int64_t rows = g.N * g.H;  // one shard unit: one input row (n, h)
-  const int64_t cost = std::max<int64_t>(1, 2 * g.W * g.KH * g.KW * g.K);
-  parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> khs, ps, kws, batch_kws;
-    std::vector<int64_t> qs[kElemRows];
-    std::vector<const float*> xp(static_cast<size_t>(kElemRows * kTermChunk));
-    std::vector<const float*> wp(static_cast<size_t>(kTermChunk));
-    float* accs[kElemRows];
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t n = r / g.H, h = r % g.H;
-      float* dxrow = dx + r * g.W * C;
-      std::fill(dxrow, dxrow + g.W * C, 0.0f);
-      khs.clear();
-      ps.clear();
-      for (int64_t kh = 0; kh < g.KH; ++kh) {  // the filter rows that reach row h, ascending
-        const int64_t ph = h + g.pad_top - kh * g.dilation_h;
-        if (ph < 0 || ph % g.stride_h != 0 || ph / g.stride_h >= g.P) continue;
-        khs.push_back(kh);
-        ps.push_back(ph / g.stride_h);
-      }
-      if (khs.empty()) continue;
-      // Columns whose valid filter columns (kw) are the same run as one batch of rows; each
-      // column sums over (kh, kw, m) ascending, visiting only the (p, q) that exist.
-      int m_rows = 0;
-      auto flush = [&]() {
-        if (m_rows == 0) return;
-        const int64_t per_kh = static_cast<int64_t>(batch_kws.size()) * M;
-        const int64_t total = static_cast<int64_t>(khs.size()) * per_kh;
-        for (int64_t t0 = 0; t0 < total; t0 += kTermChunk) {
-          const int64_t nt = std::min(kTermChunk, total - t0);
-          for (int64_t j = 0; j < nt; ++j) {
-            const int64_t t = t0 + j;
-            const int64_t a = t / per_kh, b = (t % per_kh) / M, mm = t % M;
-            wp[j] = wc + ((khs[a] * g.KW + batch_kws[b]) * M + mm) * C;
-            for (int i = 0; i < m_rows; ++i) {
-              xp[i * nt + j] = dyc + (((n * g.P + ps[a]) * g.Q + qs[i][b]) * M + mm) * C;
-            }
-          }
-          ElementwiseRows(acc, m_rows, accs, C, xp.data(), wp.data(), nt);
-        }
-        m_rows = 0;
-      };
-      for (int64_t wi = 0; wi < g.W; ++wi) {
-        kws.clear();
-        std::vector<int64_t> q_of;
-        for (int64_t kw = 0; kw < g.KW; ++kw) {
-          const int64_t qw = wi + g.pad_left - kw * g.dilation_w;
-          if (qw < 0 || qw % g.stride_w != 0 || qw / g.stride_w >= g.Q) continue;
-          kws.push_back(kw);
-          q_of.push_back(qw / g.stride_w);
-        }
-        if (kws.empty()) continue;  // no term: dx stays +0
-        if (m_rows > 0 && (kws != batch_kws || m_rows == kElemRows)) flush();
-        if (m_rows == 0) batch_kws = kws;
-        accs[m_rows] = dxrow + wi * C;
-        qs[m_rows] = std::move(q_of);
-        ++m_rows;
-      }
-      flush();
-    }
-  });
+  DgradRows<float>(
+      g, M, dyc, wc, dx, parallel_for,
+      [acc](int m, float* const* accs, int64_t len, bool, const float* const* x,
+            const float* const* w_rows,
+            int64_t terms) { ElementwiseRows(acc, m, accs, len, x, w_rows, terms); },
+      /*slide=*/false);
+}
+
+bool DepthwiseDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const uint16_t* w,
+                               uint16_t* dx, const ParallelFor& parallel_for) {
+  if (!HalfBuffersApply(g)) return false;
+  if (!HasWork(g)) {
+    std::fill(dx, dx + g.InputElements(), uint16_t{0});
+    return true;
+  }
+#if defined(__x86_64__)
+  const bool slide = ChosenPath() == Path::kAvx2 && g.stride_w == 1 && g.dilation_w == 1 &&
+                     g.KH * g.KW <= kTermChunk;
+#else
+  const bool slide = false;
+#endif
+  DgradRows<uint16_t>(g, 1, dy, w, dx, parallel_for, HalfRows, slide);
+  return true;
 }
 
 void DepthwiseWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
@@ -645,52 +803,23 @@ void DepthwiseWgrad(const ConvGeometry& g, Accumulation acc, const float* x, con
     return;
   }
   const int64_t M = g.K / g.groups;
-  const int64_t L = g.K;  // lanes: the C*M filter columns of a tap, dw[kh, kw, 0, c*M + m]
-  const int64_t T = g.KH * g.KW;
   std::vector<float> expanded;
   const float* xs = ExpandChannels(g, M, x, &expanded, parallel_for);
-  // One shard unit: up to kElemRows taps (the rows, sharing the dy operand) x one lane block.
-  const int64_t tap_batches = (T + kElemRows - 1) / kElemRows;
-  const int64_t taps_per = (T + tap_batches - 1) / tap_batches;  // balanced
-  constexpr int64_t kLaneBlock = 32;
-  const int64_t lane_blocks = (L + kLaneBlock - 1) / kLaneBlock;
-  const int64_t terms = g.N * g.P * g.Q;     // the reduction (n, p, q), ascending
-  int64_t cost = 2 * taps_per * kLaneBlock;  // flops per unit, saturating (a shard estimate)
-  if (__builtin_mul_overflow(cost, terms, &cost)) cost = std::numeric_limits<int64_t>::max();
-  parallel_for(tap_batches * lane_blocks, cost, [&](int64_t begin, int64_t end) {
-    const std::vector<float> zeros(static_cast<size_t>(kLaneBlock), 0.0f);
-    std::vector<const float*> xp(static_cast<size_t>(kElemRows * kTermChunk));
-    std::vector<const float*> wp(static_cast<size_t>(kTermChunk));
-    float* accs[kElemRows];
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t tb = u / lane_blocks, l0 = (u % lane_blocks) * kLaneBlock;
-      const int64_t len = std::min(kLaneBlock, L - l0);
-      const int64_t t_first = tb * taps_per;
-      const int m = static_cast<int>(std::min(taps_per, T - t_first));
-      for (int i = 0; i < m; ++i) {
-        accs[i] = dw + (t_first + i) * L + l0;
-        std::fill(accs[i], accs[i] + len, 0.0f);
-      }
-      for (int64_t u0 = 0; u0 < terms; u0 += kTermChunk) {
-        const int64_t nt = std::min(kTermChunk, terms - u0);
-        int64_t q = u0 % g.Q, p = (u0 / g.Q) % g.P, n = u0 / (g.P * g.Q);
-        for (int64_t j = 0; j < nt; ++j, ++q) {
-          if (q == g.Q) q = 0, ++p;  // (n, p, q) of term u0 + j, counted on
-          if (p == g.P) p = 0, ++n;
-          const int64_t e = u0 + j;
-          wp[j] = dy + e * L + l0;
-          for (int i = 0; i < m; ++i) {
-            const int64_t kh = (t_first + i) / g.KW, kw = (t_first + i) % g.KW;
-            const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
-            const int64_t wi = q * g.stride_w - g.pad_left + kw * g.dilation_w;
-            const bool inside = h >= 0 && h < g.H && wi >= 0 && wi < g.W;
-            xp[i * nt + j] = inside ? xs + ((n * g.H + h) * g.W + wi) * L + l0 : zeros.data();
-          }
-        }
-        ElementwiseRows(acc, m, accs, len, xp.data(), wp.data(), nt);
-      }
-    }
-  });
+  WgradRows<float>(g, xs, dy, dw, parallel_for,
+                   [acc](int m, float* const* accs, int64_t len, bool, const float* const* xr,
+                         const float* const* w_rows,
+                         int64_t terms) { ElementwiseRows(acc, m, accs, len, xr, w_rows, terms); });
+}
+
+bool DepthwiseWgradHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy,
+                               uint16_t* dw, const ParallelFor& parallel_for) {
+  if (!HalfBuffersApply(g)) return false;
+  if (!HasWork(g)) {
+    std::fill(dw, dw + g.FilterElements(), uint16_t{0});
+    return true;
+  }
+  WgradRows<uint16_t>(g, x, dy, dw, parallel_for, HalfRows);
+  return true;
 }
 
 }  // namespace cpu

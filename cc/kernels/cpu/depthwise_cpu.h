@@ -51,6 +51,16 @@ void DepthwiseDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, co
 void DepthwiseWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
                     float* dw, const ParallelFor& parallel_for);
 
+// Tacc=half gradients on binary16 buffers (the op's T=half, same layouts and bits as
+// DepthwiseDgrad / DepthwiseWgrad with kHalf): the kernels widen the operands as they load them
+// and store binary16 accumulators, so no binary32 copies are made. Return false without touching
+// the output where they do not apply (the scalar path, a depth multiplier other than 1); the
+// caller then takes the binary32 route.
+bool DepthwiseDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const uint16_t* w,
+                               uint16_t* dx, const ParallelFor& parallel_for);
+bool DepthwiseWgradHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy,
+                               uint16_t* dw, const ParallelFor& parallel_for);
+
 }  // namespace cpu
 }  // namespace tf_fp16ops
 
