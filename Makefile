@@ -42,12 +42,24 @@ ONEDNN_INDEPENDENT_TESTS := package/test_wheel.py package/test_no_tensorflow.py 
 	audit/test_audit_layering.py
 # Also left out: the multi-process tf.distribute runs (-k), which compare a sharded run with the
 # one-device run of the same kernels: ~2 min of CI for no kernel choice of their own.
+# Where TensorFlow's oneDNN is already off in this environment (IsMklEnabled() False: its default
+# on CPUs without avx512_vnni/avx512_bf16/avx_vnni/AMX, e.g. a Zen 1-3), `make test` has just run
+# every stock conv on Eigen and this run would repeat it test for test: it says so and stops.
+ONEDNN_ON = $(PY) -c "from tf_fp16ops._platform.quiet import import_tensorflow; \
+	import_tensorflow(); from tf_fp16ops._platform import stock_conv; \
+	print(int(stock_conv.onednn_runs_float32_convs()))"
 test-eigen: install
 	@for f in $(ONEDNN_INDEPENDENT_TESTS); do \
 	  test -f tests/$$f || { echo "ONEDNN_INDEPENDENT_TESTS: no file tests/$$f"; exit 2; }; \
 	done
-	TF_ENABLE_ONEDNN_OPTS=0 $(PY) -m pytest $(PYTEST_ARGS) -k "not mirrored_strategy" \
-	  $(addprefix --ignore=tests/,$(ONEDNN_INDEPENDENT_TESTS))
+	@on="$$($(ONEDNN_ON))" || exit 1; \
+	if [ "$$on" = 0 ]; then \
+	  echo "test-eigen: TensorFlow's oneDNN is off here already, so make test runs every stock conv on Eigen: nothing to add"; \
+	else \
+	  echo "test-eigen: the suite again with TF_ENABLE_ONEDNN_OPTS=0"; \
+	  TF_ENABLE_ONEDNN_OPTS=0 $(PY) -m pytest $(PYTEST_ARGS) -k "not mirrored_strategy" \
+	    $(addprefix --ignore=tests/,$(ONEDNN_INDEPENDENT_TESTS)); \
+	fi
 
 system-deps:
 	PYTHON=$(PYTHON) tools/install_system_deps.sh
