@@ -61,11 +61,11 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
 //   AVX512-FP16: variant 0, the spatial kernel of cc/kernels/cpu/fprop_fp16.h (8 output channels
 //     x 96 positions);
 //   AVX-512, AVX2 and scalar: AccumulateRowsMulti on 8 rows, variant 0 with 16 lanes (AVX-512:
-//     the 8 accumulator vectors of its kHalf kernel; AVX2: two of its 8-row x 8-lane tiles),
-//     variant 1 with 32 lanes (AVX2: its other kHalf kernel, four 8-lane chains per row, which
-//     rows of 32 lanes or more run; AVX-512 and scalar: the same kernels on wider rows).
-// Which AVX2 kernel is faster depends on the CPU (the row tiles on a Zen 3, the four chains per
-// row on a Zen 1), so neither alone bounds every shape.
+//     the 8 accumulator vectors of its kHalf kernel; AVX2: its tiles of 2 rows x 2 vectors, which
+//     rows with 16-31 lanes left run), variant 1 with 32 lanes (AVX2: its other kHalf kernel, four
+//     8-lane chains per row, which rows of 32 lanes or more run; AVX-512 and scalar: the same
+//     kernels on wider rows).
+// Which AVX2 kernel is faster depends on the CPU, so neither alone bounds every shape.
 // The operands (x 1, w 0.25; acc from 1024, where the sum rounds back to 1024, or from +0 on
 // AVX512-FP16, which has no slow case) take no slow branch (no binary16 midpoint, no subnormal),
 // so no data of a real convolution runs the kernel faster. Returns the steps done (0 for reps <= 0
