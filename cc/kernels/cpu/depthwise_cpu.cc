@@ -731,6 +731,14 @@ void HalfRows(int m, uint16_t* const* accs, int64_t len, bool first, const uint1
 #endif
 }
 
+// The rows of DgradRows / WgradRows on float buffers: ElementwiseRows, which reads the +0 those
+// functions store, so `first` needs no handling.
+auto FloatRows(Accumulation acc) {
+  return [acc](int m, float* const* accs, int64_t len, bool /*first*/, const float* const* x,
+               const float* const* w,
+               int64_t terms) { ElementwiseRows(acc, m, accs, len, x, w, terms); };
+}
+
 // The binary16-buffer gradients apply with one filter per channel on a vector path.
 bool HalfBuffersApply(const ConvGeometry& g) {
 #if defined(__x86_64__)
@@ -770,12 +778,7 @@ void DepthwiseDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, co
     dyc = dyt.data();
     wc = wt.data();
   }
-  DgradRows<float>(
-      g, M, dyc, wc, dx, parallel_for,
-      [acc](int m, float* const* accs, int64_t len, bool, const float* const* x,
-            const float* const* w_rows,
-            int64_t terms) { ElementwiseRows(acc, m, accs, len, x, w_rows, terms); },
-      /*slide=*/false);
+  DgradRows<float>(g, M, dyc, wc, dx, parallel_for, FloatRows(acc), /*slide=*/false);
 }
 
 bool DepthwiseDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const uint16_t* w,
@@ -805,10 +808,7 @@ void DepthwiseWgrad(const ConvGeometry& g, Accumulation acc, const float* x, con
   const int64_t M = g.K / g.groups;
   std::vector<float> expanded;
   const float* xs = ExpandChannels(g, M, x, &expanded, parallel_for);
-  WgradRows<float>(g, xs, dy, dw, parallel_for,
-                   [acc](int m, float* const* accs, int64_t len, bool, const float* const* xr,
-                         const float* const* w_rows,
-                         int64_t terms) { ElementwiseRows(acc, m, accs, len, xr, w_rows, terms); });
+  WgradRows<float>(g, xs, dy, dw, parallel_for, FloatRows(acc));
 }
 
 bool DepthwiseWgradHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy,
