@@ -126,25 +126,28 @@ for shape, fshape, pad in (((1, 24, 30, 19), (23, 23, 19, 1), "VALID"),
         bad += int((~same).sum())
         compared += same.size
 # Stride 1 along W with one filter per channel (the AVX2 sliding-window kernels of the forward
-# pass and of dgrad): blocks of 4 outputs and remainders, a lane tail, rows of padding above and
-# below, dilation 2 along H, and tiny binades whose steps underflow to -0 before padded (zero)
-# terms turn them into +0 (forward) or stay -0 (dgrad skips the terms that do not exist).
-for kh, kw, dh, pad in ((3, 3, 1, "SAME"), (3, 5, 2, "SAME"), (2, 4, 1, "VALID")):
+# pass and of dgrad, on float copies of the rows that the next output row reuses): blocks of 4
+# outputs and remainders, a lane tail, rows of padding above and below, stride 2 and dilation 2
+# along H (2x3 with dilation 2: rows whose index mod KH repeats within one output row), and tiny
+# binades whose steps underflow to -0 before padded (zero) terms turn them into +0 (forward) or
+# stay -0 (dgrad skips the terms that do not exist).
+for kh, kw, sh, dh, pad in ((3, 3, 1, 1, "SAME"), (3, 5, 1, 2, "SAME"), (2, 4, 1, 1, "VALID"),
+                            (2, 3, 1, 2, "SAME"), (3, 3, 2, 1, "SAME"), (2, 3, 2, 2, "VALID")):
     shape = (2, 6, 13, 19)
     x = rng.integers(-8, 8, shape) * 2.0 ** rng.integers(-24, -8, shape)
     w = rng.integers(-8, 8, (kh, kw, 19, 1)) * 2.0 ** rng.integers(-8, 0, (kh, kw, 19, 1))
     x, w = x.astype(np.float16), w.astype(np.float16)
-    ref = R.depthwise_conv2d(x, w, (1, 1), (dh, 1), pad, "half")
+    ref = R.depthwise_conv2d(x, w, (sh, 1), (dh, 1), pad, "half")
     dy = rng.integers(-8, 8, ref.shape) * 2.0 ** rng.integers(-24, -8, ref.shape)
     dy = dy.astype(np.float16)
     xt, wt_ = tf.constant(x), tf.constant(w)
     with tf.GradientTape() as tape:
         tape.watch([xt, wt_])
-        y = ops.depthwise_conv2d(xt, wt_, 1, pad, [1, dh, 1, 1], accumulation="float16")
+        y = ops.depthwise_conv2d(xt, wt_, [sh, 1], pad, [1, dh, 1, 1], accumulation="float16")
     dx, dw = tape.gradient(y, [xt, wt_], output_gradients=tf.constant(dy))
     wg = w.reshape(kh, kw, 1, 19)
-    ref_dx = R.conv2d_backprop_input(x.shape, wg, dy, (1, 1), (dh, 1), pad, "half")
-    ref_dw = R.conv2d_backprop_filter(x, wg.shape, dy, (1, 1), (dh, 1), pad, "half")
+    ref_dx = R.conv2d_backprop_input(x.shape, wg, dy, (sh, 1), (dh, 1), pad, "half")
+    ref_dw = R.conv2d_backprop_filter(x, wg.shape, dy, (sh, 1), (dh, 1), pad, "half")
     ref_dw = ref_dw.reshape(w.shape)
     for got, want in ((y.numpy(), ref), (dx.numpy(), ref_dx), (dw.numpy(), ref_dw)):
         same = got.view(np.uint16) == want.view(np.uint16)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -306,39 +307,32 @@ __attribute__((target("avx2,f16c,fma"))) void MultiHalf256Dispatch(int rows, uin
   }
 }
 
-// Stride 1 and dilation 1 along W: the R outputs q0 .. q0+R-1 of one row read, for tap (kh, kw),
-// the x vectors of positions q0 + i + kw, so one window of R x vectors per kernel row serves
-// every kw, shifted by one position per tap (R + KW - 1 loads instead of R * KW, and no pointer
-// per step). xp: per kernel row kh, the R + KW - 1 positions' rows of L binary16 lanes (a zero
-// row where the position is padding); wp: the KH * KW taps' filter rows. Each output gets the
-// steps of MultiHalf256 in the same order ((kh, kw) ascending from +0, padded positions zeros
-// that take part), so the bits are the same.
+// The sliding kernels read float copies of the binary16 rows (RowCache below) and of the filter:
+// on a Zen 1 the F16C conversions of the step (binary32 -> binary16 -> binary32) bound its rate,
+// and widening the operands as they are loaded added 0.75 more per step (R + KW - 1 window
+// vectors and KW filter vectors per R * KW steps); the copies widen each input row about once
+// (the next output rows of the shard reuse it). R outputs of one row, i = 0 .. R-1, each over the
+// KH' kernel rows `xr` (a = 0 .. kh_n-1) and KW taps ascending: for output i and tap kw the step
+// reads xr[a] + i * ld + kw * kw_step (lanes l) and wr[a * kw_n + kw]. Each output gets the steps
+// of MultiHalf256 in the same order ((kh, kw) ascending from +0, padded positions +0 that take
+// part), so the bits are the same.
 template <int R>
-__attribute__((target("avx2,f16c,fma"))) void SlideHalf256(uint16_t* const* acc, int64_t len,
-                                                           const uint16_t* const* xp,
-                                                           const uint16_t* const* wp, int64_t kh_n,
-                                                           int64_t kw_n) {
-  const int64_t span = R + kw_n - 1;
+__attribute__((target("avx2,f16c,fma"))) void SlideRows256(uint16_t* const* acc, int64_t len,
+                                                           const float* const* xr, int64_t ld,
+                                                           int64_t kw_step, const float* const* wr,
+                                                           int64_t kh_n, int64_t kw_n) {
   int64_t l = 0;
   for (; l + 8 <= len; l += 8) {
     __m256 a[R];
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) a[i] = _mm256_setzero_ps();
     for (int64_t kh = 0; kh < kh_n; ++kh) {
-      const uint16_t* const* xr = xp + kh * span;
-      const uint16_t* const* wr = wp + kh * kw_n;
-      __m256 win[R];
+      const float* x = xr[kh] + l;
+      const float* const* w = wr + kh * kw_n;
+      for (int64_t kw = 0; kw < kw_n; ++kw, x += kw_step) {
+        const __m256 wv = _mm256_loadu_ps(w[kw] + l);
 #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) win[i] = LoadHalf8(xr[i] + l);
-      for (int64_t kw = 0; kw < kw_n; ++kw) {
-        const __m256 wv = LoadHalf8(wr[kw] + l);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) a[i] = HalfStep256(a[i], win[i], wv);
-        if (kw + 1 < kw_n) {
-#pragma GCC unroll 8
-          for (int i = 0; i + 1 < R; ++i) win[i] = win[i + 1];
-          win[R - 1] = LoadHalf8(xr[R + kw] + l);
-        }
+        for (int i = 0; i < R; ++i) a[i] = HalfStep256(a[i], _mm256_loadu_ps(x + i * ld), wv);
       }
     }
 #pragma GCC unroll 8
@@ -352,15 +346,142 @@ __attribute__((target("avx2,f16c,fma"))) void SlideHalf256(uint16_t* const* acc,
       float a = 0.0f;
       for (int64_t kh = 0; kh < kh_n; ++kh) {
         for (int64_t kw = 0; kw < kw_n; ++kw) {
-          a = HalfFmaStep(a, HalfBitsToFloat(xp[kh * span + i + kw][l]),
-                          HalfBitsToFloat(wp[kh * kw_n + kw][l]));
+          a = HalfFmaStep(a, xr[kh][i * ld + kw * kw_step + l], wr[kh * kw_n + kw][l]);
         }
       }
       acc[i][l] = _cvtss_sh(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     }
   }
 }
-constexpr int kSlideRows = 4;  // R: 4 accumulators + 4 window vectors + the step's constants
+constexpr int kSlideRows = 4;  // R: 4 accumulators, the filter vector and the step's constants
+using SlideRowsFn = void (*)(uint16_t* const*, int64_t, const float* const*, int64_t, int64_t,
+                             const float* const*, int64_t, int64_t);
+// SlideRows256<m>, m = 1 .. kSlideRows (the rest of a row runs a narrower block).
+constexpr SlideRowsFn kSlideRows256[kSlideRows] = {&SlideRows256<1>, &SlideRows256<2>,
+                                                   &SlideRows256<3>, &SlideRows256<4>};
+
+// wgrad's sliding kernel: R taps of one lane block, each summing over the Q outputs of one dy row
+// in ascending order, on float copies. acc: R rows of `len` floats (binary16 values), loaded at
+// the start and stored at the end; tap i reads x at xr[i] + q * x_step and dy at dyr + q * len
+// (lanes l). The steps are those of MultiHalf256 in the same order, so the bits are the same.
+// WgradSlideBlock: V vectors of 8 lanes from lane l (R x V accumulators); up to kWgradPairTaps
+// taps run two vectors at once.
+constexpr int kWgradPairTaps = 4;
+template <int R, int V>
+__attribute__((target("avx2,f16c,fma"))) inline void WgradSlideBlock(
+    float* acc, int64_t len, int64_t l, const float* const* xr, int64_t x_step, const float* dyr,
+    int64_t q_n) {
+  __m256 a[R][V];
+  const float* x[R];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) a[i][v] = _mm256_loadu_ps(acc + i * len + l + 8 * v);
+    x[i] = xr[i] + l;
+  }
+  const float* d = dyr + l;
+  for (int64_t q = 0; q < q_n; ++q, d += len) {
+    __m256 dv[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) dv[v] = _mm256_loadu_ps(d + 8 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v)
+        a[i][v] = HalfStep256(a[i][v], _mm256_loadu_ps(x[i] + 8 * v), dv[v]);
+      x[i] += x_step;
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) _mm256_storeu_ps(acc + i * len + l + 8 * v, a[i][v]);
+  }
+}
+
+template <int R>
+__attribute__((target("avx2,f16c,fma"))) void WgradSlide256(float* acc, int64_t len,
+                                                            const float* const* xr, int64_t x_step,
+                                                            const float* dyr, int64_t q_n) {
+  int64_t l = 0;
+  if constexpr (R <= kWgradPairTaps) {
+    for (; l + 16 <= len; l += 16) WgradSlideBlock<R, 2>(acc, len, l, xr, x_step, dyr, q_n);
+  }
+  for (; l + 8 <= len; l += 8) WgradSlideBlock<R, 1>(acc, len, l, xr, x_step, dyr, q_n);
+  for (; l < len; ++l) {
+    for (int i = 0; i < R; ++i) {
+      float a = acc[i * len + l];
+      for (int64_t q = 0; q < q_n; ++q) a = HalfFmaStep(a, xr[i][q * x_step + l], dyr[q * len + l]);
+      acc[i * len + l] = a;
+    }
+  }
+}
+using WgradSlideFn = void (*)(float*, int64_t, const float* const*, int64_t, const float*, int64_t);
+constexpr int kWgradSlideTaps = 8;  // R: 8 accumulators, dy, x and the step's constants
+constexpr WgradSlideFn kWgradSlide256[kWgradSlideTaps] = {
+    &WgradSlide256<1>, &WgradSlide256<2>, &WgradSlide256<3>, &WgradSlide256<4>,
+    &WgradSlide256<5>, &WgradSlide256<6>, &WgradSlide256<7>, &WgradSlide256<8>};
+
+// Binary16 -> binary32 (exact) of n values, eight at a time.
+__attribute__((target("avx2,f16c,fma"))) void WidenHalf(const uint16_t* src, float* dst,
+                                                        int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, LoadHalf8(src + i));
+  for (; i < n; ++i) dst[i] = HalfBitsToFloat(src[i]);
+}
+
+// `runs` runs of `lanes` binary16 values, run j at src + j * src_stride, widened to
+// dst + j * lanes.
+__attribute__((target("avx2,f16c,fma"))) void WidenRuns(const uint16_t* src, int64_t src_stride,
+                                                        float* dst, int64_t runs, int64_t lanes) {
+  if (src_stride == lanes) return WidenHalf(src, dst, runs * lanes);
+  for (int64_t j = 0; j < runs; ++j, src += src_stride, dst += lanes) {
+    int64_t i = 0;
+    for (; i + 8 <= lanes; i += 8) _mm256_storeu_ps(dst + i, LoadHalf8(src + i));
+    for (; i < lanes; ++i) dst[i] = HalfBitsToFloat(src[i]);
+  }
+}
+
+// Binary32 -> binary16 of `runs` runs of `lanes` binary16 values (exact), run j from
+// src + j * lanes to dst + j * dst_stride.
+__attribute__((target("avx2,f16c,fma"))) void NarrowHalf(const float* src, uint16_t* dst,
+                                                         int64_t lanes, int64_t runs,
+                                                         int64_t dst_stride) {
+  for (int64_t j = 0; j < runs; ++j)
+    for (int64_t i = 0; i < lanes; ++i)
+      dst[j * dst_stride + i] = _cvtss_sh(src[j * lanes + i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+// Float copies of binary16 rows for one shard of a sliding kernel: `slots` rows of `width`
+// floats, the copy of each row tagged with its key, so that the next output row reuses the
+// rows it shares with this one. The caller gives each row of one output row its own slot.
+// Zero-initialized: positions a copy does not write stay +0 (the padding of fprop's rows).
+class RowCache {
+ public:
+  RowCache(int64_t slots, int64_t width)
+      : data_(static_cast<size_t>(slots * width), 0.0f),
+        tags_(static_cast<size_t>(slots), -1),
+        width_(width) {}
+  // The copy in `slot` of row `key`: `positions` runs of `lanes` binary16 values, run j at
+  // src + j * src_stride, widened to row positions offset + j (`lanes` floats each).
+  const float* Get(int64_t slot, int64_t key, const uint16_t* src, int64_t offset,
+                   int64_t positions, int64_t src_stride, int64_t lanes) {
+    float* row = data_.data() + slot * width_;
+    if (tags_[static_cast<size_t>(slot)] != key) {
+      tags_[static_cast<size_t>(slot)] = key;
+      WidenRuns(src, src_stride, row + offset * lanes, positions, lanes);
+    }
+    return row;
+  }
+
+ private:
+  std::vector<float> data_;
+  std::vector<int64_t> tags_;
+  int64_t width_;
+};
+// The row copies of one shard stay within this many floats (else the kernels without copies
+// run): 8 MiB per worker thread.
+constexpr int64_t kRowCacheFloats = int64_t{1} << 21;
 #endif
 
 // The path of the shared accumulation primitive (it honours TF_FP16OPS_CPU_ISA), so the ISA a
@@ -484,40 +605,64 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
   const int64_t chunk = std::min(T, kTermChunk);
   const int64_t rows = g.N * g.P;  // one shard unit: one output row (n, p)
   const int64_t cost = std::max<int64_t>(1, 2 * g.Q * T * L);
-  // AVX2 with stride and dilation 1 along W and every term in one chunk: SlideHalf256 on whole
-  // blocks of kSlideRows outputs (the rest of a row as below).
-  const bool slide = path == Path::kAvx2 && g.stride_w == 1 && g.dilation_w == 1 && T <= chunk;
-  const int64_t span = kSlideRows + g.KW - 1;
+  // AVX2 with stride and dilation 1 along W, every term in one chunk and the row copies within
+  // kRowCacheFloats: SlideRows256 on float copies of the input rows, padded with +0 to the
+  // Q + KW - 1 positions an output row reads, and of the filter (the whole row in blocks of
+  // kSlideRows outputs and one narrower block).
+  const int64_t padded = g.Q + g.KW - 1;  // positions of a padded row (stride 1, dilation 1)
+  const bool slide =
+      path == Path::kAvx2 && g.stride_w == 1 && g.dilation_w == 1 && T <= chunk &&
+      static_cast<double>(g.KH) * static_cast<double>(padded) * static_cast<double>(L) <=
+          static_cast<double>(kRowCacheFloats);
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     const std::vector<uint16_t> zeros(static_cast<size_t>(L), 0);  // binary16 +0
     std::vector<const uint16_t*> xp(static_cast<size_t>(kElemRows * chunk));
     std::vector<const uint16_t*> wp(static_cast<size_t>(chunk));
-    std::vector<const uint16_t*> sx(slide ? static_cast<size_t>(g.KH * span) : 0);
     uint16_t* accs[kElemRows];
+#if defined(__x86_64__)
     if (slide) {
-      for (int64_t t = 0; t < T; ++t) wp[t] = w + t * L;
+      // Input columns 0 .. W-1 at positions pad_left .. (those an output reads: < padded).
+      const int64_t w_lo = std::max<int64_t>(0, -g.pad_left);
+      const int64_t w_hi = std::min<int64_t>(g.W, padded - g.pad_left);
+      const std::vector<float> zero_row(static_cast<size_t>(padded * L), 0.0f);
+      std::vector<float> wf(static_cast<size_t>(T * L));
+      WidenHalf(w, wf.data(), T * L);
+      std::vector<const float*> wr(static_cast<size_t>(T)), xr(static_cast<size_t>(g.KH)),
+          xq(static_cast<size_t>(g.KH));
+      for (int64_t t = 0; t < T; ++t) wr[t] = wf.data() + t * L;
+      RowCache cache(g.KH, padded * L);
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t n = r / g.P;
+        const int64_t p = r % g.P;
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+          const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
+          if (h < 0 || h >= g.H || w_hi <= w_lo) {
+            xr[kh] = zero_row.data();
+            continue;
+          }
+          // With dilation 1 the rows of one output row are consecutive, so h mod KH is a slot of
+          // its own for each, and the next output row finds the rows it shares in place.
+          const int64_t slot = g.dilation_h == 1 ? h % g.KH : kh;
+          xr[kh] = cache.Get(slot, n * g.H + h, x + ((n * g.H + h) * g.W + w_lo) * L,
+                             w_lo + g.pad_left, w_hi - w_lo, L, L);
+        }
+        uint16_t* yrow = y + r * g.Q * L;
+        for (int64_t q0 = 0; q0 < g.Q; q0 += kSlideRows) {
+          const int m = static_cast<int>(std::min<int64_t>(kSlideRows, g.Q - q0));
+          for (int i = 0; i < m; ++i) accs[i] = yrow + (q0 + i) * L;
+          for (int64_t kh = 0; kh < g.KH; ++kh) xq[kh] = xr[kh] + q0 * L;
+          kSlideRows256[m - 1](accs, L, xq.data(), L, L, wr.data(), g.KH, g.KW);
+        }
+      }
+      return;
     }
+#endif
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.P;
       const int64_t p = r % g.P;
       uint16_t* yrow = y + r * g.Q * L;
-      int64_t q_done = 0;
-      if (slide) {
-        for (; q_done + kSlideRows <= g.Q; q_done += kSlideRows) {
-          for (int64_t kh = 0; kh < g.KH; ++kh) {
-            const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
-            for (int64_t j = 0; j < span; ++j) {
-              const int64_t wi = q_done + j - g.pad_left;
-              const bool inside = h >= 0 && h < g.H && wi >= 0 && wi < g.W;
-              sx[kh * span + j] = inside ? x + ((n * g.H + h) * g.W + wi) * L : zeros.data();
-            }
-          }
-          for (int i = 0; i < kSlideRows; ++i) accs[i] = yrow + (q_done + i) * L;
-          SlideHalf256<kSlideRows>(accs, L, sx.data(), wp.data(), g.KH, g.KW);
-        }
-      }
       // kElemRows output positions at once, each over (kh, kw) ascending from +0.
-      for (int64_t q0 = q_done; q0 < g.Q; q0 += kElemRows) {
+      for (int64_t q0 = 0; q0 < g.Q; q0 += kElemRows) {
         const int m = static_cast<int>(std::min<int64_t>(kElemRows, g.Q - q0));
         for (int i = 0; i < m; ++i) accs[i] = yrow + (q0 + i) * L;
         for (int64_t t0 = 0; t0 < T; t0 += chunk) {
@@ -557,11 +702,11 @@ namespace {
 
 // dgrad of a problem with one input channel per group on rows of C lanes: dy [N, P, Q, M, C] and
 // w [KH, KW, M, C] (M = 1: the op's own layouts; M > 1: the transposed copies of DepthwiseDgrad).
-// `slide` (binary16 buffers on AVX2, M = 1, stride and dilation 1 along W, KH * KW <= kTermChunk):
-// blocks of kSlideRows columns that every filter column reaches run SlideHalf256. Column wi + i
-// takes, for tap kw, dy at q = wi + i + pad_left - kw; with the outputs in reverse order
-// (i' = R - 1 - i) that is window position i' + kw of the positions q = wi + pad_left + R - 1 - j,
-// j = 0 .. R + KW - 2, so the kernel's taps (kh, kw) ascending from +0 are this function's.
+// `slide` (binary16 buffers on AVX2, M = 1, stride and dilation 1 along W, KH * KW <= kTermChunk,
+// the row copies within kRowCacheFloats): the columns that every filter column reaches run
+// SlideRows256 on float copies of the dy rows and of the filter. Column wi + i takes, for tap kw,
+// dy at q = wi + i + pad_left - kw: row pointer dy(q = wi + pad_left), step C per output and -C
+// per tap, so the kernel's taps (kh, kw) ascending from +0 are this function's.
 template <typename E, typename Rows>
 void DgradRows(const ConvGeometry& g, int64_t M, const E* dyc, const E* wc, E* dx,
                const ParallelFor& parallel_for, const Rows& rows_fn, bool slide) {
@@ -570,7 +715,6 @@ void DgradRows(const ConvGeometry& g, int64_t M, const E* dyc, const E* wc, E* d
   // The columns every filter column reaches (stride 1): wi + pad_left - kw in [0, Q) for all kw.
   const int64_t inner_lo = std::max<int64_t>(0, g.KW - 1 - g.pad_left);
   const int64_t inner_hi = std::min<int64_t>(g.W, g.Q - g.pad_left);
-  const int64_t span = kSlideRows + g.KW - 1;
 #else
   (void)slide;
 #endif
@@ -582,7 +726,19 @@ void DgradRows(const ConvGeometry& g, int64_t M, const E* dyc, const E* wc, E* d
     std::vector<const E*> xp(static_cast<size_t>(kElemRows * kTermChunk));
     std::vector<const E*> wp(static_cast<size_t>(kTermChunk));
     E* accs[kElemRows];
-    std::vector<const E*> sx, sw;  // SlideHalf256's window and tap tables
+#if defined(__x86_64__)
+    // SlideRows256's float copies: the filter, the dy rows, and their tables.
+    std::vector<float> wf;
+    std::vector<const float*> sx, sw, xq;
+    std::unique_ptr<RowCache> cache;
+    if constexpr (std::is_same<E, uint16_t>::value) {
+      if (slide) {
+        wf.resize(static_cast<size_t>(g.KH * g.KW * C));
+        WidenHalf(wc, wf.data(), g.KH * g.KW * C);
+        cache = std::make_unique<RowCache>(g.KH, g.Q * C);
+      }
+    }
+#endif
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.H, h = r % g.H;
       E* dxrow = dx + r * g.W * C;
@@ -620,28 +776,35 @@ void DgradRows(const ConvGeometry& g, int64_t M, const E* dyc, const E* wc, E* d
 #if defined(__x86_64__)
       if constexpr (std::is_same<E, uint16_t>::value) {
         if (slide) {
+          // With stride and dilation 1 the dy rows of one dx row are consecutive, so p mod KH is
+          // a slot of its own for each (else its index), and the next dx row finds those it
+          // shares in place.
           const int64_t kh_n = static_cast<int64_t>(khs.size());
+          const bool consecutive = g.stride_h == 1 && g.dilation_h == 1;
           sw.resize(static_cast<size_t>(kh_n * g.KW));
-          sx.resize(static_cast<size_t>(kh_n * span));
-          for (int64_t a = 0; a < kh_n; ++a)
-            for (int64_t kw = 0; kw < g.KW; ++kw) sw[a * g.KW + kw] = wc + (khs[a] * g.KW + kw) * C;
+          sx.resize(static_cast<size_t>(kh_n));
+          xq.resize(static_cast<size_t>(kh_n));
+          for (int64_t a = 0; a < kh_n; ++a) {
+            for (int64_t kw = 0; kw < g.KW; ++kw)
+              sw[a * g.KW + kw] = wf.data() + (khs[a] * g.KW + kw) * C;
+            const int64_t key = n * g.P + ps[a];
+            sx[a] =
+                cache->Get(consecutive ? ps[a] % g.KH : a, key, dyc + key * g.Q * C, 0, g.Q, C, C);
+          }
         }
       }
 #endif
       for (int64_t wi = 0; wi < g.W; ++wi) {
 #if defined(__x86_64__)
         if constexpr (std::is_same<E, uint16_t>::value) {
-          if (slide && wi >= inner_lo && wi + kSlideRows <= inner_hi) {
+          if (slide && wi >= inner_lo && wi < inner_hi) {
             flush();
+            const int m = static_cast<int>(std::min<int64_t>(kSlideRows, inner_hi - wi));
             const int64_t kh_n = static_cast<int64_t>(khs.size());
-            for (int64_t a = 0; a < kh_n; ++a) {
-              const E* dyrow = dyc + (n * g.P + ps[a]) * g.Q * C;
-              for (int64_t j = 0; j < span; ++j)
-                sx[a * span + j] = dyrow + (wi + g.pad_left + kSlideRows - 1 - j) * C;
-            }
-            for (int i = 0; i < kSlideRows; ++i) accs[i] = dxrow + (wi + kSlideRows - 1 - i) * C;
-            SlideHalf256<kSlideRows>(accs, C, sx.data(), sw.data(), kh_n, g.KW);
-            wi += kSlideRows - 1;
+            for (int64_t a = 0; a < kh_n; ++a) xq[a] = sx[a] + (wi + g.pad_left) * C;
+            for (int i = 0; i < m; ++i) accs[i] = dxrow + (wi + i) * C;
+            kSlideRows256[m - 1](accs, C, xq.data(), C, -C, sw.data(), kh_n, g.KW);
+            wi += m - 1;
             continue;
           }
         }
@@ -717,6 +880,86 @@ void WgradRows(const ConvGeometry& g, const E* xs, const E* dy, E* dw,
   });
 }
 
+#if defined(__x86_64__)
+// wgrad on binary16 buffers on AVX2 (M = 1): the units of WgradRows (up to kElemRows taps x one
+// lane block), each running WgradSlide256 over the dy rows (n, p) ascending on float copies of
+// the dy row's lanes and of the x rows its taps read, padded with +0 to the positions
+// q * stride_w + kw * dilation_w (q < Q, kw < KW) an output row reads. The rows of one unit stay
+// within kRowCacheFloats (`WgradSlideFits`).
+// The lanes of one unit: 64 bytes of binary16, a whole cache line of each position it reads
+// (each unit reads all of x and dy on its lanes; 16 lanes read half lines and ran at 0.8x).
+constexpr int64_t kWgradLanes = 32;
+int64_t WgradSlidePositions(const ConvGeometry& g) {
+  return (g.Q - 1) * g.stride_w + (g.KW - 1) * g.dilation_w + 1;
+}
+
+bool WgradSlideFits(const ConvGeometry& g) {
+  const double positions = static_cast<double>(g.Q - 1) * static_cast<double>(g.stride_w) +
+                           static_cast<double>(g.KW - 1) * static_cast<double>(g.dilation_w) + 1;
+  const double floats = (static_cast<double>(g.KH) + 1) * positions * kWgradLanes +
+                        static_cast<double>(g.Q) * kWgradLanes +
+                        static_cast<double>(g.KH) * static_cast<double>(g.KW) * kWgradLanes;
+  return floats <= static_cast<double>(kRowCacheFloats);
+}
+
+void WgradSlideHalf(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy, uint16_t* dw,
+                    const ParallelFor& parallel_for) {
+  const int64_t L = g.K;
+  const int64_t T = g.KH * g.KW;
+  const int64_t tap_batches = (T + kWgradSlideTaps - 1) / kWgradSlideTaps;
+  const int64_t taps_per = (T + tap_batches - 1) / tap_batches;  // balanced
+  const int64_t lane_blocks = (L + kWgradLanes - 1) / kWgradLanes;
+  const int64_t positions = WgradSlidePositions(g);
+  // Input columns 0 .. W-1 at positions pad_left .. (those an output row reads: < positions).
+  const int64_t w_lo = std::max<int64_t>(0, -g.pad_left);
+  const int64_t w_hi = std::min<int64_t>(g.W, positions - g.pad_left);
+  int64_t cost = 2 * T * kWgradLanes;  // flops per unit, saturating (a shard estimate)
+  if (__builtin_mul_overflow(cost, g.N * g.P * g.Q, &cost)) {
+    cost = std::numeric_limits<int64_t>::max();
+  }
+  parallel_for(lane_blocks, cost, [&](int64_t begin, int64_t end) {
+    const std::vector<float> zero_row(static_cast<size_t>(positions * kWgradLanes), 0.0f);
+    std::vector<float> acc(static_cast<size_t>(T * kWgradLanes));
+    std::vector<float> dyf(static_cast<size_t>(g.Q * kWgradLanes));
+    std::vector<const float*> xrow(static_cast<size_t>(g.KH));
+    const float* xr[kWgradSlideTaps];
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t l0 = u * kWgradLanes;
+      const int64_t len = std::min(kWgradLanes, L - l0);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      RowCache cache(g.KH, positions * len);
+      for (int64_t n = 0; n < g.N; ++n) {
+        for (int64_t p = 0; p < g.P; ++p) {
+          WidenRuns(dy + (n * g.P + p) * g.Q * L + l0, L, dyf.data(), g.Q, len);
+          for (int64_t kh = 0; kh < g.KH; ++kh) {
+            const int64_t h = p * g.stride_h - g.pad_top + kh * g.dilation_h;
+            xrow[kh] = zero_row.data();
+            if (h >= 0 && h < g.H && w_lo < w_hi) {
+              // With dilation 1 the rows of one output row are consecutive (a slot of its own
+              // for each h mod KH); else each kh keeps its own slot.
+              xrow[kh] = cache.Get(g.dilation_h == 1 ? h % g.KH : kh, n * g.H + h,
+                                   x + ((n * g.H + h) * g.W + w_lo) * L + l0, w_lo + g.pad_left,
+                                   w_hi - w_lo, L, len);
+            }
+          }
+          for (int64_t t0 = 0; t0 < T; t0 += taps_per) {
+            const int m = static_cast<int>(std::min(taps_per, T - t0));
+            for (int i = 0; i < m; ++i) {
+              const int64_t kh = (t0 + i) / g.KW, kw = (t0 + i) % g.KW;
+              xr[i] = xrow[kh] + kw * g.dilation_w * len;
+            }
+            kWgradSlide256[m - 1](acc.data() + t0 * len, len, xr, g.stride_w * len, dyf.data(),
+                                  g.Q);
+          }
+        }
+      }
+      // The accumulators hold binary16 values: narrowing them is exact.
+      NarrowHalf(acc.data(), dw + l0, len, T, L);
+    }
+  });
+}
+#endif
+
 // The binary16-buffer rows of the path (AVX-512 or AVX2; callers rule out the scalar path).
 void HalfRows(int m, uint16_t* const* accs, int64_t len, bool first, const uint16_t* const* x,
               const uint16_t* const* w, int64_t terms) {
@@ -789,8 +1032,11 @@ bool DepthwiseDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const 
     return true;
   }
 #if defined(__x86_64__)
-  const bool slide = ChosenPath() == Path::kAvx2 && g.stride_w == 1 && g.dilation_w == 1 &&
-                     g.KH * g.KW <= kTermChunk;
+  const bool slide =
+      ChosenPath() == Path::kAvx2 && g.stride_w == 1 && g.dilation_w == 1 &&
+      g.KH * g.KW <= kTermChunk &&
+      static_cast<double>(g.KH) * static_cast<double>(g.Q) * static_cast<double>(g.C) <=
+          static_cast<double>(kRowCacheFloats);
 #else
   const bool slide = false;
 #endif
@@ -818,6 +1064,12 @@ bool DepthwiseWgradHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
     std::fill(dw, dw + g.FilterElements(), uint16_t{0});
     return true;
   }
+#if defined(__x86_64__)
+  if (ChosenPath() == Path::kAvx2 && WgradSlideFits(g)) {
+    WgradSlideHalf(g, x, dy, dw, parallel_for);
+    return true;
+  }
+#endif
   WgradRows<uint16_t>(g, x, dy, dw, parallel_for, HalfRows);
   return true;
 }

@@ -29,10 +29,13 @@ void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, con
                     float* y, const ParallelFor& parallel_for);
 
 // Tacc=half fprop on binary16 buffers (IEEE binary16 bit patterns: the op's T=half; same layouts
-// and bits as DepthwiseFprop with kHalf): the kernel widens x and w as it loads them and stores
-// the binary16 accumulators, so no binary32 copies are made. Returns false without touching y
-// where it does not apply (the scalar path, a depth multiplier other than 1, no output); the caller
-// then takes the binary32 route. AVX-512 and AVX2 (16 and 8 lanes per vector).
+// and bits as DepthwiseFprop with kHalf): no binary32 copies of the tensors are made. The AVX-512
+// kernels widen x and w as they load them; on AVX2 (stride and dilation 1 along W) the kernel reads
+// binary32 copies of the filter and of the few input rows an output row reads (at most 8 MiB per
+// worker thread; each row widened once and reused by the next output rows), as F16C widening
+// costs as much as a step there. Returns false without touching y where it does not apply (the
+// scalar path, a depth multiplier other than 1, no output); the caller then takes the binary32
+// route. AVX-512 and AVX2 (16 and 8 lanes per vector).
 bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
                                uint16_t* y, const ParallelFor& parallel_for);
 
@@ -52,10 +55,10 @@ void DepthwiseWgrad(const ConvGeometry& g, Accumulation acc, const float* x, con
                     float* dw, const ParallelFor& parallel_for);
 
 // Tacc=half gradients on binary16 buffers (the op's T=half, same layouts and bits as
-// DepthwiseDgrad / DepthwiseWgrad with kHalf): the kernels widen the operands as they load them
-// and store binary16 accumulators, so no binary32 copies are made. Return false without touching
-// the output where they do not apply (the scalar path, a depth multiplier other than 1); the
-// caller then takes the binary32 route.
+// DepthwiseDgrad / DepthwiseWgrad with kHalf): no binary32 copies of the tensors are made (on AVX2,
+// copies of rows as for the forward pass: dgrad's with stride and dilation 1 along W, wgrad's for
+// every geometry whose rows fit). Return false without touching the output where they do not apply
+// (the scalar path, a depth multiplier other than 1); the caller then takes the binary32 route.
 bool DepthwiseDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const uint16_t* w,
                                uint16_t* dx, const ParallelFor& parallel_for);
 bool DepthwiseWgradHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy,
