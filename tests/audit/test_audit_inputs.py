@@ -14,7 +14,7 @@ from tensorflow.core.framework import function_pb2, graph_pb2, types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
 from support.audit_helpers import CPU, add_node, conv_graph
-from tf_fp16ops.audit import SCHEMA_VERSION, AuditInputError, audit
+from tf_fp16ops.audit import SCHEMA_VERSION, AuditInputError, audit, gates
 from tf_fp16ops.audit.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -173,7 +173,12 @@ def test_cli_formats_output_and_gates(tmp_path, capsys):
     assert md.startswith("# fp16 convolution and matmul audit") and "| fp16-storage | 1 |" in md
     # fp16 share is 1.0 (T=half) but nothing accumulates in fp16 on CPU by default.
     assert main([str(p), "--device", "cpu", "--fail-under", "1.0"]) == 0
+    capsys.readouterr()
     assert main([str(p), "--device", "cpu", "--require", "fp16-accumulate"]) == 1
+    # A failed gate names the call sites outside the required class.
+    err = capsys.readouterr().err
+    assert "gate failed: fp16-accumulate share by flops = 0.0000, required >= 1.0000" in err
+    assert "; not fp16-accumulate: conv (fp16-storage)" in err, err
     # The switch selects fp16 on TensorFlow's Eigen kernel (a CPU where oneDNN does not take half).
     assert (
         main(
@@ -306,3 +311,12 @@ def test_demo_example_is_generated_once_and_audited(tmp_path):
         "ours_half": "fp16-accumulate",
         "ours_float": "fp16-storage",
     }
+
+
+def test_a_failed_share_gate_never_prints_as_its_threshold():
+    # 0.99998 (a float32 head of 160 FLOPs among fp16 convs) fails ">= 1": shown with the
+    # decimals that tell it apart, where 4 would print "1.0000".
+    assert gates._fraction(0.99998, 1.0) == "0.99998"
+    assert gates._fraction(0.5, 1.0) == "0.5000"
+    assert gates._fraction(1.0, 1.0) == "1.0000"
+    assert gates._fraction(0.12345678, 0.1234568) == "0.12345678"

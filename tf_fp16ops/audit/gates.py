@@ -11,7 +11,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .findings import AuditReport
+from .findings import FP16_CLASSES, AuditReport
+
+# Call sites named in a failed share gate's message (then "and N more").
+_NAMED_SITES = 3
+
+
+def _fraction(value: float, threshold: float) -> str:
+    """`value` with 4 decimals, or as many more (up to 12) as it takes not to print as the
+    threshold it differs from (a share of 0.99998 failing ">= 1" must not read "1.0000")."""
+    for digits in range(4, 13):
+        text = f"{value:.{digits}f}"
+        if value == threshold or text != f"{threshold:.{digits}f}":
+            return text
+    return repr(value)
 
 
 @dataclass(frozen=True)
@@ -31,11 +44,18 @@ def check(report: AuditReport, fail_under: float | None, require: str | None) ->
         return GateResult(False, f"gate failed: no convolutions found, {category} share undefined")
     ok = value >= threshold - 1e-12
     word = "passed" if ok else "failed"
-    return GateResult(
-        ok,
-        f"gate {word}: {category} share by {s.share_basis} = {value:.4f}, "
-        f"required >= {threshold:.4f}",
+    message = (
+        f"gate {word}: {category} share by {s.share_basis} = {_fraction(value, threshold)}, "
+        f"required >= {threshold:.4f}"
     )
+    if not ok:
+        classes = ("fp16-accumulate",) if category == "fp16-accumulate" else FP16_CLASSES
+        outside = [f for f in report.findings if f.audit_class not in classes]
+        if outside:
+            named = ", ".join(f"{f.node} ({f.audit_class})" for f in outside[:_NAMED_SITES])
+            more = len(outside) - _NAMED_SITES
+            message += f"; not {category}: {named}" + (f" and {more} more" if more > 0 else "")
+    return GateResult(ok, message)
 
 
 def check_codes(report: AuditReport, codes: tuple[str, ...]) -> GateResult | None:
