@@ -885,7 +885,10 @@ void WgradRows(const ConvGeometry& g, const E* xs, const E* dy, E* dw,
 // lane block), each running WgradSlide256 over the dy rows (n, p) ascending on float copies of
 // the dy row's lanes and of the x rows its taps read, padded with +0 to the positions
 // q * stride_w + kw * dilation_w (q < Q, kw < KW) an output row reads. The rows of one unit stay
-// within kRowCacheFloats (`WgradSlideFits`).
+// within kRowCacheFloats (`WgradSlideFits`). The units are the lane blocks alone, so 32 channels
+// or fewer run on one thread: splitting the taps too (each group widening its own dy rows and
+// reading all of x and dy again) measured worse on a Zen 1 for 8x112x112x32 (CPU 21 -> 33-45 ms,
+// wall 21 -> 18-24 ms; the kernels before these copies: 27 ms wall, 47 ms CPU).
 // The lanes of one unit: 64 bytes of binary16, a whole cache line of each position it reads
 // (each unit reads all of x and dy on its lanes; 16 lanes read half lines and ran at 0.8x).
 constexpr int64_t kWgradLanes = 32;
