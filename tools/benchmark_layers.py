@@ -4,12 +4,13 @@ For each layer type the Keras layer and the tf_fp16ops layer with accumulation='
 'float16' (same weights, float32 model, inference, each wrapped in tf.function) run on the
 same input, interleaved, `--repeats` times each; the figure is 2 * multiply-adds / median time
 (GFLOP/s) and the ratio is ours / Keras. A second table times the training step of each layer,
-forward and both gradients (input and kernel, through tf.GradientTape in tf.function: 3x the
-forward multiply-adds), and gives the float16-accumulation rate of both as a fraction of the
-ceiling of the ISA path in use (the op library's Tacc=half micro-kernels, FpropHalfCeilingProbe,
-as tools/benchmark_cpu.py measures it), in fp16 steps per CPU second of the process. The ceiling
-of each row is the probe timed in turn with that row's calls (the best of those runs), so that
-a machine whose speed drifts during the run moves both alike.
+forward and both gradients (input and kernel, through tf.GradientTape in tf.function, a seeded
+random output gradient: 3x the forward multiply-adds), and gives the float16-accumulation rate
+of both as a fraction of the ceiling of the ISA path in use (the op library's Tacc=half
+micro-kernels, FpropHalfCeilingProbe, as tools/benchmark_cpu.py measures it), in fp16 steps per
+CPU second of the process. The ceiling of each row is the probe timed in turn with that row's
+calls (the best of those runs), so that a machine whose speed drifts during the run moves both
+alike.
 Multiply-adds per call:
   DepthwiseConv2D   N*P*Q*C*M*KH*KW
   SeparableConv2D   depthwise + N*P*Q*(C*M)*filters
@@ -147,8 +148,15 @@ def main(argv=None) -> None:
         gflops = {k: 2 * macs / float(np.median(v)) / 1e9 for k, v in times.items()}
 
         # The fp16-accumulation forward again in CPU seconds, and the training step (forward,
-        # input gradient, kernel gradient) of Keras and of ours, interleaved.
-        def step_fn(layer):
+        # input gradient, kernel gradient) of Keras and of ours, interleaved. The output
+        # gradient is random (seeded, the same for every peer), as a loss gives: the implicit
+        # all-ones one makes most fp16 sums of the gradients exact binary16 midpoints, the rare
+        # path of the AVX2 and AVX-512 kHalf step (README "Performance (CPU)").
+        dy = tf.constant(
+            np.random.default_rng(1).normal(size=ref(x).shape).astype(ref.compute_dtype)
+        )
+
+        def step_fn(layer, dy=dy):
             @tf.function
             def step(inp):
                 with tf.GradientTape() as tape:
@@ -156,7 +164,8 @@ def main(argv=None) -> None:
                     out = layer(inp)
                 # The output is returned too: unused, the forward op would be pruned (the
                 # gradients of a linear op do not read its output).
-                return [out] + tape.gradient(out, [inp] + layer.trainable_weights)
+                grads = tape.gradient(out, [inp] + layer.trainable_weights, output_gradients=dy)
+                return [out] + grads
 
             return step
 
