@@ -479,8 +479,8 @@ class RowCache {
   std::vector<int64_t> tags_;
   int64_t width_;
 };
-// The row copies of one shard stay within this many floats (else the kernels without copies
-// run): 8 MiB per worker thread.
+// The float copies of one shard (rows, zero row, filter, accumulators) stay within this many
+// floats (else the kernels without copies run): 8 MiB per worker thread.
 constexpr int64_t kRowCacheFloats = int64_t{1} << 21;
 #endif
 
@@ -612,7 +612,9 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
   const int64_t padded = g.Q + g.KW - 1;  // positions of a padded row (stride 1, dilation 1)
   const bool slide =
       path == Path::kAvx2 && g.stride_w == 1 && g.dilation_w == 1 && T <= chunk &&
-      static_cast<double>(g.KH) * static_cast<double>(padded) * static_cast<double>(L) <=
+      // the row copies, the zero row and the filter's copy, per worker thread
+      ((static_cast<double>(g.KH) + 1) * static_cast<double>(padded) + static_cast<double>(T)) *
+              static_cast<double>(L) <=
           static_cast<double>(kRowCacheFloats);
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     const std::vector<uint16_t> zeros(static_cast<size_t>(L), 0);  // binary16 +0
@@ -1035,11 +1037,13 @@ bool DepthwiseDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const 
     return true;
   }
 #if defined(__x86_64__)
-  const bool slide =
-      ChosenPath() == Path::kAvx2 && g.stride_w == 1 && g.dilation_w == 1 &&
-      g.KH * g.KW <= kTermChunk &&
-      static_cast<double>(g.KH) * static_cast<double>(g.Q) * static_cast<double>(g.C) <=
-          static_cast<double>(kRowCacheFloats);
+  const bool slide = ChosenPath() == Path::kAvx2 && g.stride_w == 1 && g.dilation_w == 1 &&
+                     g.KH * g.KW <= kTermChunk &&
+                     // the dy rows' copies and the filter's, per worker thread
+                     static_cast<double>(g.KH) *
+                             (static_cast<double>(g.Q) + static_cast<double>(g.KW)) *
+                             static_cast<double>(g.C) <=
+                         static_cast<double>(kRowCacheFloats);
 #else
   const bool slide = false;
 #endif
