@@ -422,19 +422,13 @@ constexpr WgradSlideFn kWgradSlide256[kWgradSlideTaps] = {
     &WgradSlide256<1>, &WgradSlide256<2>, &WgradSlide256<3>, &WgradSlide256<4>,
     &WgradSlide256<5>, &WgradSlide256<6>, &WgradSlide256<7>, &WgradSlide256<8>};
 
-// Binary16 -> binary32 (exact) of n values, eight at a time.
-__attribute__((target("avx2,f16c,fma"))) void WidenHalf(const uint16_t* src, float* dst,
-                                                        int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, LoadHalf8(src + i));
-  for (; i < n; ++i) dst[i] = HalfBitsToFloat(src[i]);
-}
-
-// `runs` runs of `lanes` binary16 values, run j at src + j * src_stride, widened to
-// dst + j * lanes.
+// `runs` runs of `lanes` binary16 values, run j at src + j * src_stride, widened (exactly) to
+// dst + j * lanes: contiguous runs by HalfToFloat; strided runs (wgrad's 32-lane runs, one call
+// per position) inline: a HalfToFloat call per run measured slower (8x56x56x144 wgrad at
+// 54-59% of the probe against 65-67%, one standalone run each).
 __attribute__((target("avx2,f16c,fma"))) void WidenRuns(const uint16_t* src, int64_t src_stride,
                                                         float* dst, int64_t runs, int64_t lanes) {
-  if (src_stride == lanes) return WidenHalf(src, dst, runs * lanes);
+  if (src_stride == lanes) return HalfToFloat(src, dst, runs * lanes);
   for (int64_t j = 0; j < runs; ++j, src += src_stride, dst += lanes) {
     int64_t i = 0;
     for (; i + 8 <= lanes; i += 8) _mm256_storeu_ps(dst + i, LoadHalf8(src + i));
@@ -442,14 +436,10 @@ __attribute__((target("avx2,f16c,fma"))) void WidenRuns(const uint16_t* src, int
   }
 }
 
-// Binary32 -> binary16 of `runs` runs of `lanes` binary16 values (exact), run j from
-// src + j * lanes to dst + j * dst_stride.
-__attribute__((target("avx2,f16c,fma"))) void NarrowHalf(const float* src, uint16_t* dst,
-                                                         int64_t lanes, int64_t runs,
-                                                         int64_t dst_stride) {
-  for (int64_t j = 0; j < runs; ++j)
-    for (int64_t i = 0; i < lanes; ++i)
-      dst[j * dst_stride + i] = _cvtss_sh(src[j * lanes + i], _MM_FROUND_TO_NEAREST_INT);
+// `runs` runs of `lanes` floats holding binary16 values, run j from src + j * lanes narrowed
+// (exactly) to dst + j * dst_stride by FloatToHalf.
+void NarrowRuns(const float* src, uint16_t* dst, int64_t lanes, int64_t runs, int64_t dst_stride) {
+  for (int64_t j = 0; j < runs; ++j) FloatToHalf(src + j * lanes, dst + j * dst_stride, lanes);
 }
 
 // Float copies of binary16 rows for one shard of a sliding kernel: `slots` rows of `width`
@@ -628,7 +618,7 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
       const int64_t w_hi = std::min<int64_t>(g.W, padded - g.pad_left);
       const std::vector<float> zero_row(static_cast<size_t>(padded * L), 0.0f);
       std::vector<float> wf(static_cast<size_t>(T * L));
-      WidenHalf(w, wf.data(), T * L);
+      HalfToFloat(w, wf.data(), T * L);
       std::vector<const float*> wr(static_cast<size_t>(T)), xr(static_cast<size_t>(g.KH)),
           xq(static_cast<size_t>(g.KH));
       for (int64_t t = 0; t < T; ++t) wr[t] = wf.data() + t * L;
@@ -736,7 +726,7 @@ void DgradRows(const ConvGeometry& g, int64_t M, const E* dyc, const E* wc, E* d
     if constexpr (std::is_same<E, uint16_t>::value) {
       if (slide) {
         wf.resize(static_cast<size_t>(g.KH * g.KW * C));
-        WidenHalf(wc, wf.data(), g.KH * g.KW * C);
+        HalfToFloat(wc, wf.data(), g.KH * g.KW * C);
         cache = std::make_unique<RowCache>(g.KH, g.Q * C);
       }
     }
@@ -959,7 +949,7 @@ void WgradSlideHalf(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy
         }
       }
       // The accumulators hold binary16 values: narrowing them is exact.
-      NarrowHalf(acc.data(), dw + l0, len, T, L);
+      NarrowRuns(acc.data(), dw + l0, len, T, L);
     }
   });
 }
