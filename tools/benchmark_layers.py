@@ -1,8 +1,10 @@
 """CPU GFLOP/s of each tf_fp16ops layer type against its Keras original, in one process.
 
 For each layer type the Keras layer and the tf_fp16ops layer with accumulation='float32' and
-'float16' (same weights, float32 model, inference, each wrapped in tf.function) run on the
-same input, interleaved, `--repeats` times each; the figure is 2 * multiply-adds / median time
+'float16' (same weights, float32 model, inference, each wrapped in tf.function; with
+`--policy mixed_float16` a mixed-precision model fed float16 inputs, as the layer before would
+give, so that no cast of the activations surrounds the op) run on the same input, interleaved,
+`--repeats` times each; the figure is 2 * multiply-adds / median time
 (GFLOP/s) and the ratio is ours / Keras. A second table times the training step of each layer,
 forward and both gradients (input and kernel, through tf.GradientTape in tf.function, a seeded
 random output gradient: 3x the forward multiply-adds), and gives the float16-accumulation rate
@@ -18,7 +20,7 @@ Multiply-adds per call:
   Conv1D            N*L'*K*C*filters
   Dense             rows*Cin*units
 
-    .venv/bin/python tools/benchmark_layers.py [--repeats 9]
+    .venv/bin/python tools/benchmark_layers.py [--repeats 9] [--policy mixed_float16]
         [--out benchmarks/results/layers_DATE.md]
 """
 
@@ -113,6 +115,12 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--out", default=None, help="write the Markdown table here")
+    parser.add_argument(
+        "--policy",
+        choices=("float32", "mixed_float16"),
+        default="float32",
+        help="Keras dtype policy of the layers (default float32: the op's casts are timed too)",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
@@ -121,13 +129,16 @@ def main(argv=None) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from benchmark_cpu import ceiling_rate
 
+    keras.mixed_precision.set_global_policy(args.policy)
+    # The activations' dtype: float16 in a mixed-precision model (the previous layer's output).
+    x_dtype = "float16" if args.policy == "mixed_float16" else "float32"
     threads = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
     isa, probe_rate = ceiling_rate(threads, seconds=0.05)
     ceilings = []
     rows, train_rows = [], []
     progress = keras.utils.Progbar(len(CASES), unit_name="layer type")
     for i, (name, keras_cls, ours_cls, kw, shape, macs) in enumerate(CASES):
-        x = tf.constant(np.random.default_rng(0).normal(size=shape).astype("float32"))
+        x = tf.constant(np.random.default_rng(0).normal(size=shape).astype(x_dtype))
         ref = keras_cls(**kw)
         ref(x)
         peers = {"keras": ref}
@@ -213,7 +224,7 @@ def main(argv=None) -> None:
     lines = [
         header,
         "",
-        "| layer (float32 model, inference) | Keras | ours fp32 acc | ours fp16 acc | "
+        f"| layer ({args.policy} model, inference) | Keras | ours fp32 acc | ours fp16 acc | "
         "ratio fp32/Keras | ratio fp16/Keras |",
         "|---|---|---|---|---|---|",
     ]
@@ -229,7 +240,7 @@ def main(argv=None) -> None:
         f"each row's the best of {args.repeats} probe runs in turn with its calls; steps = "
         "multiply-adds, 3x for forward + both gradients):",
         "",
-        "| layer (float32 model) | fwd fp16 acc / ceiling (CPU s) "
+        f"| layer ({args.policy} model) | fwd fp16 acc / ceiling (CPU s) "
         "| fwd + both gradients fp16 acc / ceiling (CPU s) "
         "| fwd + both gradients fp16 / Keras (wall) |",
         "|---|---|---|---|",
