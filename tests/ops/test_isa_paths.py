@@ -90,3 +90,49 @@ print("mismatches", bad)
 def test_an_infinite_weight_meeting_padding_gives_nan(isa):
     lines = run_on_isa(PADDING_SCRIPT, isa)
     assert lines == [f"isa {isa}", "mismatches 0"]
+
+
+# Forward windows whose kernel rows all lie inside x (VALID, or the interior of SAME, over
+# several position tiles per output row): the contiguous-row path sums a tile's KH kernel rows in
+# one call, their terms dilation_h rows of x apart. Strides and dilations along H, KH up to 5,
+# output channels with 32-lane blocks and 8/16-lane rests, and windows of KW * C terms below and
+# above what one block of the AVX2 kernels holds. Bits against the NumPy reference.
+WINDOW_SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+import tf_fp16ops
+from support import reference as R
+rng = np.random.default_rng(11)
+bad = 0
+#        C,  K, KH, KW, sh, dh, sw, padding
+cases = [(16, 16, 3, 3, 1, 1, 1, "VALID"),
+         (16, 16, 3, 3, 2, 2, 1, "SAME"),
+         (5, 23, 5, 2, 1, 2, 2, "VALID"),
+         (40, 40, 5, 3, 2, 1, 1, "VALID"),
+         (64, 24, 3, 3, 1, 2, 1, "SAME"),
+         (7, 48, 2, 4, 1, 3, 1, "VALID"),
+         (3, 9, 4, 1, 1, 1, 1, "SAME")]
+for trial, (c, k, kh, kw, sh, dh, sw, pad) in enumerate(cases):
+    shape = (2, (kh - 1) * dh + 1 + 4 * sh, 21, c)
+    kind = trial % 3
+    if kind == 0:
+        x, w = rng.random(shape), rng.random((kh, kw, c, k)) - 0.5
+    elif kind == 1:   # many binades: binary16 subnormals and midpoints
+        x = rng.integers(-8, 8, shape) * 2.0 ** rng.integers(-20, 4, shape)
+        w = rng.integers(-8, 8, (kh, kw, c, k)) * 2.0 ** rng.integers(-12, 6, (kh, kw, c, k))
+    else:
+        x, w = rng.integers(0, 2049, shape), rng.integers(-3, 4, (kh, kw, c, k))
+    x, w = x.astype(np.float16), w.astype(np.float16)
+    ours = tf_fp16ops.conv2d(x, w, [sh, sw], pad, dilations=[dh, 1]).numpy()
+    ref = R.conv2d(x, w, strides=(sh, sw), dilations=(dh, 1), padding=pad)
+    same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+    bad += int((~same).sum())
+print("isa", tf_fp16ops.ops.cpu_isa())
+print("mismatches", bad)
+"""
+
+
+@pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
+def test_fprop_windows_inside_the_input_are_exact(isa):
+    lines = run_on_isa(WINDOW_SCRIPT, isa)
+    assert lines == [f"isa {isa}", "mismatches 0"]

@@ -280,20 +280,28 @@ TF_FP16OPS_FP16_TARGET void MultiFp16Dispatch(int m, float* const* acc, int64_t 
 
 // ---------------------------------------------------------------- AVX2 (8 lanes)
 
+// `segments` segments of `terms` terms (see AccumulateRowsMultiSegments): segment s reads its
+// terms from xs + s * x_stride and the filter rows after those of segment s - 1, the
+// accumulators held in registers across segments.
 template <bool kHalfAcc>
 __attribute__((target("avx2,f16c,fma"))) void Accumulate256(float* acc, int64_t len,
                                                             const float* xs, int64_t terms,
-                                                            const float* rows, int64_t row_stride) {
+                                                            const float* rows, int64_t row_stride,
+                                                            int64_t segments = 1,
+                                                            int64_t x_stride = 0) {
   int64_t l = 0;
   for (; l + 32 <= len; l += 32) {
     __m256 a[4];
     for (int v = 0; v < 4; ++v) a[v] = _mm256_loadu_ps(acc + l + 8 * v);
     const float* w = rows + l;
-    for (int64_t t = 0; t < terms; ++t, w += row_stride) {
-      const __m256 x = _mm256_set1_ps(xs[t]);
-      for (int v = 0; v < 4; ++v) {
-        const __m256 wv = _mm256_loadu_ps(w + 8 * v);
-        a[v] = kHalfAcc ? HalfStep256(a[v], x, wv) : _mm256_fmadd_ps(x, wv, a[v]);
+    for (int64_t s = 0; s < segments; ++s) {
+      const float* xseg = xs + s * x_stride;
+      for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+        const __m256 x = _mm256_set1_ps(xseg[t]);
+        for (int v = 0; v < 4; ++v) {
+          const __m256 wv = _mm256_loadu_ps(w + 8 * v);
+          a[v] = kHalfAcc ? HalfStep256(a[v], x, wv) : _mm256_fmadd_ps(x, wv, a[v]);
+        }
       }
     }
     for (int v = 0; v < 4; ++v) _mm256_storeu_ps(acc + l + 8 * v, a[v]);
@@ -301,16 +309,21 @@ __attribute__((target("avx2,f16c,fma"))) void Accumulate256(float* acc, int64_t 
   for (; l + 8 <= len; l += 8) {
     __m256 a = _mm256_loadu_ps(acc + l);
     const float* w = rows + l;
-    for (int64_t t = 0; t < terms; ++t, w += row_stride) {
-      const __m256 x = _mm256_set1_ps(xs[t]);
-      const __m256 wv = _mm256_loadu_ps(w);
-      a = kHalfAcc ? HalfStep256(a, x, wv) : _mm256_fmadd_ps(x, wv, a);
+    for (int64_t s = 0; s < segments; ++s) {
+      const float* xseg = xs + s * x_stride;
+      for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+        const __m256 x = _mm256_set1_ps(xseg[t]);
+        const __m256 wv = _mm256_loadu_ps(w);
+        a = kHalfAcc ? HalfStep256(a, x, wv) : _mm256_fmadd_ps(x, wv, a);
+      }
     }
     _mm256_storeu_ps(acc + l, a);
   }
   if (l < len) {
-    AccumulateScalar(kHalfAcc ? Accumulation::kHalf : Accumulation::kFloat, acc + l, len - l, xs,
-                     terms, rows + l, row_stride);
+    for (int64_t s = 0; s < segments; ++s) {
+      AccumulateScalar(kHalfAcc ? Accumulation::kHalf : Accumulation::kFloat, acc + l, len - l,
+                       xs + s * x_stride, terms, rows + s * terms * row_stride + l, row_stride);
+    }
   }
 }
 
@@ -323,15 +336,20 @@ template <int M>
 __attribute__((target("avx2,f16c,fma"))) void HalfTile256(float* const* acc, int64_t l,
                                                           __m256i last, const float* const* xs,
                                                           int64_t terms, const float* rows,
-                                                          int64_t row_stride) {
+                                                          int64_t row_stride, int64_t segments,
+                                                          int64_t x_stride) {
   __m256 a[M];
 #pragma GCC unroll 8
   for (int r = 0; r < M; ++r) a[r] = _mm256_maskload_ps(acc[r] + l, last);
   const float* w = rows + l;
-  for (int64_t t = 0; t < terms; ++t, w += row_stride) {
-    const __m256 wv = _mm256_maskload_ps(w, last);
+  for (int64_t s = 0, xo = 0; s < segments; ++s, xo += x_stride) {
+    for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+      const __m256 wv = _mm256_maskload_ps(w, last);
 #pragma GCC unroll 8
-    for (int r = 0; r < M; ++r) a[r] = HalfStep256(a[r], _mm256_broadcast_ss(xs[r] + t), wv);
+      for (int r = 0; r < M; ++r) {
+        a[r] = HalfStep256(a[r], _mm256_broadcast_ss(xs[r] + xo + t), wv);
+      }
+    }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < M; ++r) _mm256_maskstore_ps(acc[r] + l, last, a[r]);
@@ -345,7 +363,8 @@ __attribute__((target("avx2,f16c,fma"))) void HalfTile256(float* const* acc, int
 template <int M>
 __attribute__((target("avx2,f16c,fma"))) void HalfPair256(float* const* acc, int64_t l,
                                                           const float* const* xs, int64_t terms,
-                                                          const float* rows, int64_t row_stride) {
+                                                          const float* rows, int64_t row_stride,
+                                                          int64_t segments, int64_t x_stride) {
   __m256 a[M][2];
 #pragma GCC unroll 8
   for (int r = 0; r < M; ++r) {
@@ -353,14 +372,16 @@ __attribute__((target("avx2,f16c,fma"))) void HalfPair256(float* const* acc, int
     a[r][1] = _mm256_loadu_ps(acc[r] + l + 8);
   }
   const float* w = rows + l;
-  for (int64_t t = 0; t < terms; ++t, w += row_stride) {
-    const __m256 w0 = _mm256_loadu_ps(w);
-    const __m256 w1 = _mm256_loadu_ps(w + 8);
+  for (int64_t s = 0, xo = 0; s < segments; ++s, xo += x_stride) {
+    for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+      const __m256 w0 = _mm256_loadu_ps(w);
+      const __m256 w1 = _mm256_loadu_ps(w + 8);
 #pragma GCC unroll 8
-    for (int r = 0; r < M; ++r) {
-      const __m256 x = _mm256_broadcast_ss(xs[r] + t);
-      a[r][0] = HalfStep256(a[r][0], x, w0);
-      a[r][1] = HalfStep256(a[r][1], x, w1);
+      for (int r = 0; r < M; ++r) {
+        const __m256 x = _mm256_broadcast_ss(xs[r] + xo + t);
+        a[r][0] = HalfStep256(a[r][0], x, w0);
+        a[r][1] = HalfStep256(a[r][1], x, w1);
+      }
     }
   }
 #pragma GCC unroll 8
@@ -371,11 +392,11 @@ __attribute__((target("avx2,f16c,fma"))) void HalfPair256(float* const* acc, int
 }
 constexpr int kPairRows = 2;
 using HalfPair256Fn = void (*)(float* const*, int64_t, const float* const*, int64_t, const float*,
-                               int64_t);
+                               int64_t, int64_t, int64_t);
 constexpr HalfPair256Fn kHalfPairs256[kPairRows] = {&HalfPair256<1>, &HalfPair256<2>};
 
 using HalfTile256Fn = void (*)(float* const*, int64_t, __m256i, const float* const*, int64_t,
-                               const float*, int64_t);
+                               const float*, int64_t, int64_t, int64_t);
 constexpr HalfTile256Fn kHalfTiles256[kHalfRows] = {
     &HalfTile256<1>, &HalfTile256<2>, &HalfTile256<3>, &HalfTile256<4>,
     &HalfTile256<5>, &HalfTile256<6>, &HalfTile256<7>, &HalfTile256<8>};
@@ -385,39 +406,50 @@ constexpr HalfTile256Fn kHalfTiles256[kHalfRows] = {
 // balanced tiles of at most kPairRows rows x 2 vectors (HalfPair256) while two whole vectors
 // remain, then of at most kHalfRows rows x 1 vector, lane vectors outermost, terms in blocks of 128
 // (ascending; the accumulators are stored exactly between blocks) so that the filter rows of a
-// block stay in L1 while every lane vector and row chunk reads them.
+// block stay in L1 while every lane vector and row chunk reads them. With `segments` segments of
+// `terms` terms (AccumulateRowsMultiSegments), consecutive whole segments make one block while
+// their filter rows of those lanes stay within the same 16 KiB (the 3 x 48 terms of the 16-lane
+// rows of a 3x3x16 fprop window make one block), the accumulators in registers across them.
 __attribute__((target("avx2,f16c,fma"))) void MultiHalfAvx2(int m, float* const* acc, int64_t len,
                                                             const float* const* xs, int64_t terms,
-                                                            const float* rows, int64_t row_stride) {
+                                                            const float* rows, int64_t row_stride,
+                                                            int64_t segments, int64_t x_stride) {
   const int64_t wide = len / 32 * 32;
   for (int r = 0; r < m && wide > 0; ++r) {
-    Accumulate256<true>(acc[r], wide, xs[r], terms, rows, row_stride);
+    Accumulate256<true>(acc[r], wide, xs[r], terms, rows, row_stride, segments, x_stride);
   }
   if (wide == len) return;
   const int chunks = (m + kHalfRows - 1) / kHalfRows;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   constexpr int64_t kTermBlock = 128;
-  for (int64_t t0 = 0; t0 < terms; t0 += kTermBlock) {
-    const int64_t nt = terms - t0 < kTermBlock ? terms - t0 : kTermBlock;
-    const float* xb[kMaxRows];
-    for (int r = 0; r < m; ++r) xb[r] = xs[r] + t0;
-    const float* wb = rows + t0 * row_stride;
-    int64_t l = wide;
-    const int pchunks = (m + kPairRows - 1) / kPairRows;
-    for (; l + 16 <= len; l += 16) {  // pairs of whole vectors, rows in chunks of kPairRows
-      for (int c = 0; c < pchunks; ++c) {
-        const int r0 = c * m / pchunks;
-        const int mm = (c + 1) * m / pchunks - r0;
-        kHalfPairs256[mm - 1](acc + r0, l, xb + r0, nt, wb, row_stride);
+  // Filter floats of one block: kTermBlock rows of 32 lanes (the most the rest can have).
+  const int64_t budget = kTermBlock * 32 / ((len - wide + 7) / 8 * 8);
+  const int64_t seg_block = segments > 1 && terms <= budget ? budget / terms : 1;
+  const int64_t term_block = seg_block > 1 ? terms : kTermBlock;
+  for (int64_t s0 = 0; s0 < segments; s0 += seg_block) {
+    const int64_t ns = segments - s0 < seg_block ? segments - s0 : seg_block;
+    for (int64_t t0 = 0; t0 < terms; t0 += term_block) {
+      const int64_t nt = terms - t0 < term_block ? terms - t0 : term_block;
+      const float* xb[kMaxRows];
+      for (int r = 0; r < m; ++r) xb[r] = xs[r] + s0 * x_stride + t0;
+      const float* wb = rows + (s0 * terms + t0) * row_stride;
+      int64_t l = wide;
+      const int pchunks = (m + kPairRows - 1) / kPairRows;
+      for (; l + 16 <= len; l += 16) {  // pairs of whole vectors, rows in chunks of kPairRows
+        for (int c = 0; c < pchunks; ++c) {
+          const int r0 = c * m / pchunks;
+          const int mm = (c + 1) * m / pchunks - r0;
+          kHalfPairs256[mm - 1](acc + r0, l, xb + r0, nt, wb, row_stride, ns, x_stride);
+        }
       }
-    }
-    for (; l < len; l += 8) {  // the rest: single vectors, the last masked
-      const int64_t in_last = len - l < 8 ? len - l : 8;
-      const __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(in_last)), lane);
-      for (int c = 0; c < chunks; ++c) {  // row chunks whose sizes differ by at most one
-        const int r0 = c * m / chunks;
-        const int mm = (c + 1) * m / chunks - r0;
-        kHalfTiles256[mm - 1](acc + r0, l, last, xb + r0, nt, wb, row_stride);
+      for (; l < len; l += 8) {  // the rest: single vectors, the last masked
+        const int64_t in_last = len - l < 8 ? len - l : 8;
+        const __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(in_last)), lane);
+        for (int c = 0; c < chunks; ++c) {  // row chunks whose sizes differ by at most one
+          const int r0 = c * m / chunks;
+          const int mm = (c + 1) * m / chunks - r0;
+          kHalfTiles256[mm - 1](acc + r0, l, last, xb + r0, nt, wb, row_stride, ns, x_stride);
+        }
       }
     }
   }
@@ -616,7 +648,7 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
   if (isa == Isa::kAvx2 && accumulation == Accumulation::kHalf && m > 1) {
     for (int r0 = 0; r0 < m; r0 += kMaxRows) {
       MultiHalfAvx2(m - r0 < kMaxRows ? m - r0 : kMaxRows, acc + r0, len, xs + r0, terms, rows,
-                    row_stride);
+                    row_stride, 1, 0);
     }
     return;
   }
@@ -627,6 +659,30 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
 #endif
   for (int r = 0; r < m; ++r)
     AccumulateRows(accumulation, acc[r], len, xs[r], terms, rows, row_stride);
+}
+
+void AccumulateRowsMultiSegments(Accumulation accumulation, int m, float* const* acc, int64_t len,
+                                 const float* const* xs, int64_t terms, int64_t segments,
+                                 int64_t x_stride, const float* rows, int64_t row_stride) {
+  if (len <= 0 || terms <= 0 || m <= 0 || segments <= 0) return;
+#if defined(__x86_64__)
+  if (ChosenIsa() == Isa::kAvx2 && accumulation == Accumulation::kHalf && m > 1) {
+    for (int r0 = 0; r0 < m; r0 += kMaxRows) {
+      MultiHalfAvx2(m - r0 < kMaxRows ? m - r0 : kMaxRows, acc + r0, len, xs + r0, terms, rows,
+                    row_stride, segments, x_stride);
+    }
+    return;
+  }
+#endif
+  const float* xseg[kMaxRows];
+  for (int64_t s = 0; s < segments; ++s) {
+    for (int r0 = 0; r0 < m; r0 += kMaxRows) {
+      const int mm = m - r0 < kMaxRows ? m - r0 : kMaxRows;
+      for (int r = 0; r < mm; ++r) xseg[r] = xs[r0 + r] + s * x_stride;
+      AccumulateRowsMulti(accumulation, mm, acc + r0, len, xseg, terms,
+                          rows + s * terms * row_stride, row_stride);
+    }
+  }
 }
 
 int RegisterTileRows(Accumulation accumulation, int64_t len) {

@@ -46,6 +46,14 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
                          const float* const* xs, int64_t terms, const float* rows,
                          int64_t row_stride);
 
+// `segments` calls of AccumulateRowsMulti in turn, call s reading xs[r] + s * x_stride (its
+// `terms` terms) and the filter rows rows + s * terms * row_stride: the same steps in the same
+// order, so the same bits. On the AVX2 kHalf path the accumulators stay in registers across
+// segments (consecutive filter rows, terms apart in x: the KH kernel rows of an fprop window).
+void AccumulateRowsMultiSegments(Accumulation accumulation, int m, float* const* acc, int64_t len,
+                                 const float* const* xs, int64_t terms, int64_t segments,
+                                 int64_t x_stride, const float* rows, int64_t row_stride);
+
 // The number of rows AccumulateRowsMulti holds in registers at once for rows of `len` lanes on the
 // path in use (AVX-512: kFloat 12 rows of one or two vectors, 8 of three; AVX2: kFloat 8 rows of
 // one vector, 6 of two, 4 of three; kHalf and other paths kHalfRows), so that callers cut their

@@ -98,8 +98,10 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   const bool contiguous_row = g.groups == 1 && g.dilation_w == 1;
   // Positions are cut into balanced tiles of at most the kernel's register tile (a tile of one
   // border column would run one accumulator chain, or a few, at a time); with contiguous rows a
-  // tile takes one call per kernel row (from a zero-padded copy of its window where the window
-  // leaves the input), the others one call per tap.
+  // tile whose window lies inside x takes one call for all its kernel rows (on the AVX2 kHalf path
+  // the seed shape 16x32x32x16 * 3x3x16 went from 0.83-0.85 to 0.87 of the ceiling, Zen 1, A/B in
+  // alternating processes), the other such tiles one call per kernel row (from a zero-padded copy
+  // of its window where the window leaves the input), the others one call per tap.
   const int64_t tile_rows = std::min<int64_t>(kMaxRows, RegisterTileRows(acc, Kg));
   const int64_t tiles = (g.Q + tile_rows - 1) / tile_rows;  // tile i: [i*Q/tiles, (i+1)*Q/tiles)
   // A contiguous-row tile whose window leaves the input (padding, or a row outside) reads its
@@ -128,6 +130,18 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
         const int64_t w_first = q0 * g.stride_w - g.pad_left;
         const int64_t w_last = (q0 + m - 1) * g.stride_w - g.pad_left + (g.KW - 1) * g.dilation_w;
         const bool row_fits = contiguous_row && w_first >= 0 && w_last < g.W;
+        // Every kernel row of the tile inside x: one call over all KH rows, their terms
+        // dilation_h rows of x apart (the same calls in turn, the accumulators kept in registers).
+        const int64_t h_first = p * g.stride_h - g.pad_top;
+        if (row_fits && h_first >= 0 && h_first + (g.KH - 1) * g.dilation_h < g.H) {
+          for (int i = 0; i < m; ++i) {
+            accs[i] = yrow + (q0 + i) * g.K;
+            xs[i] = x + ((n * g.H + h_first) * g.W + w_first + i * g.stride_w) * g.C;
+          }
+          AccumulateRowsMultiSegments(acc, m, accs, g.K, xs, g.KW * g.C, g.KH,
+                                      g.dilation_h * g.W * g.C, w, g.K);
+          continue;
+        }
         for (int64_t gr = 0; gr < g.groups; ++gr) {
           for (int i = 0; i < m; ++i) accs[i] = yrow + (q0 + i) * g.K + gr * Kg;
           for (int64_t kh = 0; kh < g.KH; ++kh) {
