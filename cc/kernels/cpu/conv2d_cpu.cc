@@ -138,8 +138,10 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
             accs[i] = yrow + (q0 + i) * g.K;
             xs[i] = x + ((n * g.H + h_first) * g.W + w_first + i * g.stride_w) * g.C;
           }
-          AccumulateRowsMultiSegments(acc, m, accs, g.K, xs, g.KW * g.C, g.KH,
-                                      g.dilation_h * g.W * g.C, w, g.K);
+          // (KH - 1) * dilation_h < H, so the stride is below H * W * C (a single row's may not
+          // be: its dilation can be anything).
+          const int64_t x_stride = g.KH > 1 ? g.dilation_h * g.W * g.C : 0;
+          AccumulateRowsMultiSegments(acc, m, accs, g.K, xs, g.KW * g.C, g.KH, x_stride, w, g.K);
           continue;
         }
         for (int64_t gr = 0; gr < g.groups; ++gr) {
