@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -94,6 +95,45 @@ TF_FP16OPS_FP16_TARGET void ToFloat(const _Float16* src, float* dst, int64_t n) 
   }
 }
 
+// dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols: 16-bit values moved
+// bit for bit, 8 x 8 blocks in SSE2 registers (three rounds of unpacks), the edges one by one.
+// The layout passes below took about a third of the CPU time of a 1x1x128 fprop as scalar loops
+// (perf, Intel Xeon with AVX512-FP16).
+void Transpose16(const uint16_t* src, int64_t rows, int64_t cols, int64_t src_stride,
+                 uint16_t* dst, int64_t dst_stride) {
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      __m128i v[8];
+      for (int i = 0; i < 8; ++i) {
+        v[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (r + i) * src_stride + c));
+      }
+      __m128i t[8], u[8];
+      for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm_unpacklo_epi16(v[2 * i], v[2 * i + 1]);      // columns 0-3 of rows 2i, 2i+1
+        t[2 * i + 1] = _mm_unpackhi_epi16(v[2 * i], v[2 * i + 1]);  // columns 4-7
+      }
+      for (int h = 0; h < 2; ++h) {  // rows 0-3 (h = 0) and 4-7 (h = 1)
+        u[4 * h + 0] = _mm_unpacklo_epi32(t[4 * h], t[4 * h + 2]);      // columns 0, 1
+        u[4 * h + 1] = _mm_unpackhi_epi32(t[4 * h], t[4 * h + 2]);      // columns 2, 3
+        u[4 * h + 2] = _mm_unpacklo_epi32(t[4 * h + 1], t[4 * h + 3]);  // columns 4, 5
+        u[4 * h + 3] = _mm_unpackhi_epi32(t[4 * h + 1], t[4 * h + 3]);  // columns 6, 7
+      }
+      for (int j = 0; j < 4; ++j) {  // columns 2j and 2j + 1, all 8 rows
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c + 2 * j) * dst_stride + r),
+                         _mm_unpacklo_epi64(u[j], u[4 + j]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c + 2 * j + 1) * dst_stride + r),
+                         _mm_unpackhi_epi64(u[j], u[4 + j]));
+      }
+    }
+    for (; c < cols; ++c)
+      for (int i = 0; i < 8; ++i) dst[c * dst_stride + r + i] = src[(r + i) * src_stride + c];
+  }
+  for (; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
+}
+
 // n binary16 values into binary16 storage, from binary32 (exact for binary16 values) or binary16.
 void LoadHalf(const float* src, uint16_t* dst, int64_t n) {
   ToHalf(src, reinterpret_cast<_Float16*>(dst), n);
@@ -126,8 +166,7 @@ bool Spatial(const ConvGeometry& g, const E* x, const E* w, E* y, const Parallel
       const int64_t n = r / g.H, h = r % g.H;
       LoadHalf(x + r * g.W * g.C, row.data(), g.W * g.C);
       uint16_t* dst = xh.data() + n * g.C * plane + (h + g.pad_top) * Wp + g.pad_left;
-      for (int64_t c = 0; c < g.C; ++c)  // contiguous runs in the planes; `row` is in L1
-        for (int64_t wi = 0; wi < g.W; ++wi) dst[c * plane + wi] = row[wi * g.C + c];
+      Transpose16(row.data(), g.W, g.C, g.C, dst, plane);  // `row` is in L1
     }
   });
   // Filter [KH*KW][Cg][K] as binary16.
@@ -138,10 +177,11 @@ bool Spatial(const ConvGeometry& g, const E* x, const E* w, E* y, const Parallel
     for (int64_t kw = 0; kw < g.KW; ++kw)
       offsets[kh * g.KW + kw] = kh * g.dilation_h * Wp + kw * g.dilation_w;
 
-  std::vector<uint16_t> yh(static_cast<size_t>(g.N * g.K * out_pitch));
+  // Every element the output pass reads is written by a micro-kernel first: no zeroing.
+  std::unique_ptr<uint16_t[]> yh(new uint16_t[static_cast<size_t>(g.N * g.K * out_pitch)]);
   const _Float16* xp = reinterpret_cast<const _Float16*>(xh.data());
   const _Float16* wp = reinterpret_cast<const _Float16*>(wh.data());
-  _Float16* yp = reinterpret_cast<_Float16*>(yh.data());
+  _Float16* yp = reinterpret_cast<_Float16*>(yh.get());
   const int64_t kblocks = (Kg + kRows - 1) / kRows;
   const int64_t chunk = 32 * kBlocks;
   const int64_t pchunks = (positions + chunk - 1) / chunk;
@@ -166,9 +206,8 @@ bool Spatial(const ConvGeometry& g, const E* x, const E* w, E* y, const Parallel
     std::vector<uint16_t> row(static_cast<size_t>(g.Q * g.K));
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.P, p = r % g.P;
-      const uint16_t* src = yh.data() + n * g.K * out_pitch + p * Wp;
-      for (int64_t k = 0; k < g.K; ++k)  // contiguous reads of each output plane
-        for (int64_t q = 0; q < g.Q; ++q) row[q * g.K + k] = src[k * out_pitch + q];
+      const uint16_t* src = yh.get() + n * g.K * out_pitch + p * Wp;
+      Transpose16(src, g.K, g.Q, out_pitch, row.data(), g.K);
       StoreHalf(row.data(), y + r * g.Q * g.K, g.Q * g.K);
     }
   });
