@@ -99,8 +99,8 @@ TF_FP16OPS_FP16_TARGET void ToFloat(const _Float16* src, float* dst, int64_t n) 
 // bit for bit, 8 x 8 blocks in SSE2 registers (three rounds of unpacks), the edges one by one.
 // The layout passes below took about a third of the CPU time of a 1x1x128 fprop as scalar loops
 // (perf, Intel Xeon with AVX512-FP16).
-void Transpose16(const uint16_t* src, int64_t rows, int64_t cols, int64_t src_stride,
-                 uint16_t* dst, int64_t dst_stride) {
+void Transpose16(const uint16_t* src, int64_t rows, int64_t cols, int64_t src_stride, uint16_t* dst,
+                 int64_t dst_stride) {
   int64_t r = 0;
   for (; r + 8 <= rows; r += 8) {
     int64_t c = 0;
