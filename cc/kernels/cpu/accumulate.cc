@@ -62,21 +62,26 @@ void AccumulateScalar(Accumulation accumulation, float* acc, int64_t len, const 
 // ---------------------------------------------------------------- AVX-512 (16 lanes)
 
 // M output rows at once, 16 lanes per step, the lane tail masked.
+// With `segments` segments of `terms` terms (AccumulateRowsMultiSegments): segment s reads its
+// terms from xs[r] + s * x_stride and the filter rows after those of segment s - 1, the
+// accumulators held in registers across segments.
 template <int M, bool kHalfAcc>
 __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512(
     float* const* acc, int64_t len, const float* const* xs, int64_t terms, const float* rows,
-    int64_t row_stride) {
+    int64_t row_stride, int64_t segments, int64_t x_stride) {
   for (int64_t l = 0; l < len; l += 16) {
     const __mmask16 mask = len - l >= 16 ? static_cast<__mmask16>(0xFFFF)
                                          : static_cast<__mmask16>((1u << (len - l)) - 1u);
     __m512 a[M];
     for (int r = 0; r < M; ++r) a[r] = _mm512_maskz_loadu_ps(mask, acc[r] + l);
     const float* w = rows + l;
-    for (int64_t t = 0; t < terms; ++t, w += row_stride) {
-      const __m512 wv = _mm512_maskz_loadu_ps(mask, w);
-      for (int r = 0; r < M; ++r) {
-        const __m512 x = _mm512_set1_ps(xs[r][t]);
-        a[r] = kHalfAcc ? HalfStep512(a[r], x, wv) : _mm512_fmadd_ps(x, wv, a[r]);
+    for (int64_t s = 0, xo = 0; s < segments; ++s, xo += x_stride) {
+      for (int64_t t = 0; t < terms; ++t, w += row_stride) {
+        const __m512 wv = _mm512_maskz_loadu_ps(mask, w);
+        for (int r = 0; r < M; ++r) {
+          const __m512 x = _mm512_set1_ps(xs[r][xo + t]);
+          a[r] = kHalfAcc ? HalfStep512(a[r], x, wv) : _mm512_fmadd_ps(x, wv, a[r]);
+        }
       }
     }
     for (int r = 0; r < M; ++r) _mm512_mask_storeu_ps(acc[r] + l, mask, a[r]);
@@ -86,24 +91,24 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512(
 template <bool kHalfAcc>
 __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void Multi512Dispatch(
     int m, float* const* acc, int64_t len, const float* const* xs, int64_t terms, const float* rows,
-    int64_t row_stride) {
+    int64_t row_stride, int64_t segments = 1, int64_t x_stride = 0) {
   switch (m) {
     case 1:
-      return Multi512<1, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+      return Multi512<1, kHalfAcc>(acc, len, xs, terms, rows, row_stride, segments, x_stride);
     case 2:
-      return Multi512<2, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+      return Multi512<2, kHalfAcc>(acc, len, xs, terms, rows, row_stride, segments, x_stride);
     case 3:
-      return Multi512<3, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+      return Multi512<3, kHalfAcc>(acc, len, xs, terms, rows, row_stride, segments, x_stride);
     case 4:
-      return Multi512<4, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+      return Multi512<4, kHalfAcc>(acc, len, xs, terms, rows, row_stride, segments, x_stride);
     case 5:
-      return Multi512<5, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+      return Multi512<5, kHalfAcc>(acc, len, xs, terms, rows, row_stride, segments, x_stride);
     case 6:
-      return Multi512<6, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+      return Multi512<6, kHalfAcc>(acc, len, xs, terms, rows, row_stride, segments, x_stride);
     case 7:
-      return Multi512<7, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+      return Multi512<7, kHalfAcc>(acc, len, xs, terms, rows, row_stride, segments, x_stride);
     default:
-      return Multi512<8, kHalfAcc>(acc, len, xs, terms, rows, row_stride);
+      return Multi512<8, kHalfAcc>(acc, len, xs, terms, rows, row_stride, segments, x_stride);
   }
 }
 
@@ -672,6 +677,13 @@ void AccumulateRowsMultiSegments(Accumulation accumulation, int m, float* const*
     for (int r0 = 0; r0 < m; r0 += kMaxRows) {
       MultiHalfAvx2(m - r0 < kMaxRows ? m - r0 : kMaxRows, acc + r0, len, xs + r0, terms, rows,
                     row_stride, segments, x_stride);
+    }
+    return;
+  }
+  if (ChosenIsa() == Isa::kAvx512 && accumulation == Accumulation::kHalf) {
+    for (int r0 = 0; r0 < m; r0 += kHalfRows) {
+      Multi512Dispatch<true>(m - r0 < kHalfRows ? m - r0 : kHalfRows, acc + r0, len, xs + r0,
+                             terms, rows, row_stride, segments, x_stride);
     }
     return;
   }
