@@ -682,8 +682,8 @@ void AccumulateRowsMultiSegments(Accumulation accumulation, int m, float* const*
   }
   if (ChosenIsa() == Isa::kAvx512 && accumulation == Accumulation::kHalf) {
     for (int r0 = 0; r0 < m; r0 += kHalfRows) {
-      Multi512Dispatch<true>(m - r0 < kHalfRows ? m - r0 : kHalfRows, acc + r0, len, xs + r0,
-                             terms, rows, row_stride, segments, x_stride);
+      Multi512Dispatch<true>(m - r0 < kHalfRows ? m - r0 : kHalfRows, acc + r0, len, xs + r0, terms,
+                             rows, row_stride, segments, x_stride);
     }
     return;
   }
