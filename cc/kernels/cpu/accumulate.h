@@ -48,8 +48,9 @@ void AccumulateRowsMulti(Accumulation accumulation, int m, float* const* acc, in
 
 // `segments` calls of AccumulateRowsMulti in turn, call s reading xs[r] + s * x_stride (its
 // `terms` terms) and the filter rows rows + s * terms * row_stride: the same steps in the same
-// order, so the same bits. On the AVX2 kHalf path the accumulators stay in registers across
-// segments (consecutive filter rows, terms apart in x: the KH kernel rows of an fprop window).
+// order, so the same bits. On the AVX2 and AVX-512 (not AVX512-FP16) kHalf paths the accumulators
+// stay in registers across segments (consecutive filter rows, terms apart in x: the KH kernel
+// rows of an fprop window).
 void AccumulateRowsMultiSegments(Accumulation accumulation, int m, float* const* acc, int64_t len,
                                  const float* const* xs, int64_t terms, int64_t segments,
                                  int64_t x_stride, const float* rows, int64_t row_stride);
