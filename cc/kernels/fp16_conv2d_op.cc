@@ -122,7 +122,8 @@ void Wgrad(const ConvProblem& g, cpu::Accumulation acc, const float* x, const fl
 // The CPU launch functors: float NHWC copies of the operands, the functor of
 // cc/kernels/cpu/conv2d_cpu.h on TensorFlow's CPU worker threads, the result stored in T. With
 // T=half, Tacc=half and NHWC the binary16 buffers go straight to a binary16 kernel where one
-// applies (Conv2DFpropHalfBuffers; the depthwise dgrad and wgrad of depthwise_cpu.h).
+// applies (Conv2DFpropHalfBuffers, Conv2DDgradHalfBuffers; the depthwise dgrad and wgrad of
+// depthwise_cpu.h).
 template <typename T>
 struct ConvLaunch<CpuDevice, T, Pass::kFprop> {
   static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
@@ -156,13 +157,16 @@ struct ConvLaunch<CpuDevice, T, Pass::kDgrad> {
   static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
                     const Tensor& filter, const Tensor& dy, Tensor* output) {
     if constexpr (std::is_same<T, Eigen::half>::value) {
-      // A depthwise dgrad on binary16 buffers where its kernel applies (no float copies).
-      if (AccOf(attrs) == cpu::Accumulation::kHalf && !attrs.nchw && OneChannelPerGroup(g) &&
-          cpu::DepthwiseDgradHalfBuffers(g, reinterpret_cast<const uint16_t*>(dy.flat<T>().data()),
-                                         reinterpret_cast<const uint16_t*>(filter.flat<T>().data()),
-                                         reinterpret_cast<uint16_t*>(output->flat<T>().data()),
-                                         MakeParallelFor(ctx))) {
-        return Status();
+      // A dgrad on binary16 buffers where a binary16 kernel applies (no float copies).
+      if (AccOf(attrs) == cpu::Accumulation::kHalf && !attrs.nchw) {
+        const auto* dyh = reinterpret_cast<const uint16_t*>(dy.flat<T>().data());
+        const auto* wh = reinterpret_cast<const uint16_t*>(filter.flat<T>().data());
+        auto* dxh = reinterpret_cast<uint16_t*>(output->flat<T>().data());
+        if (OneChannelPerGroup(g)
+                ? cpu::DepthwiseDgradHalfBuffers(g, dyh, wh, dxh, MakeParallelFor(ctx))
+                : cpu::Conv2DDgradHalfBuffers(g, dyh, wh, dxh, MakeParallelFor(ctx))) {
+          return Status();
+        }
       }
     }
     Tensor dyt, wt, dxt;

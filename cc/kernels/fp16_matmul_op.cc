@@ -1,14 +1,16 @@
 // CPU OpKernel of Fp16MatMul: validates the shapes with the rules of cc/kernels/matmul_shape.h
-// (those of the shape function), brings the operands into float buffers in the functor's
-// layouts (x as [matrices, M, K], y as [matrices, K, N]; binary16 -> binary32 is exact, adj_x /
-// adj_y transpose here), runs cc/kernels/cpu/matmul_cpu.h on TensorFlow's CPU worker threads and
-// stores the result in T (binary32 -> binary16 rounds to nearest even; with Tacc=half the values
-// are already binary16).
+// (those of the shape function). With T=half and Tacc=half on AVX512-FP16 the binary16 operands
+// go straight to cc/kernels/cpu/matmul_fp16.h; otherwise it brings the operands into float buffers
+// in the functor's layouts (x as [matrices, M, K], y as [matrices, K, N]; binary16 -> binary32 is
+// exact, adj_x / adj_y transpose here), runs cc/kernels/cpu/matmul_cpu.h on TensorFlow's CPU worker
+// threads and stores the result in T (binary32 -> binary16 rounds to nearest even; with Tacc=half
+// the values are already binary16).
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "cc/kernels/cpu/matmul_cpu.h"
+#include "cc/kernels/cpu/matmul_fp16.h"
 #include "cc/kernels/matmul_shape.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -89,6 +91,18 @@ class Fp16MatMulOp : public OpKernel {
     Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
     if (output->NumElements() == 0) return;
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
+    cpu::MatMulParallelFor parallel_for =
+        [workers](int64_t total, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
+          tensorflow::Shard(workers->num_threads, workers->workers, total, cost, fn);
+        };
+    if (std::is_same<T, Eigen::half>::value && half_ &&
+        cpu::MatMulHalfNative(p, reinterpret_cast<const uint16_t*>(x.flat<T>().data()), adj_x_,
+                              reinterpret_cast<const uint16_t*>(y.flat<T>().data()), adj_y_,
+                              reinterpret_cast<uint16_t*>(output->flat<T>().data()),
+                              parallel_for)) {
+      return;
+    }
     Tensor at, bt, yt;
     const float *a = nullptr, *b = nullptr;
     float* out = nullptr;
@@ -102,11 +116,6 @@ class Fp16MatMulOp : public OpKernel {
       OP_REQUIRES_OK(ctx, ctx->allocate_temp(DT_FLOAT, TensorShape({output->NumElements()}), &yt));
       out = yt.flat<float>().data();
     }
-    auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
-    cpu::MatMulParallelFor parallel_for =
-        [workers](int64_t total, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
-          tensorflow::Shard(workers->num_threads, workers->workers, total, cost, fn);
-        };
     // With K = 0 the functor only writes the zeros of the empty sums (a and b are not read).
     cpu::MatMul(p, half_ ? cpu::Accumulation::kHalf : cpu::Accumulation::kFloat, a, b, out,
                 parallel_for);

@@ -136,3 +136,107 @@ print("mismatches", bad)
 def test_fprop_windows_inside_the_input_are_exact(isa):
     lines = run_on_isa(WINDOW_SCRIPT, isa)
     assert lines == [f"isa {isa}", "mismatches 0"]
+
+
+# Output channels as lanes (on AVX512-FP16 the NHWC kernel for K / groups >= 32, which reads x
+# in place and points padded taps at zeros): strides, dilations, explicit padding, groups, 1x1,
+# one input channel, output positions that end mid register tile, 32-lane blocks with rests;
+# infinities and NaN among the operands, and an infinite weight that meets padding (0 * inf
+# gives NaN, as on every other path). Bits against the NumPy reference on every path.
+CHANNEL_LANES_SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+import tf_fp16ops
+from support import reference as R
+rng = np.random.default_rng(17)
+bad = 0
+#        N, H, W, C, groups, K, KH, KW, strides, dilations, padding
+cases = [(2, 7, 9, 12, 1, 32, 3, 3, (1, 1), (1, 1), "SAME"),
+         (1, 6, 11, 5, 1, 33, 3, 2, (2, 1), (1, 1), "VALID"),
+         (2, 9, 8, 16, 2, 96, 3, 3, (1, 1), (2, 2), "SAME"),
+         (1, 5, 13, 40, 1, 130, 1, 1, (1, 1), (1, 1), "VALID"),
+         (1, 8, 7, 1, 1, 64, 2, 3, (1, 2), (1, 1), ((1, 2), (0, 3))),
+         (3, 5, 5, 24, 3, 300, 3, 3, (2, 2), (1, 1), "SAME"),
+         (1, 9, 6, 9, 1, 100, 5, 1, (1, 1), (1, 1), "SAME"),
+         (2, 4, 4, 32, 1, 128, 3, 3, (1, 1), (1, 1), "SAME")]
+for trial, (n, h, wd, c, groups, k, kh, kw, st, dl, pad) in enumerate(cases):
+    xs, ws = (n, h, wd, c), (kh, kw, c // groups, k)
+    kind = trial % 4
+    if kind == 0:
+        x, w = rng.random(xs), rng.random(ws) - 0.5
+    elif kind == 1:   # many binades: binary16 subnormals and midpoints
+        x = rng.integers(-8, 8, xs) * 2.0 ** rng.integers(-20, 4, xs)
+        w = rng.integers(-8, 8, ws) * 2.0 ** rng.integers(-12, 6, ws)
+    elif kind == 2:   # integers: sums on binary16 midpoints, overflow to inf
+        x, w = rng.integers(0, 2049, xs), rng.integers(-3, 4, ws)
+    else:             # infinities and NaN; an infinite weight meets padding
+        x, w = rng.random(xs) * 3e4, rng.integers(-2, 3, ws).astype(np.float64)
+        x.reshape(-1)[rng.integers(0, x.size, 2)] = (np.inf, np.nan)
+        w[0, 0, 0, 1] = np.inf
+    x, w = x.astype(np.float16), w.astype(np.float16)
+    padding = pad if isinstance(pad, str) else [[0, 0], list(pad[0]), list(pad[1]), [0, 0]]
+    ours = tf_fp16ops.conv2d(x, w, list(st), padding, dilations=list(dl)).numpy()
+    ref = R.conv2d(x, w, strides=st, dilations=dl, padding=pad)
+    same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+    bad += int((~same).sum())
+    if kind == 3:
+        bad += int(not np.isnan(ref).any())  # the case must reach 0 * inf
+print("isa", tf_fp16ops.ops.cpu_isa())
+print("mismatches", bad)
+"""
+
+
+@pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
+def test_output_channel_lanes_are_exact(isa):
+    lines = run_on_isa(CHANNEL_LANES_SCRIPT, isa)
+    assert lines == [f"isa {isa}", "mismatches 0"]
+
+
+# The dgrad with input channels as lanes (on AVX512-FP16 the NHWC kernel for Cg >= 32, which
+# reads dy in place and takes no step for a tap that reaches no output position): strides 2 and
+# 3 (input positions that only some taps reach), dilations, groups, 32-lane blocks with rests,
+# positions that end mid register tile; infinities and NaN among the operands. Bits against the
+# NumPy reference on every path.
+DGRAD_LANES_SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+import tf_fp16ops
+from support import reference as R
+rng = np.random.default_rng(19)
+bad = 0
+#        N, H, W, groups, Cg, K, KH, KW, stride, dilation, padding
+cases = [(2, 7, 9, 1, 32, 12, 3, 3, 1, 1, "SAME"),
+         (1, 9, 11, 1, 33, 7, 3, 2, 2, 1, "VALID"),
+         (2, 8, 8, 2, 48, 10, 3, 3, 1, 2, "SAME"),
+         (1, 5, 13, 1, 130, 40, 1, 1, 1, 1, "VALID"),
+         (1, 10, 7, 1, 64, 5, 3, 3, 3, 1, "SAME"),
+         (2, 6, 6, 3, 100, 9, 2, 2, 2, 1, "VALID")]
+for trial, (n, h, wd, groups, cg, k, kh, kw, s, d, pad) in enumerate(cases):
+    xs, ws = (n, h, wd, cg * groups), (kh, kw, cg, k)
+    g = R.geometry(xs, ws, (s, s), (d, d), pad)
+    dys = (n, g.P, g.Q, k)
+    kind = trial % 3
+    if kind == 0:
+        w, dy = rng.random(ws) - 0.5, rng.random(dys)
+    elif kind == 1:   # many binades: binary16 subnormals and midpoints
+        w = rng.integers(-8, 8, ws) * 2.0 ** rng.integers(-12, 6, ws)
+        dy = rng.integers(-8, 8, dys) * 2.0 ** rng.integers(-20, 4, dys)
+    else:             # infinities and NaN among large values
+        w, dy = rng.integers(-2, 3, ws).astype(np.float64), rng.random(dys) * 3e4
+        dy.reshape(-1)[rng.integers(0, dy.size, 2)] = (np.inf, np.nan)
+        w[0, 0, 0, 0] = np.inf
+    w, dy = w.astype(np.float16), dy.astype(np.float16)
+    ours = tf_fp16ops.conv2d_backprop_input(xs, w, dy, s, pad, dilations=d).numpy()
+    ref = R.conv2d_backprop_input(xs, w, dy, strides=(s, s), dilations=(d, d), padding=pad)
+    ref = ref.astype(np.float16)
+    same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+    bad += int((~same).sum())
+print("isa", tf_fp16ops.ops.cpu_isa())
+print("mismatches", bad)
+"""
+
+
+@pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
+def test_dgrad_input_channel_lanes_are_exact(isa):
+    lines = run_on_isa(DGRAD_LANES_SCRIPT, isa)
+    assert lines == [f"isa {isa}", "mismatches 0"]

@@ -491,19 +491,27 @@ import tf_fp16ops
 from support import reference as R
 rng = np.random.default_rng(29)
 bad = 0
-for trial in range(12):
+for trial in range(24):
+    # Rows past one register tile (8) and columns past one (96) and its 32-lane blocks; on
+    # AVX512-FP16 both operands read in place (x with or without adj_x, y transposed with adj_y).
     m, k = int(rng.integers(1, 20)), int(rng.integers(1, 60))
-    n = (1, 7, 16, 17, 31, 32, 33, 48, 5, 64, 9, 40)[trial]
-    if trial % 3 == 0:
-        x, y = rng.random((2, m, k)), rng.random((k, n)) - 0.5
-    elif trial % 3 == 1:  # many binades: binary16 subnormals and midpoints
-        x = rng.integers(-8, 8, (2, m, k)) * 2.0 ** rng.integers(-20, 4, (2, m, k))
-        y = rng.integers(-8, 8, (k, n)) * 2.0 ** rng.integers(-12, 6, (k, n))
-    else:
-        x, y = rng.integers(0, 2049, (2, m, k)), rng.integers(-3, 4, (k, n))
+    n = (1, 7, 16, 17, 31, 32, 33, 48, 5, 64, 9, 40, 95, 96, 97, 130, 200, 257)[trial % 18]
+    adj_x, adj_y = bool(trial & 1), bool(trial & 2)
+    xs, ys = (2,) + ((k, m) if adj_x else (m, k)), (n, k) if adj_y else (k, n)
+    if trial % 4 == 0:
+        x, y = rng.random(xs), rng.random(ys) - 0.5
+    elif trial % 4 == 1:  # many binades: binary16 subnormals and midpoints
+        x = rng.integers(-8, 8, xs) * 2.0 ** rng.integers(-20, 4, xs)
+        y = rng.integers(-8, 8, ys) * 2.0 ** rng.integers(-12, 6, ys)
+    elif trial % 4 == 2:  # integers: sums on binary16 midpoints, overflow to inf
+        x, y = rng.integers(0, 2049, xs), rng.integers(-3, 4, ys)
+    else:  # infinities and NaN among large values: inf - inf and 0 * inf give NaN
+        x, y = rng.random(xs) * 3e4, rng.integers(-2, 3, ys).astype(np.float64)
+        x.reshape(-1)[rng.integers(0, x.size, 2)] = (np.inf, -np.inf)
+        y.reshape(-1)[rng.integers(0, y.size)] = np.nan
     x, y = x.astype(np.float16), y.astype(np.float16)
-    ours = tf_fp16ops.matmul(x, y).numpy()
-    ref = R.batch_matmul(x, y)
+    ours = tf_fp16ops.matmul(x, y, transpose_a=adj_x, transpose_b=adj_y).numpy()
+    ref = R.batch_matmul(x, y, adj_x, adj_y)
     same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
     bad += int((~same).sum())
 print("isa", tf_fp16ops.ops.cpu_isa())

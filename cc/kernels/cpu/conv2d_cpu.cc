@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cc/kernels/conv_shape.h"
+#include "cc/kernels/cpu/conv_nhwc_fp16.h"
 #include "cc/kernels/cpu/fprop_fp16.h"
 
 namespace tf_fp16ops {
@@ -175,9 +176,15 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   });
 }
 
+bool Conv2DDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const uint16_t* w,
+                            uint16_t* dx, const ParallelFor& parallel_for) {
+  return HasWork(g) && Conv2DDgradFp16NhwcHalf(g, dy, w, dx, parallel_for);
+}
+
 bool Conv2DFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
                             uint16_t* y, const ParallelFor& parallel_for) {
-  return HasWork(g) && Conv2DFpropFp16SpatialHalf(g, x, w, y, parallel_for);
+  return HasWork(g) && (Conv2DFpropFp16NhwcHalf(g, x, w, y, parallel_for) ||
+                        Conv2DFpropFp16SpatialHalf(g, x, w, y, parallel_for));
 }
 
 void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,

@@ -42,13 +42,18 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
                  const ParallelFor& parallel_for);
 // Tacc=half fprop on binary16 buffers (IEEE binary16 bit patterns, the op's T=half; same layouts
 // and bits as Conv2DFprop): returns false without touching y where no binary16 kernel applies
-// (CPU without AVX512-FP16, strides other than 1, huge padding, no work), and the caller then
-// takes the binary32 route.
+// (CPU without AVX512-FP16; fewer than 32 output channels per group with strides other than 1 or
+// huge padding; no work), and the caller then takes the binary32 route.
 bool Conv2DFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
                             uint16_t* y, const ParallelFor& parallel_for);
 // dx: [N, H, W, C] from dy: [N, P, Q, K]
 void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
                  float* dx, const ParallelFor& parallel_for);
+// Tacc=half dgrad on binary16 buffers (same layouts and bits as Conv2DDgrad): returns false
+// without touching dx where no binary16 kernel applies (CPU without AVX512-FP16, fewer than 32
+// input channels per group, no work), and the caller then takes the binary32 route.
+bool Conv2DDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const uint16_t* w,
+                            uint16_t* dx, const ParallelFor& parallel_for);
 // dw: [KH, KW, Cg, K] from x: [N, H, W, C] and dy: [N, P, Q, K]
 void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
                  float* dw, const ParallelFor& parallel_for);

@@ -30,6 +30,11 @@ bool Conv2DFpropFp16Spatial(const ConvGeometry& g, const float* x, const float* 
 bool Conv2DFpropFp16SpatialHalf(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
                                 uint16_t* y, const ParallelFor& parallel_for);
 
+// dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols: 16-bit values
+// (binary16 bit patterns) moved bit for bit; other dst elements untouched. x86-64 only (SSE2).
+void Transpose16(const uint16_t* src, int64_t rows, int64_t cols, int64_t src_stride, uint16_t* dst,
+                 int64_t dst_stride);
+
 // Benchmark ceiling of this path: `terms` steps of its micro-kernel (8 rows x 96 lanes of
 // independent accumulators, operands in L1). Returns the number of steps done (0 when the
 // CPU has no AVX512-FP16 path); `sink` receives one result so the work is not optimized away.

@@ -1,0 +1,134 @@
+#include "cc/kernels/cpu/gemm_fp16.h"
+
+#include <cstring>
+
+#include "cc/kernels/cpu/accumulate.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tf_fp16ops {
+namespace cpu {
+
+bool Fp16TileAvailable() { return std::strcmp(AccumulateIsa(), "avx512fp16") == 0; }
+
+int64_t Fp16TileChunks(int64_t lanes) {
+  const int64_t blocks = (lanes + 31) / 32;
+  return (blocks + kTileMaxBlocks - 1) / kTileMaxBlocks;
+}
+
+#if defined(__x86_64__)
+namespace {
+
+#define TF_FP16OPS_FP16_TARGET \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512fp16,f16c,fma")))
+
+template <int M, int NB>
+TF_FP16OPS_FP16_TARGET void Tile(const uint16_t* const* a, int segments, int64_t seg_len,
+                                 int64_t a_k, const uint16_t* b16, int64_t ldb, int lanes,
+                                 uint16_t* out16, int64_t ldo) {
+  const _Float16* b = reinterpret_cast<const _Float16*>(b16);
+  __mmask32 mask[NB];
+#pragma GCC unroll 4
+  for (int j = 0; j < NB; ++j) {
+    const int rest = lanes - 32 * j;
+    mask[j] = rest >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << rest) - 1u);
+  }
+  __m512h acc[M][NB];
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+    for (int j = 0; j < NB; ++j) acc[m][j] = _mm512_setzero_ph();
+  for (int s = 0; s < segments; ++s, a += M) {
+    bool all_rows = true, any_row = false;
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      all_rows = all_rows && a[m] != nullptr;
+      any_row = any_row || a[m] != nullptr;
+    }
+    if (!any_row) {
+      b += seg_len * ldb;  // no row takes this segment's steps
+    } else if (all_rows) {
+      const _Float16* ar[M];
+#pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) ar[m] = reinterpret_cast<const _Float16*>(a[m]);
+      for (int64_t t = 0; t < seg_len; ++t, b += ldb) {
+        __m512h bv[NB];
+#pragma GCC unroll 4
+        for (int j = 0; j < NB; ++j)
+          bv[j] = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(mask[j], b + 32 * j));
+#pragma GCC unroll 8
+        for (int m = 0; m < M; ++m) {
+          const __m512h av = _mm512_set1_ph(*ar[m]);
+          ar[m] += a_k;
+#pragma GCC unroll 4
+          for (int j = 0; j < NB; ++j) acc[m][j] = _mm512_fmadd_ph(bv[j], av, acc[m][j]);
+        }
+      }
+    } else {
+      // Rows without this segment keep their accumulators (merge-masked steps).
+      static const _Float16 kZero = 0;
+      const _Float16* ar[M];
+      __mmask32 on[M];
+#pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) {
+        on[m] = a[m] != nullptr ? ~__mmask32{0} : 0;
+        ar[m] = a[m] != nullptr ? reinterpret_cast<const _Float16*>(a[m]) : &kZero;
+      }
+      for (int64_t t = 0; t < seg_len; ++t, b += ldb) {
+        __m512h bv[NB];
+#pragma GCC unroll 4
+        for (int j = 0; j < NB; ++j)
+          bv[j] = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(mask[j], b + 32 * j));
+#pragma GCC unroll 8
+        for (int m = 0; m < M; ++m) {
+          const __m512h av = _mm512_set1_ph(*ar[m]);
+          if (on[m]) ar[m] += a_k;
+#pragma GCC unroll 4
+          for (int j = 0; j < NB; ++j)
+            acc[m][j] = _mm512_mask3_fmadd_ph(bv[j], av, acc[m][j], on[m]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+    for (int j = 0; j < NB; ++j)
+      _mm512_mask_storeu_epi16(out16 + m * ldo + 32 * j, mask[j], _mm512_castph_si512(acc[m][j]));
+}
+
+using TileFn = void (*)(const uint16_t* const*, int, int64_t, int64_t, const uint16_t*, int64_t,
+                        int, uint16_t*, int64_t);
+template <int M>
+constexpr TileFn FourBlocks() {
+  if constexpr (M <= Fp16TileRows(4)) {
+    return &Tile<M, 4>;
+  } else {
+    return nullptr;  // never called: Fp16TileRows bounds the rows
+  }
+}
+template <int M>
+constexpr TileFn kByBlocks[kTileMaxBlocks] = {&Tile<M, 1>, &Tile<M, 2>, &Tile<M, 3>,
+                                              FourBlocks<M>()};
+constexpr const TileFn* kTiles[kTileMaxRows] = {kByBlocks<1>, kByBlocks<2>, kByBlocks<3>,
+                                                kByBlocks<4>, kByBlocks<5>, kByBlocks<6>,
+                                                kByBlocks<7>, kByBlocks<8>};
+
+}  // namespace
+
+void Fp16Tile(int rows, int blocks, const uint16_t* const* a, int segments, int64_t seg_len,
+              int64_t a_k, const uint16_t* b, int64_t ldb, int lanes, uint16_t* out, int64_t ldo) {
+  kTiles[rows - 1][blocks - 1](a, segments, seg_len, a_k, b, ldb, lanes, out, ldo);
+}
+
+#else  // !__x86_64__
+
+void Fp16Tile(int, int, const uint16_t* const*, int, int64_t, int64_t, const uint16_t*, int64_t,
+              int, uint16_t*, int64_t) {}
+
+#endif
+
+}  // namespace cpu
+}  // namespace tf_fp16ops
