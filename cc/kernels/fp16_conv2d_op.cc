@@ -122,8 +122,8 @@ void Wgrad(const ConvProblem& g, cpu::Accumulation acc, const float* x, const fl
 // The CPU launch functors: float NHWC copies of the operands, the functor of
 // cc/kernels/cpu/conv2d_cpu.h on TensorFlow's CPU worker threads, the result stored in T. With
 // T=half, Tacc=half and NHWC the binary16 buffers go straight to a binary16 kernel where one
-// applies (Conv2DFpropHalfBuffers, Conv2DDgradHalfBuffers; the depthwise dgrad and wgrad of
-// depthwise_cpu.h).
+// applies (Conv2DFpropHalfBuffers, Conv2DDgradHalfBuffers, Conv2DWgradHalfBuffers; the depthwise
+// dgrad and wgrad of depthwise_cpu.h).
 template <typename T>
 struct ConvLaunch<CpuDevice, T, Pass::kFprop> {
   static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
@@ -192,13 +192,16 @@ struct ConvLaunch<CpuDevice, T, Pass::kWgrad> {
   static Status Run(OpKernelContext* ctx, const ConvAttrs& attrs, const ConvProblem& g,
                     const Tensor& input, const Tensor& dy, Tensor* output) {
     if constexpr (std::is_same<T, Eigen::half>::value) {
-      // A depthwise wgrad on binary16 buffers where its kernel applies (no float copies).
-      if (AccOf(attrs) == cpu::Accumulation::kHalf && !attrs.nchw && OneChannelPerGroup(g) &&
-          cpu::DepthwiseWgradHalfBuffers(
-              g, reinterpret_cast<const uint16_t*>(input.flat<T>().data()),
-              reinterpret_cast<const uint16_t*>(dy.flat<T>().data()),
-              reinterpret_cast<uint16_t*>(output->flat<T>().data()), MakeParallelFor(ctx))) {
-        return Status();
+      // A wgrad on binary16 buffers where a binary16 kernel applies (no float copies).
+      if (AccOf(attrs) == cpu::Accumulation::kHalf && !attrs.nchw) {
+        const auto* xh = reinterpret_cast<const uint16_t*>(input.flat<T>().data());
+        const auto* dyh = reinterpret_cast<const uint16_t*>(dy.flat<T>().data());
+        auto* dwh = reinterpret_cast<uint16_t*>(output->flat<T>().data());
+        if (OneChannelPerGroup(g)
+                ? cpu::DepthwiseWgradHalfBuffers(g, xh, dyh, dwh, MakeParallelFor(ctx))
+                : cpu::Conv2DWgradHalfBuffers(g, xh, dyh, dwh, MakeParallelFor(ctx))) {
+          return Status();
+        }
       }
     }
     Tensor xt, dyt, dwt;

@@ -240,3 +240,58 @@ print("mismatches", bad)
 def test_dgrad_input_channel_lanes_are_exact(isa):
     lines = run_on_isa(DGRAD_LANES_SCRIPT, isa)
     assert lines == [f"isa {isa}", "mismatches 0"]
+
+
+# The wgrad with output channels as lanes (on AVX512-FP16 the NHWC kernel for K / groups >= 32:
+# filter rows as register-tile rows, one segment per output row, x copied with its left and
+# right zero padding, segments in calls that resume from the stored binary16 accumulators):
+# strides, dilations, explicit padding, groups, output rows that end mid call (more than 256
+# terms), 32-lane blocks with rests; an infinite dy meeting padded zeros gives NaN. Bits against
+# the NumPy reference on every path.
+WGRAD_LANES_SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+import tf_fp16ops
+from support import reference as R
+rng = np.random.default_rng(23)
+bad = 0
+#        N, H, W, groups, Cg, K, KH, KW, stride, dilation, padding
+cases = [(2, 7, 9, 1, 5, 32, 3, 3, 1, 1, "SAME"),
+         (1, 9, 11, 1, 3, 33, 3, 2, 2, 1, "VALID"),
+         (2, 8, 8, 2, 4, 96, 3, 3, 1, 2, "SAME"),
+         (3, 12, 30, 1, 7, 130, 1, 1, 1, 1, "VALID"),
+         (1, 10, 7, 1, 6, 64, 3, 3, 3, 1, ((2, 0), (1, 3))),
+         (2, 6, 6, 3, 2, 150, 2, 2, 2, 1, "SAME"),
+         (2, 9, 40, 1, 4, 40, 3, 5, 1, 1, ((1, 1), (4, 0)))]
+for trial, (n, h, wd, groups, cg, k, kh, kw, s, d, pad) in enumerate(cases):
+    xs, ws = (n, h, wd, cg * groups), (kh, kw, cg, k)
+    g = R.geometry(xs, ws, (s, s), (d, d), pad)
+    dys = (n, g.P, g.Q, k)
+    kind = trial % 3
+    if kind == 0:
+        x, dy = rng.random(xs) - 0.5, rng.random(dys)
+    elif kind == 1:   # many binades: binary16 subnormals and midpoints
+        x = rng.integers(-8, 8, xs) * 2.0 ** rng.integers(-12, 6, xs)
+        dy = rng.integers(-8, 8, dys) * 2.0 ** rng.integers(-20, 4, dys)
+    else:             # infinities and NaN; an infinite dy at a corner meets padded zeros
+        x, dy = rng.random(xs) * 3e4, rng.integers(-2, 3, dys).astype(np.float64)
+        x.reshape(-1)[rng.integers(0, x.size)] = np.nan
+        dy[0, 0, 0, 1] = np.inf
+    x, dy = x.astype(np.float16), dy.astype(np.float16)
+    padding = pad if isinstance(pad, str) else [[0, 0], list(pad[0]), list(pad[1]), [0, 0]]
+    ours = tf_fp16ops.conv2d_backprop_filter(x, ws, dy, s, padding, dilations=d).numpy()
+    ref = R.conv2d_backprop_filter(x, ws, dy, strides=(s, s), dilations=(d, d), padding=pad)
+    ref = ref.astype(np.float16)
+    same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+    bad += int((~same).sum())
+    if kind == 2 and g.pt + g.pl > 0:  # output (0, 0) reads padding: the case reaches 0 * inf
+        bad += int(not np.isnan(ref[:, :, :, 1]).any())
+print("isa", tf_fp16ops.ops.cpu_isa())
+print("mismatches", bad)
+"""
+
+
+@pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
+def test_wgrad_output_channel_lanes_are_exact(isa):
+    lines = run_on_isa(WGRAD_LANES_SCRIPT, isa)
+    assert lines == [f"isa {isa}", "mismatches 0"]

@@ -181,6 +181,11 @@ bool Conv2DDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const uin
   return HasWork(g) && Conv2DDgradFp16NhwcHalf(g, dy, w, dx, parallel_for);
 }
 
+bool Conv2DWgradHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy,
+                            uint16_t* dw, const ParallelFor& parallel_for) {
+  return HasWork(g) && Conv2DWgradFp16NhwcHalf(g, x, dy, dw, parallel_for);
+}
+
 bool Conv2DFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
                             uint16_t* y, const ParallelFor& parallel_for) {
   return HasWork(g) && (Conv2DFpropFp16NhwcHalf(g, x, w, y, parallel_for) ||

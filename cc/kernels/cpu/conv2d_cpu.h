@@ -57,6 +57,11 @@ bool Conv2DDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const uin
 // dw: [KH, KW, Cg, K] from x: [N, H, W, C] and dy: [N, P, Q, K]
 void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
                  float* dw, const ParallelFor& parallel_for);
+// Tacc=half wgrad on binary16 buffers (same layouts and bits as Conv2DWgrad): returns false
+// without touching dw where no binary16 kernel applies (CPU without AVX512-FP16, fewer than 32
+// output channels per group, explicit padding wider than the input, no work).
+bool Conv2DWgradHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy,
+                            uint16_t* dw, const ParallelFor& parallel_for);
 
 // Benchmark ceiling of the Tacc=half fprop on the instruction-set path in use (AccumulateIsa):
 // `reps` runs of one micro-kernel Conv2DFprop runs on that path with a stride-1 problem, on its

@@ -114,6 +114,78 @@ bool Conv2DDgradFp16NhwcHalf(const ConvGeometry& g, const uint16_t* dy, const ui
   return true;
 }
 
+bool Conv2DWgradFp16NhwcHalf(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy,
+                             uint16_t* dw, const ParallelFor& parallel_for) {
+  const int64_t Kg = g.K / g.groups;
+  if (!Fp16TileAvailable() || Kg < kNhwcMinLanes) return false;
+  // x with its left and right zero padding as [N, H, Wp, C] (x itself where it has none): the
+  // Q terms of a segment are then sw * C apart. Rows outside x read zeros.
+  const int64_t span = (g.Q - 1) * g.stride_w + (g.KW - 1) * g.dilation_w + 1;
+  const int64_t Wp = std::max(g.W + g.pad_left, span);
+  if (Wp > 2 * g.W + 64) return false;  // huge explicit padding goes the binary32 way
+  std::unique_ptr<uint16_t[]> padded;
+  const uint16_t* xp = x;
+  if (Wp != g.W || g.pad_left != 0) {
+    padded.reset(new uint16_t[static_cast<size_t>(g.N * g.H * Wp * g.C)]);
+    parallel_for(g.N * g.H, Wp * g.C, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        uint16_t* dst = padded.get() + r * Wp * g.C;
+        std::fill(dst, dst + g.pad_left * g.C, uint16_t{0});
+        std::copy(x + r * g.W * g.C, x + (r + 1) * g.W * g.C, dst + g.pad_left * g.C);
+        std::fill(dst + (g.pad_left + g.W) * g.C, dst + Wp * g.C, uint16_t{0});
+      }
+    });
+    xp = padded.get();
+  }
+  const std::vector<uint16_t> zeros(static_cast<size_t>(Wp * g.C), 0);
+  const int64_t taps = g.KH * g.KW;
+  const int64_t filter_rows = taps * g.Cg;  // (kh, kw, ci) of one group
+  const int64_t segments = g.N * g.P;       // (n, p), Q terms each
+  const int64_t col_blocks = (Kg + 31) / 32;
+  const int64_t chunks = Fp16TileChunks(Kg);
+  const int tile_rows = Fp16TileRows(static_cast<int>((col_blocks + chunks - 1) / chunks));
+  const int64_t row_tiles = (filter_rows + tile_rows - 1) / tile_rows;
+  const int64_t units = g.groups * chunks * row_tiles;
+  const int64_t cost = tile_rows * 32 * kTileMaxBlocks * segments * g.Q / 64 + 1;
+  // Segments per call: about kTermBatch terms. A thread runs each batch over all of its row tiles
+  // before the next, so that the batch's dy rows stay in cache; later calls resume from the
+  // binary16 accumulators that the earlier ones stored (the same bits as one call). The pointer
+  // table stays small whatever N * P.
+  constexpr int64_t kTermBatch = 256;
+  const int64_t seg_batch = std::max<int64_t>(1, kTermBatch / std::max<int64_t>(g.Q, 1));
+  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
+    std::vector<const uint16_t*> a(static_cast<size_t>(seg_batch * tile_rows));
+    for (int64_t s0 = 0; s0 < segments; s0 += seg_batch) {
+      const int64_t batch = std::min(seg_batch, segments - s0);
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t rt = u % row_tiles;
+        const int64_t c = (u / row_tiles) % chunks;
+        const int64_t gr = u / row_tiles / chunks;
+        const int64_t block0 = c * col_blocks / chunks, block1 = (c + 1) * col_blocks / chunks;
+        const int64_t k0 = gr * Kg + block0 * 32;
+        const int lanes = static_cast<int>(std::min(block1 * 32, Kg) - block0 * 32);
+        const int64_t row0 = rt * tile_rows;
+        const int rows = static_cast<int>(std::min<int64_t>(tile_rows, filter_rows - row0));
+        for (int64_t sb = 0; sb < batch; ++sb) {
+          const int64_t n = (s0 + sb) / g.P, p = (s0 + sb) % g.P;
+          for (int r = 0; r < rows; ++r) {
+            const int64_t fr = row0 + r, tap = fr / g.Cg, ci = fr % g.Cg;
+            const int64_t kh = tap / g.KW, kw = tap % g.KW;
+            const int64_t hi = p * g.stride_h - g.pad_top + kh * g.dilation_h;
+            const int64_t offset = kw * g.dilation_w * g.C + gr * g.Cg + ci;  // column q = 0
+            a[sb * rows + r] = hi >= 0 && hi < g.H ? xp + (n * g.H + hi) * Wp * g.C + offset
+                                                   : zeros.data() + offset;
+          }
+        }
+        Fp16Tile(rows, static_cast<int>(block1 - block0), a.data(), static_cast<int>(batch), g.Q,
+                 g.stride_w * g.C, dy + s0 * g.Q * g.K + k0, g.K, lanes, dw + row0 * g.K + k0, g.K,
+                 /*resume=*/s0 > 0);
+      }
+    }
+  });
+  return true;
+}
+
 #else  // !__x86_64__
 
 bool Conv2DFpropFp16NhwcHalf(const ConvGeometry&, const uint16_t*, const uint16_t*, uint16_t*,
@@ -121,6 +193,10 @@ bool Conv2DFpropFp16NhwcHalf(const ConvGeometry&, const uint16_t*, const uint16_
   return false;
 }
 bool Conv2DDgradFp16NhwcHalf(const ConvGeometry&, const uint16_t*, const uint16_t*, uint16_t*,
+                             const ParallelFor&) {
+  return false;
+}
+bool Conv2DWgradFp16NhwcHalf(const ConvGeometry&, const uint16_t*, const uint16_t*, uint16_t*,
                              const ParallelFor&) {
   return false;
 }

@@ -27,7 +27,7 @@ namespace {
 template <int M, int NB>
 TF_FP16OPS_FP16_TARGET void Tile(const uint16_t* const* a, int segments, int64_t seg_len,
                                  int64_t a_k, const uint16_t* b16, int64_t ldb, int lanes,
-                                 uint16_t* out16, int64_t ldo) {
+                                 uint16_t* out16, int64_t ldo, bool resume) {
   const _Float16* b = reinterpret_cast<const _Float16*>(b16);
   __mmask32 mask[NB];
 #pragma GCC unroll 4
@@ -39,7 +39,11 @@ TF_FP16OPS_FP16_TARGET void Tile(const uint16_t* const* a, int segments, int64_t
 #pragma GCC unroll 8
   for (int m = 0; m < M; ++m)
 #pragma GCC unroll 4
-    for (int j = 0; j < NB; ++j) acc[m][j] = _mm512_setzero_ph();
+    for (int j = 0; j < NB; ++j) {
+      acc[m][j] =
+          resume ? _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(mask[j], out16 + m * ldo + 32 * j))
+                 : _mm512_setzero_ph();
+    }
   for (int s = 0; s < segments; ++s, a += M) {
     bool all_rows = true, any_row = false;
 #pragma GCC unroll 8
@@ -100,7 +104,7 @@ TF_FP16OPS_FP16_TARGET void Tile(const uint16_t* const* a, int segments, int64_t
 }
 
 using TileFn = void (*)(const uint16_t* const*, int, int64_t, int64_t, const uint16_t*, int64_t,
-                        int, uint16_t*, int64_t);
+                        int, uint16_t*, int64_t, bool);
 template <int M>
 constexpr TileFn FourBlocks() {
   if constexpr (M <= Fp16TileRows(4)) {
@@ -119,14 +123,15 @@ constexpr const TileFn* kTiles[kTileMaxRows] = {kByBlocks<1>, kByBlocks<2>, kByB
 }  // namespace
 
 void Fp16Tile(int rows, int blocks, const uint16_t* const* a, int segments, int64_t seg_len,
-              int64_t a_k, const uint16_t* b, int64_t ldb, int lanes, uint16_t* out, int64_t ldo) {
-  kTiles[rows - 1][blocks - 1](a, segments, seg_len, a_k, b, ldb, lanes, out, ldo);
+              int64_t a_k, const uint16_t* b, int64_t ldb, int lanes, uint16_t* out, int64_t ldo,
+              bool resume) {
+  kTiles[rows - 1][blocks - 1](a, segments, seg_len, a_k, b, ldb, lanes, out, ldo, resume);
 }
 
 #else  // !__x86_64__
 
 void Fp16Tile(int, int, const uint16_t* const*, int, int64_t, int64_t, const uint16_t*, int64_t,
-              int, uint16_t*, int64_t) {}
+              int, uint16_t*, int64_t, bool) {}
 
 #endif
 

@@ -31,9 +31,12 @@ constexpr int Fp16TileRows(int blocks) { return blocks >= 4 ? 6 : 8; }
 // Whether the AVX512-FP16 path is in use (AccumulateIsa() is "avx512fp16").
 bool Fp16TileAvailable();
 
-// See the file comment. Only to be called when Fp16TileAvailable().
+// See the file comment. With `resume` the accumulators start from out (binary16 values, which
+// the kHalf accumulators are: a reduction cut into calls gives the bits of one call) instead of
+// +0. Only to be called when Fp16TileAvailable().
 void Fp16Tile(int rows, int blocks, const uint16_t* const* a, int segments, int64_t seg_len,
-              int64_t a_k, const uint16_t* b, int64_t ldb, int lanes, uint16_t* out, int64_t ldo);
+              int64_t a_k, const uint16_t* b, int64_t ldb, int lanes, uint16_t* out, int64_t ldo,
+              bool resume = false);
 
 // Column chunks for a row of `lanes` output lanes: whole 32-lane blocks, at most
 // kTileMaxBlocks per chunk, as even as possible (a chunk of one block leaves the FMA units
