@@ -56,7 +56,8 @@ ISAS = ("avx512fp16", "avx512", "avx2", "scalar")
 
 # The micro-kernel variants FpropHalfCeilingProbe may have on one path
 # (cc/kernels/cpu/conv2d_cpu.h): 0 the row tiles of 16 lanes (or AVX512-FP16's spatial kernel),
-# 1 rows of 32 lanes (on AVX2 its other kHalf kernel, which rows of 32 lanes or more run).
+# 1 rows of 32 lanes (on AVX2 its other kHalf kernel, which rows of 32 lanes or more run; on
+# AVX512-FP16 the register tile of its NHWC kernels and Fp16MatMul).
 CEILING_VARIANTS = (0, 1)
 
 

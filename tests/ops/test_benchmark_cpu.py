@@ -55,15 +55,16 @@ def test_ceiling_probe_runs_the_half_step_on_the_tile_of_the_path_in_use():
     assert probe(0, ctypes.byref(sink), 0) == 0
 
 
-def test_ceiling_probe_second_variant_is_the_32_lane_rows_or_absent():
-    # Variant 1: 8 rows x 32 lanes over 128 terms (AVX2's four-chains-per-row kHalf kernel); the
-    # AVX512-FP16 path has a single kernel, so none.
+def test_ceiling_probe_second_variant_is_the_32_lane_rows_or_the_register_tile():
+    # Variant 1: 8 rows x 32 lanes over 128 terms (AVX2's four-chains-per-row kHalf kernel); on
+    # AVX512-FP16 the register tile of the NHWC kernels and Fp16MatMul, 6 rows x 128 lanes over
+    # 128 terms, two calls per rep, each from +0.
     isa = ops.cpu_isa()
     probe = _probe()
     sink = ctypes.c_float(-1.0)
     if isa == "avx512fp16":
-        assert probe(3, ctypes.byref(sink), 1) == 0
-        assert sink.value == -1.0
+        assert probe(3, ctypes.byref(sink), 1) == 3 * 2 * 6 * 128 * 128
+        assert sink.value == 32.0  # by hand: 128 exact steps of 1 * 0.25 from +0
         return
     assert probe(3, ctypes.byref(sink), 1) == 3 * 8 * 32 * 128
     assert sink.value == 1024.0  # 1024 + 0.25 rounds back to 1024, as in variant 0

@@ -9,6 +9,7 @@
 #include "cc/kernels/conv_shape.h"
 #include "cc/kernels/cpu/conv_nhwc_fp16.h"
 #include "cc/kernels/cpu/fprop_fp16.h"
+#include "cc/kernels/cpu/gemm_fp16.h"
 
 namespace tf_fp16ops {
 namespace cpu {
@@ -490,7 +491,7 @@ void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const 
 int64_t FpropHalfCeilingProbe(int64_t reps, float* sink, int variant) {
   if (reps <= 0 || variant < 0 || variant > 1) return 0;
   if (std::strcmp(AccumulateIsa(), "avx512fp16") == 0) {
-    return variant == 0 ? Fp16MicroKernelProbe(reps * 256, sink) : 0;
+    return variant == 0 ? Fp16MicroKernelProbe(reps * 256, sink) : Fp16TileProbe(2 * reps, sink);
   }
   const int64_t lanes = variant == 0 ? 16 : 32;
   const int64_t terms = variant == 0 ? 256 : 128;

@@ -69,7 +69,8 @@ bool Conv2DWgradHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint
 // passes, no conversions, no padding). A path with more than one kHalf micro-kernel has one
 // `variant` per kernel, and its ceiling is the fastest of them (the caller times each):
 //   AVX512-FP16: variant 0, the spatial kernel of cc/kernels/cpu/fprop_fp16.h (8 output channels
-//     x 96 positions);
+//     x 96 positions); variant 1, the register tile of cc/kernels/cpu/gemm_fp16.h that the NHWC
+//     fprop, dgrad and wgrad and Fp16MatMul run (6 rows x 128 lanes, 128 terms per call);
 //   AVX-512, AVX2 and scalar: AccumulateRowsMulti on 8 rows, variant 0 with 16 lanes (AVX-512:
 //     the 8 accumulator vectors of its kHalf kernel; AVX2: its tiles of 2 rows x 2 vectors, which
 //     rows with 16-31 lanes left run), variant 1 with 32 lanes (AVX2: its other kHalf kernel, four

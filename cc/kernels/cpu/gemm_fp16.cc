@@ -1,6 +1,7 @@
 #include "cc/kernels/cpu/gemm_fp16.h"
 
 #include <cstring>
+#include <vector>
 
 #include "cc/kernels/cpu/accumulate.h"
 
@@ -23,6 +24,29 @@ namespace {
 
 #define TF_FP16OPS_FP16_TARGET \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512fp16,f16c,fma")))
+
+// The steps of one segment that every row of the tile takes; b rows loaded whole (Masked
+// false: every lane in use) or masked at the tile's lanes.
+template <int M, int NB, bool Masked>
+TF_FP16OPS_FP16_TARGET __attribute__((always_inline)) inline void AllRows(
+    const _Float16* (&ar)[M], int64_t seg_len, int64_t a_k, const _Float16* b, int64_t ldb,
+    const __mmask32 (&mask)[NB], __m512h (&acc)[M][NB]) {
+  for (int64_t t = 0; t < seg_len; ++t, b += ldb) {
+    __m512h bv[NB];
+#pragma GCC unroll 4
+    for (int j = 0; j < NB; ++j) {
+      bv[j] = Masked ? _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(mask[j], b + 32 * j))
+                     : _mm512_loadu_ph(b + 32 * j);
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      const __m512h av = _mm512_set1_ph(*ar[m]);
+      ar[m] += a_k;
+#pragma GCC unroll 4
+      for (int j = 0; j < NB; ++j) acc[m][j] = _mm512_fmadd_ph(bv[j], av, acc[m][j]);
+    }
+  }
+}
 
 template <int M, int NB>
 TF_FP16OPS_FP16_TARGET void Tile(const uint16_t* const* a, int segments, int64_t seg_len,
@@ -57,19 +81,12 @@ TF_FP16OPS_FP16_TARGET void Tile(const uint16_t* const* a, int segments, int64_t
       const _Float16* ar[M];
 #pragma GCC unroll 8
       for (int m = 0; m < M; ++m) ar[m] = reinterpret_cast<const _Float16*>(a[m]);
-      for (int64_t t = 0; t < seg_len; ++t, b += ldb) {
-        __m512h bv[NB];
-#pragma GCC unroll 4
-        for (int j = 0; j < NB; ++j)
-          bv[j] = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(mask[j], b + 32 * j));
-#pragma GCC unroll 8
-        for (int m = 0; m < M; ++m) {
-          const __m512h av = _mm512_set1_ph(*ar[m]);
-          ar[m] += a_k;
-#pragma GCC unroll 4
-          for (int j = 0; j < NB; ++j) acc[m][j] = _mm512_fmadd_ph(bv[j], av, acc[m][j]);
-        }
+      if (lanes == 32 * NB) {
+        AllRows<M, NB, false>(ar, seg_len, a_k, b, ldb, mask, acc);
+      } else {
+        AllRows<M, NB, true>(ar, seg_len, a_k, b, ldb, mask, acc);
       }
+      b += seg_len * ldb;
     } else {
       // Rows without this segment keep their accumulators (merge-masked steps).
       static const _Float16 kZero = 0;
@@ -128,7 +145,26 @@ void Fp16Tile(int rows, int blocks, const uint16_t* const* a, int segments, int6
   kTiles[rows - 1][blocks - 1](a, segments, seg_len, a_k, b, ldb, lanes, out, ldo, resume);
 }
 
+int64_t Fp16TileProbe(int64_t reps, float* sink) {
+  if (!Fp16TileAvailable() || reps <= 0) return 0;
+  constexpr int kRowsProbe = Fp16TileRows(kTileMaxBlocks);
+  constexpr int64_t kTerms = 128, kLanes = 32 * kTileMaxBlocks;
+  const std::vector<uint16_t> a(static_cast<size_t>(kRowsProbe * kTerms), 0x3C00);  // 1.0
+  const std::vector<uint16_t> b(static_cast<size_t>(kTerms * kLanes), 0x3400);      // 0.25
+  std::vector<uint16_t> out(static_cast<size_t>(kRowsProbe * kLanes));
+  const uint16_t* rows[kRowsProbe];
+  for (int r = 0; r < kRowsProbe; ++r) rows[r] = a.data() + r * kTerms;
+  for (int64_t i = 0; i < reps; ++i) {
+    Fp16Tile(kRowsProbe, kTileMaxBlocks, rows, 1, kTerms, 1, b.data(), kLanes,
+             static_cast<int>(kLanes), out.data(), kLanes);
+  }
+  HalfToFloat(out.data(), sink, 1);  // the bits of out[0] as a binary16 value
+  return reps * kRowsProbe * kLanes * kTerms;
+}
+
 #else  // !__x86_64__
+
+int64_t Fp16TileProbe(int64_t, float*) { return 0; }
 
 void Fp16Tile(int, int, const uint16_t* const*, int, int64_t, int64_t, const uint16_t*, int64_t,
               int, uint16_t*, int64_t, bool) {}

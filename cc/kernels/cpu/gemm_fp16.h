@@ -38,6 +38,11 @@ void Fp16Tile(int rows, int blocks, const uint16_t* const* a, int segments, int6
               int64_t a_k, const uint16_t* b, int64_t ldb, int lanes, uint16_t* out, int64_t ldo,
               bool resume = false);
 
+// Benchmark ceiling of the tile: `reps` calls on its full 6 rows x 128 lanes over 128 terms,
+// operands in L1 (a 1.5 KiB, b 32 KiB). Returns the steps done (0 without AVX512-FP16); `sink`
+// receives one result so that the work is not optimized away.
+int64_t Fp16TileProbe(int64_t reps, float* sink);
+
 // Column chunks for a row of `lanes` output lanes: whole 32-lane blocks, at most
 // kTileMaxBlocks per chunk, as even as possible (a chunk of one block leaves the FMA units
 // waiting on few dependency chains). Chunk c covers blocks [c * blocks / chunks,
