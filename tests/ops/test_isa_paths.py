@@ -295,3 +295,50 @@ print("mismatches", bad)
 def test_wgrad_output_channel_lanes_are_exact(isa):
     lines = run_on_isa(WGRAD_LANES_SCRIPT, isa)
     assert lines == [f"isa {isa}", "mismatches 0"]
+
+
+# The depthwise forward with channels as lanes (on AVX512-FP16 32 binary16 lanes per step, up to
+# 12 output positions per tile, padded taps reading zeros): whole 32-lane blocks and rests,
+# output rows longer than one tile, strides, dilations; infinities and NaN, and an infinite
+# weight that meets padding (0 * inf gives NaN). Bits against the NumPy reference.
+DEPTHWISE_LANES_SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+import tf_fp16ops.ops as ops
+from support import reference as R
+rng = np.random.default_rng(29)
+bad = 0
+#        N, H, W, C, KH, KW, stride, dilation, padding
+cases = [(2, 7, 29, 32, 3, 3, 1, 1, "SAME"),
+         (1, 9, 14, 144, 3, 3, 1, 1, "SAME"),
+         (2, 8, 25, 64, 5, 3, 2, 1, "SAME"),
+         (1, 10, 26, 100, 3, 3, 1, 2, "SAME"),
+         (3, 5, 13, 33, 2, 4, 1, 1, "VALID")]
+for trial, (n, h, wd, c, kh, kw, s, d, pad) in enumerate(cases):
+    xs, ws = (n, h, wd, c), (kh, kw, c, 1)
+    kind = trial % 3
+    if kind == 0:
+        x, w = rng.random(xs) - 0.5, rng.random(ws) - 0.5
+    elif kind == 1:   # many binades: binary16 subnormals and midpoints
+        x = rng.integers(-8, 8, xs) * 2.0 ** rng.integers(-20, 4, xs)
+        w = rng.integers(-8, 8, ws) * 2.0 ** rng.integers(-12, 6, ws)
+    else:             # infinities and NaN; an infinite weight meets padding
+        x, w = rng.random(xs) * 3e4, rng.integers(-2, 3, ws).astype(np.float64)
+        x.reshape(-1)[rng.integers(0, x.size, 2)] = (np.inf, np.nan)
+        w[0, 0, 1, 0] = np.inf
+    x, w = x.astype(np.float16), w.astype(np.float16)
+    ours = ops.depthwise_conv2d(x, w, s, pad, dilations=d, accumulation="float16").numpy()
+    ref = R.depthwise_conv2d(x, w, (s, s), (d, d), pad, "half")
+    same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+    bad += int((~same).sum())
+    if kind == 2:
+        bad += int(not np.isnan(ref[..., 1]).any())  # the case must reach 0 * inf
+print("isa", ops.cpu_isa())
+print("mismatches", bad)
+"""
+
+
+@pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
+def test_depthwise_channel_lanes_are_exact(isa):
+    lines = run_on_isa(DEPTHWISE_LANES_SCRIPT, isa)
+    assert lines == [f"isa {isa}", "mismatches 0"]

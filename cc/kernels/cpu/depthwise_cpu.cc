@@ -1,5 +1,7 @@
 #include "cc/kernels/cpu/depthwise_cpu.h"
 
+#include "cc/kernels/cpu/depthwise_fp16.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -585,6 +587,8 @@ void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, con
 
 bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
                                uint16_t* y, const ParallelFor& parallel_for) {
+  // AVX512-FP16: 32 binary16 lanes per step, the operands read as they are.
+  if (DepthwiseFpropFp16(g, x, w, y, parallel_for)) return true;
 #if defined(__x86_64__)
   const int64_t M = g.K / g.groups;  // the depth multiplier (groups = C)
   const int64_t L = g.K;             // C lanes (M = 1), output channel c

@@ -29,7 +29,8 @@ void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, con
                     float* y, const ParallelFor& parallel_for);
 
 // Tacc=half fprop on binary16 buffers (IEEE binary16 bit patterns: the op's T=half; same layouts
-// and bits as DepthwiseFprop with kHalf): no binary32 copies of the tensors are made. The AVX-512
+// and bits as DepthwiseFprop with kHalf): no binary32 copies of the tensors are made. On
+// AVX512-FP16 the kernel of cc/kernels/cpu/depthwise_fp16.h (32 binary16 lanes); the AVX-512
 // kernels widen x and w as they load them; on AVX2 (stride and dilation 1 along W) the kernel reads
 // binary32 copies of the filter and of the few input rows an output row reads (at most 8 MiB per
 // worker thread; each row widened once and reused by the next output rows), as F16C widening
