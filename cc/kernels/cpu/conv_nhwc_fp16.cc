@@ -39,9 +39,10 @@ bool Conv2DFpropFp16NhwcHalf(const ConvGeometry& g, const uint16_t* x, const uin
       const int lanes = static_cast<int>(std::min(block1 * 32, Kg) - block0 * 32);
       const int64_t pos0 = rt * tile_rows;
       const int rows = static_cast<int>(std::min<int64_t>(tile_rows, positions - pos0));
-      for (int r = 0; r < rows; ++r) {
-        const int64_t pos = pos0 + r;
-        const int64_t n = pos / (g.P * g.Q), p = pos / g.Q % g.P, q = pos % g.Q;
+      // Output position pos0 + r as (n, p, q), stepped without divisions.
+      int64_t q = pos0 % g.Q, np = pos0 / g.Q;
+      for (int r = 0; r < rows; ++r, (++q == g.Q ? (q = 0, ++np) : 0)) {
+        const int64_t n = np / g.P, p = np % g.P;
         const int64_t hi0 = p * g.stride_h - g.pad_top, wi0 = q * g.stride_w - g.pad_left;
         for (int64_t kh = 0; kh < g.KH; ++kh) {
           const int64_t hi = hi0 + kh * g.dilation_h;
@@ -90,19 +91,23 @@ bool Conv2DDgradFp16NhwcHalf(const ConvGeometry& g, const uint16_t* dy, const ui
       const int lanes = static_cast<int>(std::min(block1 * 32, g.Cg) - c0);
       const int64_t pos0 = rt * tile_rows;
       const int rows = static_cast<int>(std::min<int64_t>(tile_rows, positions - pos0));
-      for (int r = 0; r < rows; ++r) {
-        const int64_t pos = pos0 + r;
-        const int64_t n = pos / (g.H * g.W), h = pos / g.W % g.H, wc = pos % g.W;
+      // Input position pos0 + r as (n, h, w), stepped without divisions; with unit strides the
+      // output position a tap reaches needs none either.
+      const bool unit = g.stride_h == 1 && g.stride_w == 1;
+      int64_t wc = pos0 % g.W, nh = pos0 / g.W;
+      for (int r = 0; r < rows; ++r, (++wc == g.W ? (wc = 0, ++nh) : 0)) {
+        const int64_t n = nh / g.H, h = nh % g.H;
         for (int64_t kh = 0; kh < g.KH; ++kh) {
           // p * stride_h = h + pad_top - kh * dilation_h for an existing p.
           const int64_t ph = h + g.pad_top - kh * g.dilation_h;
-          const bool row_ok = ph >= 0 && ph % g.stride_h == 0 && ph / g.stride_h < g.P;
+          const int64_t p = unit ? ph : ph / g.stride_h;
+          const bool row_ok = ph >= 0 && (unit || ph % g.stride_h == 0) && p < g.P;
           for (int64_t kw = 0; kw < g.KW; ++kw) {
             const int64_t qw = wc + g.pad_left - kw * g.dilation_w;
-            const bool ok = row_ok && qw >= 0 && qw % g.stride_w == 0 && qw / g.stride_w < g.Q;
+            const int64_t q = unit ? qw : qw / g.stride_w;
+            const bool ok = row_ok && qw >= 0 && (unit || qw % g.stride_w == 0) && q < g.Q;
             a[(kh * g.KW + kw) * rows + r] =
-                ok ? dy + ((n * g.P + ph / g.stride_h) * g.Q + qw / g.stride_w) * g.K + gr * Kg
-                   : nullptr;
+                ok ? dy + ((n * g.P + p) * g.Q + q) * g.K + gr * Kg : nullptr;
           }
         }
       }
@@ -166,16 +171,22 @@ bool Conv2DWgradFp16NhwcHalf(const ConvGeometry& g, const uint16_t* x, const uin
         const int lanes = static_cast<int>(std::min(block1 * 32, Kg) - block0 * 32);
         const int64_t row0 = rt * tile_rows;
         const int rows = static_cast<int>(std::min<int64_t>(tile_rows, filter_rows - row0));
+        // Per filter row: its kh (the x row it reads, below) and its offset in a padded row.
+        int64_t row_dh[kTileMaxRows], row_offset[kTileMaxRows];
+        for (int r = 0; r < rows; ++r) {
+          const int64_t fr = row0 + r, tap = fr / g.Cg, ci = fr % g.Cg;
+          row_dh[r] = tap / g.KW * g.dilation_h;
+          row_offset[r] = tap % g.KW * g.dilation_w * g.C + gr * g.Cg + ci;  // column q = 0
+        }
+        int64_t n = s0 / g.P, p = s0 % g.P;
         for (int64_t sb = 0; sb < batch; ++sb) {
-          const int64_t n = (s0 + sb) / g.P, p = (s0 + sb) % g.P;
+          const int64_t top = p * g.stride_h - g.pad_top;
           for (int r = 0; r < rows; ++r) {
-            const int64_t fr = row0 + r, tap = fr / g.Cg, ci = fr % g.Cg;
-            const int64_t kh = tap / g.KW, kw = tap % g.KW;
-            const int64_t hi = p * g.stride_h - g.pad_top + kh * g.dilation_h;
-            const int64_t offset = kw * g.dilation_w * g.C + gr * g.Cg + ci;  // column q = 0
-            a[sb * rows + r] = hi >= 0 && hi < g.H ? xp + (n * g.H + hi) * Wp * g.C + offset
-                                                   : zeros.data() + offset;
+            const int64_t hi = top + row_dh[r];
+            a[sb * rows + r] = hi >= 0 && hi < g.H ? xp + (n * g.H + hi) * Wp * g.C + row_offset[r]
+                                                   : zeros.data() + row_offset[r];
           }
+          if (++p == g.P) p = 0, ++n;
         }
         Fp16Tile(rows, static_cast<int>(block1 - block0), a.data(), static_cast<int>(batch), g.Q,
                  g.stride_w * g.C, dy + s0 * g.Q * g.K + k0, g.K, lanes, dw + row0 * g.K + k0, g.K,

@@ -31,8 +31,8 @@ TF_FP16OPS_FP16_TARGET void Tile(const uint16_t* const* xs, int64_t taps, const 
 #pragma GCC unroll 12
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ph();
   for (int64_t tap = 0; tap < taps; ++tap, xs += NT, w += w_tap) {
-    const __m512h wv = Masked ? _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(mask, w))
-                              : _mm512_loadu_ph(w);
+    const __m512h wv =
+        Masked ? _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(mask, w)) : _mm512_loadu_ph(w);
 #pragma GCC unroll 12
     for (int t = 0; t < NT; ++t) {
       const __m512h xv = Masked ? _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(mask, xs[t]))
@@ -63,7 +63,7 @@ bool DepthwiseFpropFp16(const ConvGeometry& g, const uint16_t* x, const uint16_t
   if (g.N == 0 || g.P == 0 || g.Q == 0 || g.C == 0) return false;
   const int64_t C = g.C, taps = g.KH * g.KW;
   const std::vector<uint16_t> zeros(static_cast<size_t>(C), 0);  // padded taps read these
-  const int64_t rows = g.N * g.P;  // one unit: one output row (n, p)
+  const int64_t rows = g.N * g.P;                                // one unit: one output row (n, p)
   parallel_for(rows, 2 * g.Q * taps * C / 32 + 1, [&](int64_t begin, int64_t end) {
     // xs[tap * nt + t]: the input position (channel 0) of output position q0 + t for that tap.
     std::vector<const uint16_t*> xs(static_cast<size_t>(taps * kPositions));
@@ -92,8 +92,8 @@ bool DepthwiseFpropFp16(const ConvGeometry& g, const uint16_t* x, const uint16_t
           if (lanes == 32) {
             kFull[nt - 1](xs.data(), taps, w + c0, C, ~__mmask32{0}, yr + c0, C);
           } else {
-            kMasked[nt - 1](xs.data(), taps, w + c0, C,
-                            static_cast<__mmask32>((1u << lanes) - 1u), yr + c0, C);
+            kMasked[nt - 1](xs.data(), taps, w + c0, C, static_cast<__mmask32>((1u << lanes) - 1u),
+                            yr + c0, C);
           }
         }
       }
