@@ -5,6 +5,7 @@
 // exact, adj_x / adj_y transpose here), runs cc/kernels/cpu/matmul_cpu.h on TensorFlow's CPU worker
 // threads and stores the result in T (binary32 -> binary16 rounds to nearest even; with Tacc=half
 // the values are already binary16).
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -91,6 +92,10 @@ class Fp16MatMulOp : public OpKernel {
     Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
     if (output->NumElements() == 0) return;
+    if (p.K == 0) {  // empty sums: +0, whose bits are zero in binary16 and binary32 alike
+      std::memset(output->flat<T>().data(), 0, sizeof(T) * output->NumElements());
+      return;
+    }
     auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
     cpu::MatMulParallelFor parallel_for =
         [workers](int64_t total, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
