@@ -1,6 +1,6 @@
 // The register tile of the binary16 kernels on AVX512-FP16 whose lanes are a contiguous run of
-// output columns: Fp16MatMul's N columns (cc/kernels/cpu/matmul_fp16.h) and an NHWC fprop's
-// output channels (cc/kernels/cpu/fprop_fp16.h).
+// result columns: Fp16MatMul's N columns (cc/kernels/cpu/matmul_fp16.h), and the output channels
+// of an NHWC fprop and wgrad or the input channels of a dgrad (cc/kernels/cpu/conv_nhwc_fp16.h).
 //
 // For rows r < rows (<= kTileMaxRows) and lanes l < lanes (<= 32 * blocks, blocks <=
 // kTileMaxBlocks), one accumulator acc[r][l] from +0 takes, for segment s = 0, 1, ..., and
@@ -11,7 +11,8 @@
 // MXCSR.DAZ/FTZ say), where a_s,r = a[s * rows + r]. A null a[s * rows + r] skips segment s for
 // row r (its steps are not taken: dgrad visits only the terms that exist); a segment that must
 // count as zeros (padding: 0 * inf gives NaN) points at zeros instead. The a value is taken by
-// broadcast from memory, b is read 32 lanes at a time (masked at `lanes`), and the tile stays in
+// broadcast from memory, b is read 32 lanes at a time (a masked load only in a block with fewer
+// lanes in use, or a segment some rows skip: it costs an extra uop), and the tile stays in
 // registers over the whole reduction: out[r * ldo + l] receives acc[r][l] for l < lanes (other
 // out elements untouched). All buffers hold IEEE binary16 bit patterns.
 #ifndef TF_FP16OPS_CC_KERNELS_CPU_GEMM_FP16_H_
