@@ -5,7 +5,7 @@
 // exact, adj_x / adj_y transpose here), runs cc/kernels/cpu/matmul_cpu.h on TensorFlow's CPU worker
 // threads and stores the result in T (binary32 -> binary16 rounds to nearest even; with Tacc=half
 // the values are already binary16).
-#include <cstring>
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -92,8 +92,8 @@ class Fp16MatMulOp : public OpKernel {
     Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &output));
     if (output->NumElements() == 0) return;
-    if (p.K == 0) {  // empty sums: +0, whose bits are zero in binary16 and binary32 alike
-      std::memset(output->flat<T>().data(), 0, sizeof(T) * output->NumElements());
+    if (p.K == 0) {  // empty sums: +0, written in T without a binary32 scratch
+      std::fill_n(output->flat<T>().data(), output->NumElements(), static_cast<T>(0.0f));
       return;
     }
     auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
@@ -111,17 +111,14 @@ class Fp16MatMulOp : public OpKernel {
     Tensor at, bt, yt;
     const float *a = nullptr, *b = nullptr;
     float* out = nullptr;
-    if (p.K > 0) {
-      OP_REQUIRES_OK(ctx, ToFloatMatrices<T>(ctx, x, p.x_matrices, p.M, p.K, adj_x_, &at, &a));
-      OP_REQUIRES_OK(ctx, ToFloatMatrices<T>(ctx, y, p.y_matrices, p.K, p.N, adj_y_, &bt, &b));
-    }
+    OP_REQUIRES_OK(ctx, ToFloatMatrices<T>(ctx, x, p.x_matrices, p.M, p.K, adj_x_, &at, &a));
+    OP_REQUIRES_OK(ctx, ToFloatMatrices<T>(ctx, y, p.y_matrices, p.K, p.N, adj_y_, &bt, &b));
     if (std::is_same<T, float>::value) {
       out = reinterpret_cast<float*>(output->flat<T>().data());
     } else {
       OP_REQUIRES_OK(ctx, ctx->allocate_temp(DT_FLOAT, TensorShape({output->NumElements()}), &yt));
       out = yt.flat<float>().data();
     }
-    // With K = 0 the functor only writes the zeros of the empty sums (a and b are not read).
     cpu::MatMul(p, half_ ? cpu::Accumulation::kHalf : cpu::Accumulation::kFloat, a, b, out,
                 parallel_for);
     if (!std::is_same<T, float>::value) {

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #endif
 
+#include "cc/kernels/cpu/fp16_target.h"
 #include "cc/kernels/cpu/half_step.h"
 
 namespace tf_fp16ops {
@@ -201,9 +202,6 @@ __attribute__((target("avx512f,avx512vl,avx512dq,fma"))) void MultiF32(
 // (same specification), so binary16 subnormals are exact under TensorFlow's thread settings
 // (tested in tests/ops/test_isa_paths.py). Values stay float in memory: binary16 <-> binary32
 // conversions of binary16 values are exact.
-#define TF_FP16OPS_FP16_TARGET \
-  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512fp16,f16c,fma")))
-
 TF_FP16OPS_FP16_TARGET inline __m512h Load32h(const float* p, __mmask32 mask) {
   const __m256i lo = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

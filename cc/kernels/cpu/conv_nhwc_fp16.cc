@@ -17,28 +17,16 @@ bool Conv2DFpropFp16NhwcHalf(const ConvGeometry& g, const uint16_t* x, const uin
   const int64_t Kg = g.K / g.groups;
   if (!Fp16TileAvailable() || Kg < kNhwcMinLanes) return false;
   const int64_t taps = g.KH * g.KW;
-  const int64_t positions = g.N * g.P * g.Q;
-  const int64_t col_blocks = (Kg + 31) / 32;
-  const int64_t chunks = Fp16TileChunks(Kg);
-  const int tile_rows = Fp16TileRows(static_cast<int>((col_blocks + chunks - 1) / chunks));
-  const int64_t row_tiles = (positions + tile_rows - 1) / tile_rows;
+  const Fp16TileGrid grid(g.groups, g.N * g.P * g.Q, Kg);  // rows: output positions
   // Padded taps read these zeros (0 * inf gives NaN, as zero padding defines it).
   const std::vector<uint16_t> zeros(static_cast<size_t>(std::max<int64_t>(g.Cg, 1)), 0);
-  const int64_t units = g.groups * chunks * row_tiles;
-  const int64_t cost = tile_rows * 32 * kTileMaxBlocks * taps * g.Cg / 64 + 1;
-  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
+  parallel_for(grid.units(), grid.CostPerUnit(taps * g.Cg), [&](int64_t begin, int64_t end) {
     // a[tap * rows + r]: where row r's run of Cg input channels for that tap starts.
-    std::vector<const uint16_t*> a(static_cast<size_t>(taps * tile_rows));
+    std::vector<const uint16_t*> a(static_cast<size_t>(taps * grid.tile_rows()));
     for (int64_t u = begin; u < end; ++u) {
-      // Row tiles innermost: consecutive units of a thread share the filter panel.
-      const int64_t rt = u % row_tiles;
-      const int64_t c = (u / row_tiles) % chunks;
-      const int64_t gr = u / row_tiles / chunks;
-      const int64_t block0 = c * col_blocks / chunks, block1 = (c + 1) * col_blocks / chunks;
-      const int64_t k0 = gr * Kg + block0 * 32;
-      const int lanes = static_cast<int>(std::min(block1 * 32, Kg) - block0 * 32);
-      const int64_t pos0 = rt * tile_rows;
-      const int rows = static_cast<int>(std::min<int64_t>(tile_rows, positions - pos0));
+      const Fp16TileGrid::Unit t = grid[u];
+      const int64_t gr = t.group, k0 = gr * Kg + t.lane0, pos0 = t.row0;
+      const int rows = t.rows;
       // Output position pos0 + r as (n, p, q), stepped without divisions.
       int64_t q = pos0 % g.Q, np = pos0 / g.Q;
       for (int r = 0; r < rows; ++r, (++q == g.Q ? (q = 0, ++np) : 0)) {
@@ -54,8 +42,8 @@ bool Conv2DFpropFp16NhwcHalf(const ConvGeometry& g, const uint16_t* x, const uin
           }
         }
       }
-      Fp16Tile(rows, static_cast<int>(block1 - block0), a.data(), static_cast<int>(taps), g.Cg, 1,
-               w + k0, g.K, lanes, y + pos0 * g.K + k0, g.K);
+      Fp16Tile(rows, t.blocks, a.data(), static_cast<int>(taps), g.Cg, 1, w + k0, g.K, t.lanes,
+               y + pos0 * g.K + k0, g.K);
     }
   });
   return true;
@@ -72,25 +60,14 @@ bool Conv2DDgradFp16NhwcHalf(const ConvGeometry& g, const uint16_t* dy, const ui
     for (int64_t tap = 0; tap < taps; ++tap)
       Transpose16(w + tap * g.Cg * g.K + gr * Kg, g.Cg, Kg, g.K,
                   wt.get() + (gr * taps + tap) * Kg * g.Cg, g.Cg);
-  const int64_t positions = g.N * g.H * g.W;
-  const int64_t col_blocks = (g.Cg + 31) / 32;
-  const int64_t chunks = Fp16TileChunks(g.Cg);
-  const int tile_rows = Fp16TileRows(static_cast<int>((col_blocks + chunks - 1) / chunks));
-  const int64_t row_tiles = (positions + tile_rows - 1) / tile_rows;
-  const int64_t units = g.groups * chunks * row_tiles;
-  const int64_t cost = tile_rows * 32 * kTileMaxBlocks * taps * Kg / 64 + 1;
-  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
+  const Fp16TileGrid grid(g.groups, g.N * g.H * g.W, g.Cg);  // rows: input positions
+  parallel_for(grid.units(), grid.CostPerUnit(taps * Kg), [&](int64_t begin, int64_t end) {
     // a[tap * rows + r]: where row r's run of Kg output channels for that tap starts, or null.
-    std::vector<const uint16_t*> a(static_cast<size_t>(taps * tile_rows));
+    std::vector<const uint16_t*> a(static_cast<size_t>(taps * grid.tile_rows()));
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t rt = u % row_tiles;
-      const int64_t c = (u / row_tiles) % chunks;
-      const int64_t gr = u / row_tiles / chunks;
-      const int64_t block0 = c * col_blocks / chunks, block1 = (c + 1) * col_blocks / chunks;
-      const int64_t c0 = block0 * 32;  // first lane: input channel gr * Cg + c0
-      const int lanes = static_cast<int>(std::min(block1 * 32, g.Cg) - c0);
-      const int64_t pos0 = rt * tile_rows;
-      const int rows = static_cast<int>(std::min<int64_t>(tile_rows, positions - pos0));
+      const Fp16TileGrid::Unit t = grid[u];
+      const int64_t gr = t.group, c0 = t.lane0, pos0 = t.row0;  // lane 0: channel gr * Cg + c0
+      const int rows = t.rows;
       // Input position pos0 + r as (n, h, w), stepped without divisions; with unit strides the
       // output position a tap reaches needs none either.
       const bool unit = g.stride_h == 1 && g.stride_w == 1;
@@ -111,9 +88,9 @@ bool Conv2DDgradFp16NhwcHalf(const ConvGeometry& g, const uint16_t* dy, const ui
           }
         }
       }
-      Fp16Tile(rows, static_cast<int>(block1 - block0), a.data(), static_cast<int>(taps), Kg, 1,
-               wt.get() + gr * taps * Kg * g.Cg + c0, g.Cg, lanes, dx + pos0 * g.C + gr * g.Cg + c0,
-               g.C);
+      Fp16Tile(rows, t.blocks, a.data(), static_cast<int>(taps), Kg, 1,
+               wt.get() + gr * taps * Kg * g.Cg + c0, g.Cg, t.lanes,
+               dx + pos0 * g.C + gr * g.Cg + c0, g.C);
     }
   });
   return true;
@@ -144,33 +121,23 @@ bool Conv2DWgradFp16NhwcHalf(const ConvGeometry& g, const uint16_t* x, const uin
   }
   const std::vector<uint16_t> zeros(static_cast<size_t>(Wp * g.C), 0);
   const int64_t taps = g.KH * g.KW;
-  const int64_t filter_rows = taps * g.Cg;  // (kh, kw, ci) of one group
-  const int64_t segments = g.N * g.P;       // (n, p), Q terms each
-  const int64_t col_blocks = (Kg + 31) / 32;
-  const int64_t chunks = Fp16TileChunks(Kg);
-  const int tile_rows = Fp16TileRows(static_cast<int>((col_blocks + chunks - 1) / chunks));
-  const int64_t row_tiles = (filter_rows + tile_rows - 1) / tile_rows;
-  const int64_t units = g.groups * chunks * row_tiles;
-  const int64_t cost = tile_rows * 32 * kTileMaxBlocks * segments * g.Q / 64 + 1;
+  const int64_t filter_rows = taps * g.Cg;             // (kh, kw, ci) of one group
+  const int64_t segments = g.N * g.P;                  // (n, p), Q terms each
+  const Fp16TileGrid grid(g.groups, filter_rows, Kg);  // rows: filter rows
   // Segments per call: about kTermBatch terms. A thread runs each batch over all of its row tiles
   // before the next, so that the batch's dy rows stay in cache; later calls resume from the
   // binary16 accumulators that the earlier ones stored (the same bits as one call). The pointer
   // table stays small whatever N * P.
   constexpr int64_t kTermBatch = 256;
   const int64_t seg_batch = std::max<int64_t>(1, kTermBatch / std::max<int64_t>(g.Q, 1));
-  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
-    std::vector<const uint16_t*> a(static_cast<size_t>(seg_batch * tile_rows));
+  parallel_for(grid.units(), grid.CostPerUnit(segments * g.Q), [&](int64_t begin, int64_t end) {
+    std::vector<const uint16_t*> a(static_cast<size_t>(seg_batch * grid.tile_rows()));
     for (int64_t s0 = 0; s0 < segments; s0 += seg_batch) {
       const int64_t batch = std::min(seg_batch, segments - s0);
       for (int64_t u = begin; u < end; ++u) {
-        const int64_t rt = u % row_tiles;
-        const int64_t c = (u / row_tiles) % chunks;
-        const int64_t gr = u / row_tiles / chunks;
-        const int64_t block0 = c * col_blocks / chunks, block1 = (c + 1) * col_blocks / chunks;
-        const int64_t k0 = gr * Kg + block0 * 32;
-        const int lanes = static_cast<int>(std::min(block1 * 32, Kg) - block0 * 32);
-        const int64_t row0 = rt * tile_rows;
-        const int rows = static_cast<int>(std::min<int64_t>(tile_rows, filter_rows - row0));
+        const Fp16TileGrid::Unit t = grid[u];
+        const int64_t gr = t.group, k0 = gr * Kg + t.lane0, row0 = t.row0;
+        const int rows = t.rows;
         // Per filter row: its kh (the x row it reads, below) and its offset in a padded row.
         int64_t row_dh[kTileMaxRows], row_offset[kTileMaxRows];
         for (int r = 0; r < rows; ++r) {
@@ -188,8 +155,8 @@ bool Conv2DWgradFp16NhwcHalf(const ConvGeometry& g, const uint16_t* x, const uin
           }
           if (++p == g.P) p = 0, ++n;
         }
-        Fp16Tile(rows, static_cast<int>(block1 - block0), a.data(), static_cast<int>(batch), g.Q,
-                 g.stride_w * g.C, dy + s0 * g.Q * g.K + k0, g.K, lanes, dw + row0 * g.K + k0, g.K,
+        Fp16Tile(rows, t.blocks, a.data(), static_cast<int>(batch), g.Q, g.stride_w * g.C,
+                 dy + s0 * g.Q * g.K + k0, g.K, t.lanes, dw + row0 * g.K + k0, g.K,
                  /*resume=*/s0 > 0);
       }
     }

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "cc/kernels/cpu/fp16_target.h"
 #include "cc/kernels/cpu/gemm_fp16.h"
 
 #if defined(__x86_64__)
@@ -16,9 +17,6 @@ namespace cpu {
 
 #if defined(__x86_64__)
 namespace {
-
-#define TF_FP16OPS_FP16_TARGET \
-  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512fp16,f16c,fma")))
 
 constexpr int kPositions = 12;  // output positions per tile (12 accumulators)
 

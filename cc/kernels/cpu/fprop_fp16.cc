@@ -5,6 +5,9 @@
 #include <memory>
 #include <vector>
 
+#include "cc/kernels/cpu/fp16_target.h"
+#include "cc/kernels/cpu/gemm_fp16.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -53,9 +56,6 @@ void Transpose16(const uint16_t* src, int64_t rows, int64_t cols, int64_t src_st
 
 namespace {
 
-#define TF_FP16OPS_FP16_TARGET \
-  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512fp16,f16c,fma")))
-
 constexpr int kRows = 8;    // output channels per micro-kernel
 constexpr int kBlocks = 3;  // 32-lane position blocks per micro-kernel (96 positions)
 
@@ -100,8 +100,6 @@ template <int M>
 constexpr MicroFn kByBlocks[kBlocks] = {&Micro<M, 1>, &Micro<M, 2>, &Micro<M, 3>};
 constexpr const MicroFn* kTable[kRows] = {kByBlocks<1>, kByBlocks<2>, kByBlocks<3>, kByBlocks<4>,
                                           kByBlocks<5>, kByBlocks<6>, kByBlocks<7>, kByBlocks<8>};
-
-bool Fp16Available() { return std::strcmp(AccumulateIsa(), "avx512fp16") == 0; }
 
 // Padded extents for the spatial kernels, or false when they do not apply.
 bool SpatialGeometry(const ConvGeometry& g, int64_t* Hp, int64_t* Wp) {
@@ -151,7 +149,7 @@ void StoreHalf(const uint16_t* src, uint16_t* dst, int64_t n) {
 template <typename E>
 bool Spatial(const ConvGeometry& g, const E* x, const E* w, E* y, const ParallelFor& parallel_for) {
   int64_t Hp = 0, Wp = 0;
-  if (!Fp16Available() || !SpatialGeometry(g, &Hp, &Wp)) return false;
+  if (!Fp16TileAvailable() || !SpatialGeometry(g, &Hp, &Wp)) return false;
   const int64_t positions = g.P * Wp;
   const int64_t plane = Hp * Wp + 32 + (g.KW - 1) * g.dilation_w;  // + reads past the last row
   const int64_t out_pitch = (positions + 31) / 32 * 32;
@@ -226,7 +224,7 @@ bool Conv2DFpropFp16SpatialHalf(const ConvGeometry& g, const uint16_t* x, const 
 }
 
 int64_t Fp16MicroKernelProbe(int64_t terms, float* sink) {
-  if (!Fp16Available()) return 0;
+  if (!Fp16TileAvailable()) return 0;
   std::vector<_Float16> x(32 * kBlocks, static_cast<_Float16>(1.0f));
   std::vector<_Float16> w(kRows, static_cast<_Float16>(0.25f));
   std::vector<_Float16> out(kRows * 32 * kBlocks);

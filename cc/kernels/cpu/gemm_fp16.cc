@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cc/kernels/cpu/accumulate.h"
+#include "cc/kernels/cpu/fp16_target.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -14,23 +15,16 @@ namespace cpu {
 
 bool Fp16TileAvailable() { return std::strcmp(AccumulateIsa(), "avx512fp16") == 0; }
 
-int64_t Fp16TileChunks(int64_t lanes) {
-  const int64_t blocks = (lanes + 31) / 32;
-  return (blocks + kTileMaxBlocks - 1) / kTileMaxBlocks;
-}
-
 #if defined(__x86_64__)
 namespace {
 
-#define TF_FP16OPS_FP16_TARGET \
-  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512fp16,f16c,fma")))
-
-// The steps of one segment that every row of the tile takes; b rows loaded whole (Masked
-// false: every lane in use) or masked at the tile's lanes.
-template <int M, int NB, bool Masked>
-TF_FP16OPS_FP16_TARGET __attribute__((always_inline)) inline void AllRows(
-    const _Float16* (&ar)[M], int64_t seg_len, int64_t a_k, const _Float16* b, int64_t ldb,
-    const __mmask32 (&mask)[NB], __m512h (&acc)[M][NB]) {
+// The steps of one segment: b rows loaded whole (Masked false: every lane in use) or masked at
+// the tile's lanes; with Skips, row m takes them only where on[m] is all ones (merge-masked
+// FMAs keep the other rows' accumulators, and their a pointers stay put).
+template <int M, int NB, bool Masked, bool Skips>
+TF_FP16OPS_FP16_TARGET __attribute__((always_inline)) inline void Steps(
+    const _Float16* (&ar)[M], const __mmask32 (&on)[M], int64_t seg_len, int64_t a_k,
+    const _Float16* b, int64_t ldb, const __mmask32 (&mask)[NB], __m512h (&acc)[M][NB]) {
   for (int64_t t = 0; t < seg_len; ++t, b += ldb) {
     __m512h bv[NB];
 #pragma GCC unroll 4
@@ -41,9 +35,12 @@ TF_FP16OPS_FP16_TARGET __attribute__((always_inline)) inline void AllRows(
 #pragma GCC unroll 8
     for (int m = 0; m < M; ++m) {
       const __m512h av = _mm512_set1_ph(*ar[m]);
-      ar[m] += a_k;
+      if (!Skips || on[m]) ar[m] += a_k;
 #pragma GCC unroll 4
-      for (int j = 0; j < NB; ++j) acc[m][j] = _mm512_fmadd_ph(bv[j], av, acc[m][j]);
+      for (int j = 0; j < NB; ++j) {
+        acc[m][j] = Skips ? _mm512_mask3_fmadd_ph(bv[j], av, acc[m][j], on[m])
+                          : _mm512_fmadd_ph(bv[j], av, acc[m][j]);
+      }
     }
   }
 }
@@ -68,49 +65,25 @@ TF_FP16OPS_FP16_TARGET void Tile(const uint16_t* const* a, int segments, int64_t
           resume ? _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(mask[j], out16 + m * ldo + 32 * j))
                  : _mm512_setzero_ph();
     }
-  for (int s = 0; s < segments; ++s, a += M) {
+  static const _Float16 kZero = 0;  // what a row that skips a segment points at
+  for (int s = 0; s < segments; ++s, a += M, b += seg_len * ldb) {
+    const _Float16* ar[M];
+    __mmask32 on[M];
     bool all_rows = true, any_row = false;
 #pragma GCC unroll 8
     for (int m = 0; m < M; ++m) {
+      on[m] = a[m] != nullptr ? ~__mmask32{0} : 0;
+      ar[m] = a[m] != nullptr ? reinterpret_cast<const _Float16*>(a[m]) : &kZero;
       all_rows = all_rows && a[m] != nullptr;
       any_row = any_row || a[m] != nullptr;
     }
-    if (!any_row) {
-      b += seg_len * ldb;  // no row takes this segment's steps
-    } else if (all_rows) {
-      const _Float16* ar[M];
-#pragma GCC unroll 8
-      for (int m = 0; m < M; ++m) ar[m] = reinterpret_cast<const _Float16*>(a[m]);
-      if (lanes == 32 * NB) {
-        AllRows<M, NB, false>(ar, seg_len, a_k, b, ldb, mask, acc);
-      } else {
-        AllRows<M, NB, true>(ar, seg_len, a_k, b, ldb, mask, acc);
-      }
-      b += seg_len * ldb;
+    if (!any_row) continue;  // no row takes this segment's steps
+    if (!all_rows) {
+      Steps<M, NB, true, true>(ar, on, seg_len, a_k, b, ldb, mask, acc);
+    } else if (lanes == 32 * NB) {
+      Steps<M, NB, false, false>(ar, on, seg_len, a_k, b, ldb, mask, acc);
     } else {
-      // Rows without this segment keep their accumulators (merge-masked steps).
-      static const _Float16 kZero = 0;
-      const _Float16* ar[M];
-      __mmask32 on[M];
-#pragma GCC unroll 8
-      for (int m = 0; m < M; ++m) {
-        on[m] = a[m] != nullptr ? ~__mmask32{0} : 0;
-        ar[m] = a[m] != nullptr ? reinterpret_cast<const _Float16*>(a[m]) : &kZero;
-      }
-      for (int64_t t = 0; t < seg_len; ++t, b += ldb) {
-        __m512h bv[NB];
-#pragma GCC unroll 4
-        for (int j = 0; j < NB; ++j)
-          bv[j] = _mm512_castsi512_ph(_mm512_maskz_loadu_epi16(mask[j], b + 32 * j));
-#pragma GCC unroll 8
-        for (int m = 0; m < M; ++m) {
-          const __m512h av = _mm512_set1_ph(*ar[m]);
-          if (on[m]) ar[m] += a_k;
-#pragma GCC unroll 4
-          for (int j = 0; j < NB; ++j)
-            acc[m][j] = _mm512_mask3_fmadd_ph(bv[j], av, acc[m][j], on[m]);
-        }
-      }
+      Steps<M, NB, true, false>(ar, on, seg_len, a_k, b, ldb, mask, acc);
     }
   }
 #pragma GCC unroll 8

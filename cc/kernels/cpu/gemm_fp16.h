@@ -18,6 +18,7 @@
 #ifndef TF_FP16OPS_CC_KERNELS_CPU_GEMM_FP16_H_
 #define TF_FP16OPS_CC_KERNELS_CPU_GEMM_FP16_H_
 
+#include <algorithm>
 #include <cstdint>
 
 namespace tf_fp16ops {
@@ -44,11 +45,51 @@ void Fp16Tile(int rows, int blocks, const uint16_t* const* a, int segments, int6
 // receives one result so that the work is not optimized away.
 int64_t Fp16TileProbe(int64_t reps, float* sink);
 
-// Column chunks for a row of `lanes` output lanes: whole 32-lane blocks, at most
-// kTileMaxBlocks per chunk, as even as possible (a chunk of one block leaves the FMA units
-// waiting on few dependency chains). Chunk c covers blocks [c * blocks / chunks,
-// (c + 1) * blocks / chunks) of blocks = ceil(lanes / 32).
-int64_t Fp16TileChunks(int64_t lanes);
+// A result of `groups` blocks of [rows, lanes] cut into register tiles and numbered as shard
+// units. Lanes go in chunks of whole 32-lane blocks, at most kTileMaxBlocks per chunk, as even as
+// possible (a chunk of one block leaves the FMA units waiting on few dependency chains); rows go
+// in tiles of tile_rows, those of the widest chunk's tile (each chunk's tile holds at least as
+// many). Units run group, chunk, row tile, row tiles innermost, so that consecutive units of a
+// thread share the chunk's b panel.
+class Fp16TileGrid {
+ public:
+  struct Unit {
+    int64_t group, row0, lane0;  // the tile's group, first row and first lane
+    int rows, blocks, lanes;     // Fp16Tile's rows, blocks and lanes
+  };
+  Fp16TileGrid(int64_t groups, int64_t rows, int64_t lanes)
+      : groups_(groups),
+        rows_(rows),
+        lanes_(lanes),
+        blocks_((lanes + 31) / 32),
+        chunks_((blocks_ + kTileMaxBlocks - 1) / kTileMaxBlocks),
+        tile_rows_(Fp16TileRows(static_cast<int>((blocks_ + chunks_ - 1) / chunks_))),
+        row_tiles_((rows + tile_rows_ - 1) / tile_rows_) {}
+  int tile_rows() const { return tile_rows_; }
+  int64_t units() const { return groups_ * chunks_ * row_tiles_; }
+  // Shard cost of a unit whose accumulators take `terms` steps each: about one unit per cycle,
+  // 64 binary16 steps per cycle on two FMA ports.
+  int64_t CostPerUnit(int64_t terms) const {
+    return tile_rows_ * 32 * kTileMaxBlocks * terms / 64 + 1;
+  }
+  Unit operator[](int64_t u) const {
+    const int64_t rt = u % row_tiles_, c = u / row_tiles_ % chunks_;
+    const int64_t block0 = c * blocks_ / chunks_, block1 = (c + 1) * blocks_ / chunks_;
+    Unit t;
+    t.group = u / row_tiles_ / chunks_;
+    t.row0 = rt * tile_rows_;
+    t.lane0 = block0 * 32;
+    t.rows = static_cast<int>(std::min<int64_t>(tile_rows_, rows_ - t.row0));
+    t.blocks = static_cast<int>(block1 - block0);
+    t.lanes = static_cast<int>(std::min(block1 * 32, lanes_) - t.lane0);
+    return t;
+  }
+
+ private:
+  int64_t groups_, rows_, lanes_, blocks_, chunks_;
+  int tile_rows_;
+  int64_t row_tiles_;
+};
 
 }  // namespace cpu
 }  // namespace tf_fp16ops
