@@ -192,6 +192,54 @@ def test_output_channel_lanes_are_exact(isa):
     assert lines == [f"isa {isa}", "mismatches 0"]
 
 
+# Forward convolutions with fewer than 32 output channels per group and stride 1 (on
+# AVX512-FP16 the spatial kernel, which cuts each image into bands of output rows of about 768
+# positions and lays out each band's input rows, halo included, on its own): several bands per
+# image with padding rows above, below and between, dilated halos, groups, explicit padding,
+# tall filters, a last band shorter than the others; infinities and NaN near band borders. Bits
+# against the NumPy reference on every path.
+SPATIAL_BANDS_SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+import tf_fp16ops
+from support import reference as R
+rng = np.random.default_rng(23)
+bad = 0
+#        N, H, W, groups, Cg, K, KH, KW, dilation, padding
+cases = [(2, 40, 30, 1, 5, 12, 3, 3, (2, 1), "SAME"),
+         (3, 64, 40, 1, 16, 16, 3, 3, (1, 1), "VALID"),
+         (1, 33, 50, 2, 4, 16, 5, 5, (1, 1), "SAME"),
+         (2, 50, 20, 1, 3, 20, 3, 2, (1, 2), ((3, 1), (0, 2))),
+         (1, 90, 9, 1, 2, 5, 7, 1, (1, 1), "SAME"),
+         (2, 29, 61, 3, 7, 30, 2, 3, (3, 1), ((0, 4), (2, 0)))]
+for trial, (n, h, wd, groups, cg, k, kh, kw, d, pad) in enumerate(cases):
+    xs, ws = (n, h, wd, cg * groups), (kh, kw, cg, k)
+    kind = trial % 3
+    if kind == 0:
+        x, w = rng.random(xs), rng.random(ws) - 0.5
+    elif kind == 1:   # many binades: binary16 subnormals and midpoints
+        x = rng.integers(-8, 8, xs) * 2.0 ** rng.integers(-20, 4, xs)
+        w = rng.integers(-8, 8, ws) * 2.0 ** rng.integers(-12, 6, ws)
+    else:             # infinities and NaN on rows near band borders
+        x, w = rng.random(xs) * 3e4, rng.integers(-2, 3, ws).astype(np.float64)
+        x[0, h // 2, 1, 0], x[-1, h // 3, -1, -1], x[0, -1, 0, 0] = np.inf, np.nan, -np.inf
+    x, w = x.astype(np.float16), w.astype(np.float16)
+    padding = pad if isinstance(pad, str) else [[0, 0], list(pad[0]), list(pad[1]), [0, 0]]
+    ours = tf_fp16ops.conv2d(x, w, 1, padding, dilations=list(d)).numpy()
+    ref = R.conv2d(x, w, dilations=d, padding=pad)
+    same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+    bad += int((~same).sum())
+print("isa", tf_fp16ops.ops.cpu_isa())
+print("mismatches", bad)
+"""
+
+
+@pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
+def test_spatial_bands_are_exact(isa):
+    lines = run_on_isa(SPATIAL_BANDS_SCRIPT, isa)
+    assert lines == [f"isa {isa}", "mismatches 0"]
+
+
 # The dgrad with input channels as lanes (on AVX512-FP16 the NHWC kernel for Cg >= 32, which
 # reads dy in place and takes no step for a tap that reaches no output position): strides 2 and
 # 3 (input positions that only some taps reach), dilations, groups, 32-lane blocks with rests,

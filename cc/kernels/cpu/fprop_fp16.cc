@@ -1,8 +1,8 @@
 #include "cc/kernels/cpu/fprop_fp16.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "cc/kernels/cpu/fp16_target.h"
@@ -109,7 +109,8 @@ bool SpatialGeometry(const ConvGeometry& g, int64_t* Hp, int64_t* Wp) {
   // The planes must stay of the order of the input (huge explicit padding goes the general way).
   if (*Hp > 2 * g.H + 64 || *Wp > 2 * g.W + 64 || g.KH * g.KW > 4096) return false;
   if (*Hp - g.H - g.pad_top < 0 || *Wp - g.W - g.pad_left < 0) return false;
-  // Scratch (planes of all input channels, output planes) within a few times the tensors.
+  // Scratch within a few times the tensors (counted as planes of whole images: a band, what one
+  // thread holds, is at most that).
   const int64_t scratch = g.N * (g.C * (*Hp * *Wp + 64 + *Wp) + g.K * (g.P * *Wp + 64));
   return scratch <= 4 * (g.InputElements() + g.OutputElements()) + (int64_t{1} << 20);
 }
@@ -131,81 +132,115 @@ TF_FP16OPS_FP16_TARGET void ToFloat(const _Float16* src, float* dst, int64_t n) 
   }
 }
 
-// n binary16 values into binary16 storage, from binary32 (exact for binary16 values) or binary16.
+// n binary16 values into binary16 storage from binary32 (exact for binary16 values), and back.
 void LoadHalf(const float* src, uint16_t* dst, int64_t n) {
   ToHalf(src, reinterpret_cast<_Float16*>(dst), n);
-}
-void LoadHalf(const uint16_t* src, uint16_t* dst, int64_t n) {
-  std::memcpy(dst, src, sizeof(uint16_t) * static_cast<size_t>(n));
 }
 void StoreHalf(const uint16_t* src, float* dst, int64_t n) {
   ToFloat(reinterpret_cast<const _Float16*>(src), dst, n);
 }
-void StoreHalf(const uint16_t* src, uint16_t* dst, int64_t n) {
-  std::memcpy(dst, src, sizeof(uint16_t) * static_cast<size_t>(n));
-}
+
+// Output positions per unit of the spatial fprop (a band of whole output rows of one image).
+constexpr int64_t kBandPositions = 768;
 
 // The spatial fprop on binary32 (E = float) or binary16 (E = uint16_t bit patterns) buffers.
+// Each unit is one band of output rows of one image: it lays out the input rows its windows read
+// as channel planes (zeros for the padding), runs the micro-kernels over them and transposes its
+// output rows into y, all in scratch of its own thread, so that the layout passes touch data the
+// thread's caches hold and the op takes one pass over TensorFlow's pool (the input rows in a
+// band's halo, (KH - 1) * dilation_h of them, are laid out by both bands that read them).
 template <typename E>
 bool Spatial(const ConvGeometry& g, const E* x, const E* w, E* y, const ParallelFor& parallel_for) {
   int64_t Hp = 0, Wp = 0;
   if (!Fp16TileAvailable() || !SpatialGeometry(g, &Hp, &Wp)) return false;
-  const int64_t positions = g.P * Wp;
-  const int64_t plane = Hp * Wp + 32 + (g.KW - 1) * g.dilation_w;  // + reads past the last row
-  const int64_t out_pitch = (positions + 31) / 32 * 32;
+  constexpr bool kHalfIn = std::is_same<E, uint16_t>::value;
+  const int64_t halo = (g.KH - 1) * g.dilation_h;
+  const int64_t tail = 32 + (g.KW - 1) * g.dilation_w;  // reads past a band's last row
+  const int64_t band_rows = (g.P + (g.P * Wp + kBandPositions - 1) / kBandPositions - 1) /
+                            ((g.P * Wp + kBandPositions - 1) / kBandPositions);
+  const int64_t bands = (g.P + band_rows - 1) / band_rows;
+  const int64_t max_plane = (band_rows + halo) * Wp + tail;
+  const int64_t max_pitch = (band_rows * Wp + 31) / 32 * 32;
+  const int64_t pad_right = Wp - g.pad_left - g.W;  // >= 0 (SpatialGeometry)
   const int64_t Kg = g.K / g.groups;
 
-  // Binary16 values are moved as uint16_t outside the FP16-target functions.
-  std::vector<uint16_t> xh(static_cast<size_t>(g.N * g.C * plane), 0);
-  parallel_for(g.N * g.H, 4 * g.W * g.C, [&](int64_t begin, int64_t end) {
-    std::vector<uint16_t> row(static_cast<size_t>(g.W * g.C));
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t n = r / g.H, h = r % g.H;
-      LoadHalf(x + r * g.W * g.C, row.data(), g.W * g.C);
-      uint16_t* dst = xh.data() + n * g.C * plane + (h + g.pad_top) * Wp + g.pad_left;
-      Transpose16(row.data(), g.W, g.C, g.C, dst, plane);  // `row` is in L1
-    }
-  });
-  // Filter [KH*KW][Cg][K] as binary16.
-  std::vector<uint16_t> wh(static_cast<size_t>(g.FilterElements()));
-  LoadHalf(w, wh.data(), g.FilterElements());
+  // Filter [KH*KW][Cg][K] as binary16 (a binary16 filter read in place). Binary16 values are
+  // moved as uint16_t outside the FP16-target functions.
+  std::vector<uint16_t> wh(kHalfIn ? 0 : static_cast<size_t>(g.FilterElements()));
+  const uint16_t* w16 = nullptr;
+  if constexpr (kHalfIn) {
+    w16 = w;
+  } else {
+    LoadHalf(w, wh.data(), g.FilterElements());
+    w16 = wh.data();
+  }
   std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
   for (int64_t kh = 0; kh < g.KH; ++kh)
     for (int64_t kw = 0; kw < g.KW; ++kw)
       offsets[kh * g.KW + kw] = kh * g.dilation_h * Wp + kw * g.dilation_w;
 
-  // Every element the output pass reads is written by a micro-kernel first: no zeroing.
-  std::unique_ptr<uint16_t[]> yh(new uint16_t[static_cast<size_t>(g.N * g.K * out_pitch)]);
-  const _Float16* xp = reinterpret_cast<const _Float16*>(xh.data());
-  const _Float16* wp = reinterpret_cast<const _Float16*>(wh.data());
-  _Float16* yp = reinterpret_cast<_Float16*>(yh.get());
+  const _Float16* wp = reinterpret_cast<const _Float16*>(w16);
   const int64_t kblocks = (Kg + kRows - 1) / kRows;
   const int64_t chunk = 32 * kBlocks;
-  const int64_t pchunks = (positions + chunk - 1) / chunk;
-  const int64_t units = g.N * g.groups * pchunks * kblocks;
-  const int64_t cost = 2 * chunk * kRows * g.KH * g.KW * g.Cg;
-  parallel_for(units, cost, [&](int64_t begin, int64_t end) {
+  const int64_t cost = 2 * band_rows * Wp * kblocks * kRows * g.groups * g.KH * g.KW * g.Cg;
+  parallel_for(g.N * bands, cost, [&](int64_t begin, int64_t end) {
+    // Every element of xh a micro-kernel reads is written first, a value or a zero, and every
+    // element of yh the output pass reads: neither is zero-filled.
+    std::unique_ptr<uint16_t[]> xh(new uint16_t[static_cast<size_t>(g.C * max_plane)]);
+    std::unique_ptr<uint16_t[]> yh(new uint16_t[static_cast<size_t>(g.K * max_pitch)]);
+    std::vector<uint16_t> row(kHalfIn ? 0 : static_cast<size_t>(std::max(g.W * g.C, g.Q * g.K)));
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t kb = u % kblocks;
-      const int64_t pc = (u / kblocks) % pchunks;
-      const int64_t gr = (u / kblocks / pchunks) % g.groups;
-      const int64_t n = u / kblocks / pchunks / g.groups;
-      const int64_t k0 = gr * Kg + kb * kRows;
-      const int m = static_cast<int>(std::min<int64_t>(kRows, Kg - kb * kRows));
-      const int64_t o0 = pc * chunk;
-      const int nb = static_cast<int>((std::min(chunk, positions - o0) + 31) / 32);
-      kTable[m - 1][nb - 1](xp + (n * g.C + gr * g.Cg) * plane + o0, plane, offsets.data(),
-                            static_cast<int>(g.KH * g.KW), g.Cg, wp + k0, g.Cg * g.K, g.K,
-                            yp + (n * g.K + k0) * out_pitch + o0, out_pitch);
-    }
-  });
-  parallel_for(g.N * g.P, 4 * g.Q * g.K, [&](int64_t begin, int64_t end) {
-    std::vector<uint16_t> row(static_cast<size_t>(g.Q * g.K));
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t n = r / g.P, p = r % g.P;
-      const uint16_t* src = yh.get() + n * g.K * out_pitch + p * Wp;
-      Transpose16(src, g.K, g.Q, out_pitch, row.data(), g.K);
-      StoreHalf(row.data(), y + r * g.Q * g.K, g.Q * g.K);
+      const int64_t n = u / bands, p0 = u % bands * band_rows;
+      const int64_t rows = std::min(band_rows, g.P - p0), in_rows = rows + halo;
+      const int64_t plane = in_rows * Wp + tail, positions = rows * Wp;
+      const int64_t pitch = (positions + 31) / 32 * 32;
+      for (int64_t i = 0; i < in_rows; ++i) {  // padded row p0 + i = input row h
+        const int64_t h = p0 + i - g.pad_top;
+        uint16_t* const dst = xh.get() + i * Wp;
+        if (h < 0 || h >= g.H) {
+          for (int64_t c = 0; c < g.C; ++c) std::fill_n(dst + c * plane, Wp, uint16_t{0});
+          continue;
+        }
+        const E* src = x + (n * g.H + h) * g.W * g.C;
+        if constexpr (kHalfIn) {
+          Transpose16(src, g.W, g.C, g.C, dst + g.pad_left, plane);
+        } else {
+          LoadHalf(src, row.data(), g.W * g.C);
+          Transpose16(row.data(), g.W, g.C, g.C, dst + g.pad_left, plane);  // `row` is in L1
+        }
+        for (int64_t c = 0; c < g.C; ++c) {
+          std::fill_n(dst + c * plane, g.pad_left, uint16_t{0});
+          std::fill_n(dst + c * plane + g.pad_left + g.W, pad_right, uint16_t{0});
+        }
+      }
+      // The reads past the last row feed only lanes of columns q >= Q, which no output keeps:
+      // zeros, so that no lane reads memory never written.
+      for (int64_t c = 0; c < g.C; ++c)
+        std::fill_n(xh.get() + c * plane + in_rows * Wp, tail, uint16_t{0});
+
+      const _Float16* xp = reinterpret_cast<const _Float16*>(xh.get());
+      _Float16* yp = reinterpret_cast<_Float16*>(yh.get());
+      for (int64_t gr = 0; gr < g.groups; ++gr)
+        for (int64_t o0 = 0; o0 < positions; o0 += chunk) {
+          const int nb = static_cast<int>((std::min(chunk, positions - o0) + 31) / 32);
+          for (int64_t kb = 0; kb < kblocks; ++kb) {
+            const int64_t k0 = gr * Kg + kb * kRows;
+            const int m = static_cast<int>(std::min<int64_t>(kRows, Kg - kb * kRows));
+            kTable[m - 1][nb - 1](xp + gr * g.Cg * plane + o0, plane, offsets.data(),
+                                  static_cast<int>(g.KH * g.KW), g.Cg, wp + k0, g.Cg * g.K, g.K,
+                                  yp + k0 * pitch + o0, pitch);
+          }
+        }
+
+      for (int64_t i = 0; i < rows; ++i) {
+        E* out = y + ((n * g.P + p0 + i) * g.Q) * g.K;
+        if constexpr (kHalfIn) {  // straight into y
+          Transpose16(yh.get() + i * Wp, g.K, g.Q, pitch, out, g.K);
+        } else {
+          Transpose16(yh.get() + i * Wp, g.K, g.Q, pitch, row.data(), g.K);
+          StoreHalf(row.data(), out, g.Q * g.K);
+        }
+      }
     }
   });
   return true;
