@@ -27,10 +27,9 @@ bool Conv2DFpropFp16NhwcHalf(const ConvGeometry& g, const uint16_t* x, const uin
       const Fp16TileGrid::Unit t = grid[u];
       const int64_t gr = t.group, k0 = gr * Kg + t.lane0, pos0 = t.row0;
       const int rows = t.rows;
-      // Output position pos0 + r as (n, p, q), stepped without divisions.
-      int64_t q = pos0 % g.Q, np = pos0 / g.Q;
-      for (int r = 0; r < rows; ++r, (++q == g.Q ? (q = 0, ++np) : 0)) {
-        const int64_t n = np / g.P, p = np % g.P;
+      // Output position pos0 + r as (n, p, q): divisions for the first row only, then stepped.
+      int64_t q = pos0 % g.Q, p = pos0 / g.Q % g.P, n = pos0 / g.Q / g.P;
+      for (int r = 0; r < rows; ++r, (++q == g.Q ? (q = 0, ++p == g.P ? (p = 0, ++n) : 0) : 0)) {
         const int64_t hi0 = p * g.stride_h - g.pad_top, wi0 = q * g.stride_w - g.pad_left;
         for (int64_t kh = 0; kh < g.KH; ++kh) {
           const int64_t hi = hi0 + kh * g.dilation_h;
@@ -68,12 +67,11 @@ bool Conv2DDgradFp16NhwcHalf(const ConvGeometry& g, const uint16_t* dy, const ui
       const Fp16TileGrid::Unit t = grid[u];
       const int64_t gr = t.group, c0 = t.lane0, pos0 = t.row0;  // lane 0: channel gr * Cg + c0
       const int rows = t.rows;
-      // Input position pos0 + r as (n, h, w), stepped without divisions; with unit strides the
-      // output position a tap reaches needs none either.
+      // Input position pos0 + r as (n, h, w): divisions for the first row only, then stepped; with
+      // unit strides the output position a tap reaches needs none either.
       const bool unit = g.stride_h == 1 && g.stride_w == 1;
-      int64_t wc = pos0 % g.W, nh = pos0 / g.W;
-      for (int r = 0; r < rows; ++r, (++wc == g.W ? (wc = 0, ++nh) : 0)) {
-        const int64_t n = nh / g.H, h = nh % g.H;
+      int64_t wc = pos0 % g.W, h = pos0 / g.W % g.H, n = pos0 / g.W / g.H;
+      for (int r = 0; r < rows; ++r, (++wc == g.W ? (wc = 0, ++h == g.H ? (h = 0, ++n) : 0) : 0)) {
         for (int64_t kh = 0; kh < g.KH; ++kh) {
           // p * stride_h = h + pad_top - kh * dilation_h for an existing p.
           const int64_t ph = h + g.pad_top - kh * g.dilation_h;
