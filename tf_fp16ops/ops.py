@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework.ops import EagerTensor as _EagerTensor  # tensors with a value
 
 from tf_fp16ops._platform import library as _library
 from tf_fp16ops._platform import stock_conv
@@ -275,19 +276,21 @@ def _static_shape(t: tf.Tensor) -> list:
     if isinstance(t, np.ndarray):
         return list(t.shape)
     if t.dtype == tf.int32:
-        value = tf.get_static_value(t)
-        return [None] * 4 if value is None else [int(v) for v in value]
+        # An eager tensor is its value (tf.get_static_value's checks cost about 3 us more).
+        value = t.numpy() if isinstance(t, _EagerTensor) else tf.get_static_value(t)
+        return [None] * 4 if value is None else value.tolist()
     return t.shape.as_list() if t.shape.rank is not None else []
 
 
-def _conv(op_type: str, attrs: dict, args: list) -> tf.Tensor:
+def _conv(op_type: str, attrs: dict, args: list, dtype: tf.DType | None = None) -> tf.Tensor:
     """`op_type` on `args` (in its input order): TensorFlow's own op where it keeps the
     contract and is faster (float32 with Tacc=float, `stock_conv.stock_wins`), else the op
-    library's."""
+    library's. `dtype`: the float operands' dtype where the caller has it."""
     if op_type in _STOCK_OPS and attrs["Tacc"] == tf.float32:  # cheap (the shapes are not)
         stock, pass_, roles = _STOCK_OPS[op_type]
         shapes = {role: _static_shape(a) for role, a in zip(roles.values(), args, strict=True)}
-        dtype = next(d for d in (tf.as_dtype(a.dtype) for a in args) if d != tf.int32)
+        if dtype is None:
+            dtype = next(d for d in (tf.as_dtype(a.dtype) for a in args) if d != tf.int32)
         if stock_conv.stock_wins(pass_, dtype, shapes["x"], shapes["w"], shapes["dy"], attrs):
             stock_attrs = {k: v for k, v in attrs.items() if k != "Tacc"}
             return stock(**dict(zip(roles, args, strict=True)), **stock_attrs)
@@ -322,11 +325,11 @@ def _run_conv_op(
     scope = contextlib.nullcontext() if tf.executing_eagerly() else tf.name_scope(name or op_type)
     with scope:
         tensors = {k: _operand(k, v) for k, v in operands.items() if not k.endswith("_sizes")}
-        _check_dtypes(attrs["Tacc"], **tensors)
+        dtype = _check_dtypes(attrs["Tacc"], **tensors)
         args = [_sizes(k, v) if k.endswith("_sizes") else tensors[k] for k, v in operands.items()]
         if not stock:
             return _CONV_OPS[op_type](*args, **attrs)
-        return _conv(op_type, attrs, args)
+        return _conv(op_type, attrs, args, dtype)
 
 
 def conv2d(

@@ -99,6 +99,42 @@ def test_onednn_side_gradients_run_tensorflows_op_with_the_same_attrs(
     np.testing.assert_array_equal(got.numpy().view(np.uint32), want.numpy().view(np.uint32))
 
 
+def test_eager_gradients_ignore_grapplers_bfloat16_rewrite(onednn):
+    """Grappler rewrites graphs, not eager ops: with its oneDNN bfloat16 rewrite on, an eager
+    float32 dgrad still runs TensorFlow's op (its bits), while a graph being built takes the op
+    library's. The two differ in their order of sums on this data (checked, so that the test
+    can tell them apart)."""
+    onednn(True)
+    xs, ws, _, _, ys = PROBLEMS[0]
+    x, w, dy = _data(xs), _data((3, 3, 8, 4)), _data(ys)
+    stock = tf.raw_ops.Conv2DBackpropInput(
+        input_sizes=tf.shape(x), filter=w, out_backprop=dy, strides=[1, 1, 1, 1], padding="SAME"
+    )
+    kernel = tf_fp16ops.ops.raw_ops.fp16_conv2d_backprop_input(
+        tf.shape(x), w, dy, **tf_fp16ops.ops._conv_attrs(1, "SAME", "NHWC", None, "float32")
+    )
+    assert (stock.numpy().view(np.uint32) != kernel.numpy().view(np.uint32)).any()
+    options = tf.config.optimizer.get_experimental_options()
+    try:
+        tf.config.optimizer.set_experimental_options({"auto_mixed_precision_onednn_bfloat16": True})
+        got = tf_fp16ops.conv2d_backprop_input(
+            tf.shape(x), w, dy, 1, "SAME", accumulation="float32"
+        )
+        np.testing.assert_array_equal(got.numpy().view(np.uint32), stock.numpy().view(np.uint32))
+        assert _conv_types(
+            lambda x, w, dy: PASSES["dgrad"](
+                x, w, dy, strides=1, padding="SAME", accumulation="float32"
+            ),
+            x,
+            w,
+            dy,
+        ) == [OURS["dgrad"]]
+    finally:
+        tf.config.optimizer.set_experimental_options(
+            {"auto_mixed_precision_onednn_bfloat16": False, **options}
+        )
+
+
 @pytest.mark.parametrize("xs, ws, s, pad, ys", PROBLEMS)
 def test_the_forward_pass_is_always_the_op_librarys(onednn, xs, ws, s, pad, ys):
     run = PASSES["fprop"]

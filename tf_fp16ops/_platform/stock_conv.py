@@ -15,8 +15,9 @@ shape, and keep running.
 Never on a machine with a visible GPU (cuDNN's float32 convolutions may take TF32 tensor cores),
 never when oneDNN's floating-point math mode is set to anything but `strict`
 (`ONEDNN_DEFAULT_FPMATH_MODE`, TensorFlow's `TF_SET_ONEDNN_FPMATH_MODE`: bf16/tf32/f16/any allow
-down-conversions, oneDNN "Primitive Attributes: floating-point math mode") or Grappler's oneDNN
-bfloat16 auto mixed precision is on, and only for what the stock ops handle and what is known
+down-conversions, oneDNN "Primitive Attributes: floating-point math mode") or, for a graph being
+built, Grappler's oneDNN bfloat16 auto mixed precision is on (Grappler rewrites graphs, not eager
+ops), and only for what the stock ops handle and what is known
 when the op is built: NHWC, one group, dilations 1, strides 1 on batch and channels and at most
 the input's extent, explicit pads below the filter's extent, every extent including the batch
 static, a positive output size matching the output gradient's (every other call runs the op
@@ -43,12 +44,17 @@ def _no_gpu() -> bool:
     return not tf.config.list_physical_devices("GPU")
 
 
-def onednn_runs_float32_convs() -> bool:
-    """Whether TensorFlow's CPU float32 convolutions run oneDNN in this process (TensorFlow's
-    `IsMklEnabled()`, which reads `TF_ENABLE_ONEDNN_OPTS` once per process)."""
+@functools.cache
+def _mkl_enabled() -> bool:
     from tensorflow.python.util import _pywrap_util_port  # the query tf.test uses
 
     return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def onednn_runs_float32_convs() -> bool:
+    """Whether TensorFlow's CPU float32 convolutions run oneDNN in this process (TensorFlow's
+    `IsMklEnabled()`, which reads `TF_ENABLE_ONEDNN_OPTS` once per process: asked once)."""
+    return _mkl_enabled()
 
 
 def strict_fpmath() -> bool:
@@ -84,9 +90,34 @@ def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: d
       attrs: the op's attrs (`Tacc`, `strides`, `padding`, `explicit_paddings`, `data_format`,
         `dilations`), as `tf_fp16ops.ops` builds them.
     """
-    if pass_ == "fprop" or dtype != tf.float32 or attrs["Tacc"] != tf.float32:
+    if pass_ == "fprop":
         return False
-    if attrs["data_format"] != "NHWC" or attrs["dilations"] != [1, 1, 1, 1]:
+    key = (
+        attrs["Tacc"],
+        attrs["data_format"],
+        tuple(attrs["dilations"]),
+        tuple(attrs["explicit_paddings"] or ()),
+        tuple(attrs["strides"]),
+        attrs["padding"],
+    )
+    dy = None if dy_shape is None else tuple(dy_shape)
+    if not _problem_fits(pass_, dtype, tuple(x_shape), tuple(w_shape), dy, key):
+        return False
+    if not (onednn_runs_float32_convs() and _no_gpu() and strict_fpmath()):
+        return False
+    # Grappler rewrites graphs only: an eager op runs as it is, so only a graph being built asks
+    # (the query builds TensorFlow's whole ConfigProto, about 40 us a call).
+    return tf.executing_eagerly() or not bfloat16_rewrite()
+
+
+@functools.lru_cache(maxsize=1024)
+def _problem_fits(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs_key) -> bool:
+    """The part of `stock_wins` that depends on the problem alone (not on the process), cached:
+    an eager call asks it for every gradient (a few us of Python each time otherwise)."""
+    tacc, data_format, dilations, explicit_paddings, strides, padding = attrs_key
+    if dtype != tf.float32 or tacc != tf.float32:
+        return False
+    if data_format != "NHWC" or dilations != (1, 1, 1, 1):
         return False
     if len(x_shape) != 4 or len(w_shape) != 4 or dy_shape is None or len(dy_shape) != 4:
         return False
@@ -96,20 +127,16 @@ def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: d
         return False
     if not isinstance(n, int) or n < 0 or dy_shape[0] != n:
         return False  # the batch too must be known and agree (else oneDNN aborts or reads 0)
-    pads = attrs["explicit_paddings"] or [0] * 8
-    sn, sh, sw, sc = attrs["strides"]
+    pads = explicit_paddings or (0,) * 8
+    sn, sh, sw, sc = strides
     # Strides and pads within what the stock kernels handle: oneDNN crashed, aborted or gave
     # wrong sums for strides far beyond the input (16384 .. 2^31) or pads near 2^31 that the op
     # library's kernels compute right; a stride above the extent or a pad of the filter's size
     # or more only adds zero terms, so those stay with the op library.
     if (sn, sc) != (1, 1) or any(pads[i] for i in (0, 1, 6, 7)) or sh > h or sw > w:
         return False
-    if max(pads[2:4]) >= kh or max(pads[4:6]) >= kw:
+    if max(pads[2:4]) >= kh or max(pads[4:6]) >= kw or kh * kw == 1:
         return False
-    if kh * kw == 1 or not (onednn_runs_float32_convs() and _no_gpu() and strict_fpmath()):
-        return False
-    if bfloat16_rewrite():
-        return False
-    p = _out_size(h, kh, sh, attrs["padding"], pads[2], pads[3])
-    q = _out_size(w, kw, sw, attrs["padding"], pads[4], pads[5])
-    return p >= 1 and q >= 1 and list(dy_shape[1:]) == [p, q, k]
+    p = _out_size(h, kh, sh, padding, pads[2], pads[3])
+    q = _out_size(w, kw, sw, padding, pads[4], pads[5])
+    return p >= 1 and q >= 1 and tuple(dy_shape[1:]) == (p, q, k)
