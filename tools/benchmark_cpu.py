@@ -23,7 +23,11 @@ per CPU second of its calls, is reported as a fraction of the ceiling of the pat
 chose, that path's probe timed in turn with the shape's calls within every repeat (the shape's
 median, the probe's best), so that a change of the machine's speed during the run falls on both.
 A fraction above 100% means the ceiling did not measure the kernel the convolution ran: it is
-printed as a benchmark error (and the exit status is 1), never as a figure.
+printed as a benchmark error (and the exit status is 1), never as a figure. The fraction is given
+twice: for eager calls (Python dispatch and .numpy() included, as a user calling the op from
+Python pays them; each call timed in turn with the probe as above) and for calls made GRAPH_CALLS
+at a time back to back in one tf.function in steady state (the per-call cost inside a model's
+graph: `steady_in_turn`, the probe in turn with each batch of timed calls).
 Usage: python tools/benchmark_cpu.py [--repeats R] [--markdown FILE]
 """
 
@@ -156,6 +160,31 @@ def interleaved(fns: dict, repeats: int) -> dict:
     return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in fns}
 
 
+def steady_in_turn(fn, probe_rate, repeats: int, settle_s: float = 0.05, timed: int = 3):
+    """(median CPU seconds of the process per call of `fn`, best `probe_rate()`): each repeat
+    calls `fn` back to back for `settle_s` untimed, times the next `timed` calls, then runs the
+    probe 20 ms later (once TensorFlow's pool threads have stopped spinning). The untimed calls
+    are there because the first calls after an idle or probe moment run slower: on a 2-core
+    Xeon KVM guest a 1x1x128 fprop took 1.9, 1.4, 1.1 ms of CPU in its first three calls after a
+    200 ms sleep and 0.8 ms back to back, and 1.55 ms right after a probe run (steady state is what
+    a model's graph sees, its ops running back to back)."""
+    cpu, rates = [], []
+    for r in range(repeats + 1):  # repeat 0: warm-up, not counted
+        end = time.perf_counter() + settle_s
+        while time.perf_counter() < end:
+            fn()
+        c0 = time.process_time()
+        for _ in range(timed):
+            fn()
+        dt = (time.process_time() - c0) / timed
+        time.sleep(0.02)
+        rate = probe_rate()
+        if r:
+            cpu.append(dt)
+            rates.append(rate)
+    return statistics.median(cpu), max(rates)
+
+
 def inputs(xs, ws, dtype):
     rng = np.random.default_rng(0)
     return rng.random(xs).astype(np.float16).astype(dtype), (rng.random(ws) - 0.5).astype(
@@ -222,6 +251,26 @@ def peers(tf, tf_fp16ops, x16, w16, x32, w32, pad) -> dict:
         "tf.nn.conv2d fp16": lambda: tf.nn.conv2d(x16, w16, 1, pad).numpy(),
         "tf.nn.conv2d fp32": lambda: tf.nn.conv2d(x32, w32, 1, pad).numpy(),
     }
+
+
+# Calls of the op per tf.function call in the in-graph figure.
+GRAPH_CALLS = 8
+
+
+def graph_fp16acc(tf, tf_fp16ops, x16, w16, pad, calls: int = GRAPH_CALLS):
+    """A callable that runs `calls` float16-accumulation calls of one shape back to back in one
+    tf.function (as the ops of a model run), on `calls` distinct input tensors (equal values:
+    distinct arguments keep Grappler from merging the calls). The results are the function's
+    outputs (so every call runs), left as tensors as the next op of a model takes them: no
+    .numpy() copy."""
+    xs = [tf.constant(x16) for _ in range(calls)]
+    w = tf.constant(w16)
+
+    @tf.function
+    def run(xs, w):
+        return [tf_fp16ops.conv2d(x, w, 1, pad, accumulation="float16") for x in xs]
+
+    return lambda: run(xs, w)
 
 
 def gradient_peers(tf, tf_fp16ops, xs, ws, pad) -> dict:
@@ -343,11 +392,18 @@ def main(argv=None) -> int:
         ceiling = max(rates[1:])  # [0]: the warm-up run
         frac = fl / 2 / pair["ours"][1] / ceiling
         in_turn.append(ceiling)
+        # The same calls GRAPH_CALLS at a time in one tf.function, in steady state: the per-call
+        # cost inside a model's graph, not of eager calls.
+        graph_cpu, graph_ceiling = steady_in_turn(
+            graph_fp16acc(tf, tf_fp16ops, x16, w16, pad), probe_rate, args.repeats
+        )
+        frac_graph = fl / 2 / (graph_cpu / GRAPH_CALLS) / graph_ceiling
+        in_turn.append(graph_ceiling)
         cpu_ratio = tuple(
             t["tf.nn.conv2d fp32"][1] / t[f"{who} fp32 in, fp32 acc"][1]
             for who in ("ours", "kernel")
         )
-        rows.append((name, gf, frac, cpu_ratio))
+        rows.append((name, gf, (frac, frac_graph), cpu_ratio))
         g = interleaved(gradient_peers(tf, tf_fp16ops, xs, ws, pad), args.repeats)
         grads.append(
             (
@@ -370,9 +426,10 @@ def main(argv=None) -> int:
         f"fp16-step ceiling ({threads} threads, G steps per CPU second, best of {args.repeats}; "
         "1 step = 1 multiply-add): "
         + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in ceilings.items())
-        + f"; the op library uses {chosen}; its ceiling timed in turn with each shape's calls "
-        "(best of its runs; the fractions below are of these): "
-        + ", ".join(f"{c / 1e9:.1f}" for c in in_turn),
+        + f"; the op library uses {chosen}; its ceiling timed in turn with each shape's calls, "
+        f"eager and {GRAPH_CALLS} per tf.function call (best of its runs; the fractions below "
+        "are of these): "
+        + ", ".join(f"{a / 1e9:.1f}/{b / 1e9:.1f}" for a, b in zip(in_turn[::2], in_turn[1::2])),
         "",
         "| shape | path | GFLOP/s |",
         "|---|---|---|",
@@ -382,19 +439,19 @@ def main(argv=None) -> int:
             lines.append(f"| {name} | {k} | {v:.1f} |")
     lines += [
         "",
-        "| shape | ours fp16-acc / ceiling | ours fp16-acc / TF fp16-acc path "
+        "| shape | ours fp16-acc / ceiling (eager; in a tf.function) | ours fp16-acc / TF fp16-acc path "
         "| ours fp32-acc (fp32 in) / tf.nn.conv2d fp32 (wall; CPU s) "
         "| kernel fp32-acc (fp32 in) / tf.nn.conv2d fp32 (wall; CPU s) "
         "| ours fp32-acc (fp16 in) / tf.nn.conv2d fp16 |",
         "|---|---|---|---|---|---|",
     ]
     errors = []
-    for name, gf, frac, cpu_ratio in rows:
-        cell, ok = ceiling_cell(frac)
-        if not ok:
+    for name, gf, fracs, cpu_ratio in rows:
+        cells = [ceiling_cell(f) for f in fracs]
+        if not all(ok for _, ok in cells):
             errors.append(name)
         lines.append(
-            f"| {name} | {cell} "
+            f"| {name} | {'; '.join(c for c, _ in cells)} "
             f"| {gf['ours fp16 in, fp16 acc'] / gf[TF_FP16ACC_KEY]:.2f}x "
             f"| {gf['ours fp32 in, fp32 acc'] / gf['tf.nn.conv2d fp32']:.2f}x; {cpu_ratio[0]:.2f}x "
             f"| {gf['kernel fp32 in, fp32 acc'] / gf['tf.nn.conv2d fp32']:.2f}x; "
