@@ -429,7 +429,9 @@ def main(argv=None) -> int:
         + f"; the op library uses {chosen}; its ceiling timed in turn with each shape's calls, "
         f"eager and {GRAPH_CALLS} per tf.function call (best of its runs; the fractions below "
         "are of these): "
-        + ", ".join(f"{a / 1e9:.1f}/{b / 1e9:.1f}" for a, b in zip(in_turn[::2], in_turn[1::2])),
+        + ", ".join(
+            f"{a / 1e9:.1f}/{b / 1e9:.1f}" for a, b in zip(in_turn[::2], in_turn[1::2], strict=True)
+        ),
         "",
         "| shape | path | GFLOP/s |",
         "|---|---|---|",
@@ -439,7 +441,8 @@ def main(argv=None) -> int:
             lines.append(f"| {name} | {k} | {v:.1f} |")
     lines += [
         "",
-        "| shape | ours fp16-acc / ceiling (eager; in a tf.function) | ours fp16-acc / TF fp16-acc path "
+        "| shape | ours fp16-acc / ceiling (eager; in a tf.function) "
+        "| ours fp16-acc / TF fp16-acc path "
         "| ours fp32-acc (fp32 in) / tf.nn.conv2d fp32 (wall; CPU s) "
         "| kernel fp32-acc (fp32 in) / tf.nn.conv2d fp32 (wall; CPU s) "
         "| ours fp32-acc (fp16 in) / tf.nn.conv2d fp16 |",
