@@ -1,8 +1,8 @@
 """Float32 gradients with accumulation='float32' run TensorFlow's own Conv2DBackpropInput /
 Conv2DBackpropFilter where those keep the contract and were measured faster (tf_fp16ops/_platform/
-stock_conv.py): filters larger than 1x1 while oneDNN runs TensorFlow's float32 convolutions; never
-the forward pass, 1x1 filters, the Eigen side, float16 inputs, NCHW, groups, dilations, shapes
-unknown when the op is built, a GPU, or a oneDNN math mode other than strict.
+stock_conv.py): while oneDNN runs TensorFlow's float32 convolutions, filters larger than 1x1, and
+1x1 filters on Intel CPUs; never the forward pass, the Eigen side, float16 inputs, NCHW, groups,
+dilations, shapes unknown when the op is built, a GPU, or a oneDNN math mode other than strict.
 
 Which op was built is read from the traced graph; the rule's oneDNN input is forced both ways
 with monkeypatch (so this file checks both sides on every machine), and the query itself is
@@ -184,16 +184,24 @@ def test_onednn_side_tape_gradients_are_tensorflows(onednn):
 
 
 @pytest.mark.parametrize("pass_", GRADS)
-def test_1x1_filters_and_the_eigen_side_run_the_op_librarys_gradients(onednn, pass_):
+@pytest.mark.parametrize("vendor", ["AuthenticAMD", "GenuineIntel", ""])
+def test_1x1_filters_follow_the_vendor_and_the_eigen_side_runs_ours(
+    onednn, monkeypatch, pass_, vendor
+):
+    """1x1 gradients go to oneDNN on Intel CPUs only (measured there; module docstring of
+    stock_conv); nothing goes to TensorFlow's op on the Eigen side."""
+    monkeypatch.setattr(stock_conv, "cpu_vendor", lambda: vendor)
     run = PASSES[pass_]
-    # (x, w, strides, padding, dy, oneDNN on)
+    one_by_one = STOCK[pass_] if vendor == "GenuineIntel" else OURS[pass_]
+    # (x, w, strides, padding, dy, oneDNN on, expected op)
     cases = [
-        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), True),
-        ((2, 5, 6, 8), (1, 1, 8, 4), 2, "SAME", (2, 3, 3, 4), True),
-        ((2, 5, 6, 8), (3, 3, 8, 4), 1, "SAME", (2, 5, 6, 4), False),
-        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), False),
+        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), True, one_by_one),
+        ((2, 5, 6, 8), (1, 1, 8, 4), 2, "SAME", (2, 3, 3, 4), True, one_by_one),
+        ((2, 5, 6, 8), (3, 3, 8, 4), 1, "SAME", (2, 5, 6, 4), True, STOCK[pass_]),
+        ((2, 5, 6, 8), (3, 3, 8, 4), 1, "SAME", (2, 5, 6, 4), False, OURS[pass_]),
+        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), False, OURS[pass_]),
     ]
-    for xs, ws, s, pad, ys, on in cases:
+    for xs, ws, s, pad, ys, on, expected in cases:
         onednn(on)
         types = _conv_types(
             lambda x, w, dy, s=s, pad=pad: run(
@@ -203,7 +211,18 @@ def test_1x1_filters_and_the_eigen_side_run_the_op_librarys_gradients(onednn, pa
             _data(ws),
             _data(ys),
         )
-        assert types == [OURS[pass_]], (xs, ws, s, pad, on)
+        assert types == [expected], (xs, ws, s, pad, on)
+
+
+def test_cpu_vendor_is_linuxs_vendor_id():
+    """cpu_vendor against /proc/cpuinfo read here independently (the first vendor_id line)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            ids = [ln.split(":")[1].strip() for ln in f if ln.startswith("vendor_id")]
+    except OSError:
+        ids = []
+    stock_conv.cpu_vendor.cache_clear()
+    assert stock_conv.cpu_vendor() == (ids[0] if ids else "")
 
 
 @pytest.mark.parametrize("pass_", GRADS)

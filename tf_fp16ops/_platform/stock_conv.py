@@ -6,11 +6,15 @@ keep that promise too (oneDNN's f32 primitives under the default `strict` floati
 mode), in their own order of sums, so `tf_fp16ops.conv2d_backprop_input`,
 `tf_fp16ops.conv2d_backprop_filter` and the gradients registered for `Fp16Conv2D` hand such a
 call to them where they were measured to be faster than the op library's CPU kernels (README,
-"Performance (CPU)"): the gradients of filters larger than 1x1 while oneDNN runs TensorFlow's
-float32 convolutions (`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's `IsMklEnabled()`). The op library's
-forward kernel, its 1x1 gradients (one product over all positions) and all its kernels against
-Eigen's (`TF_ENABLE_ONEDNN_OPTS=0`) were as fast as TensorFlow's or faster on every benchmark
-shape, and keep running.
+"Performance (CPU)"): while oneDNN runs TensorFlow's float32 convolutions
+(`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's `IsMklEnabled()`), the gradients of filters larger than
+1x1, and on Intel CPUs those of 1x1 filters too. The op library's forward kernel and all its
+kernels against Eigen's (`TF_ENABLE_ONEDNN_OPTS=0`) were as fast as TensorFlow's or faster on
+every benchmark shape, and keep running. Its 1x1 gradients (one product over all positions) beat
+oneDNN's on an AMD EPYC (Zen 4; dgrad 1.02x, wgrad 1.55x on 8x28x28x128 * 1x1x128x128) but lost
+on an Intel Xeon with AVX512-FP16 (dgrad 0.64-0.94x, wgrad 0.53-0.76x on five of six 1x1
+problems from 4x7x7x512 to 8x56x56x256; the sixth wgrad, 4x7x7x512 -> 512, 1.28x), so the 1x1
+rule follows the CPU's vendor (`cpu_vendor`).
 
 Never on a machine with a visible GPU (cuDNN's float32 convolutions may take TF32 tensor cores),
 never when oneDNN's floating-point math mode is set to anything but `strict`
@@ -42,6 +46,20 @@ FPMATH_VARIABLES = (
 @functools.cache
 def _no_gpu() -> bool:
     return not tf.config.list_physical_devices("GPU")
+
+
+@functools.cache
+def cpu_vendor() -> str:
+    """The x86 CPU vendor as Linux reports it (/proc/cpuinfo `vendor_id`: 'GenuineIntel',
+    'AuthenticAMD'), '' where unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
 
 
 @functools.cache
@@ -103,6 +121,8 @@ def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: d
     dy = None if dy_shape is None else tuple(dy_shape)
     if not _problem_fits(pass_, dtype, tuple(x_shape), tuple(w_shape), dy, key):
         return False
+    if w_shape[0] * w_shape[1] == 1 and cpu_vendor() != "GenuineIntel":
+        return False
     if not (onednn_runs_float32_convs() and _no_gpu() and strict_fpmath()):
         return False
     # Grappler rewrites graphs only: an eager op runs as it is, so only a graph being built asks
@@ -135,7 +155,7 @@ def _problem_fits(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs
     # or more only adds zero terms, so those stay with the op library.
     if (sn, sc) != (1, 1) or any(pads[i] for i in (0, 1, 6, 7)) or sh > h or sw > w:
         return False
-    if max(pads[2:4]) >= kh or max(pads[4:6]) >= kw or kh * kw == 1:
+    if max(pads[2:4]) >= kh or max(pads[4:6]) >= kw:
         return False
     p = _out_size(h, kh, sh, padding, pads[2], pads[3])
     q = _out_size(w, kw, sw, padding, pads[4], pads[5])
