@@ -198,8 +198,9 @@ bool Spatial(const ConvGeometry& g, const E* x, const E* w, E* y, const Parallel
   constexpr bool kHalfIn = std::is_same<E, uint16_t>::value;
   const int64_t halo = (g.KH - 1) * g.dilation_h;
   const int64_t tail = 32 + (g.KW - 1) * g.dilation_w;  // reads past a band's last row
-  const int64_t band_rows = (g.P + (g.P * Wp + kBandPositions - 1) / kBandPositions - 1) /
-                            ((g.P * Wp + kBandPositions - 1) / kBandPositions);
+  // About kBandPositions positions per band, the P rows shared out as evenly as whole rows allow.
+  const int64_t wanted_bands = (g.P * Wp + kBandPositions - 1) / kBandPositions;
+  const int64_t band_rows = (g.P + wanted_bands - 1) / wanted_bands;
   const int64_t bands = (g.P + band_rows - 1) / band_rows;
   const int64_t max_plane = (band_rows + halo) * Wp + tail;
   const int64_t max_pitch = (band_rows * Wp + 31) / 32 * 32;
