@@ -12,7 +12,9 @@ of both as a fraction of the ceiling of the ISA path in use (the op library's Ta
 micro-kernels, FpropHalfCeilingProbe, as tools/benchmark_cpu.py measures it), in fp16 steps per
 CPU second of the process. The ceiling of each row is the probe timed in turn with that row's
 calls (the best of those runs), so that a machine whose speed drifts during the run moves both
-alike.
+alike. Both fractions are also given in steady state (the calls back to back for 50 ms untimed,
+then timed, the probe in turn: tools/benchmark_cpu.py `steady_in_turn`), as a model's layers run:
+the first calls after an idle moment or a probe run are slower.
 Multiply-adds per call:
   DepthwiseConv2D   N*P*Q*C*M*KH*KW
   SeparableConv2D   depthwise + N*P*Q*(C*M)*filters
@@ -127,7 +129,7 @@ def main(argv=None) -> None:
     import sys
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from benchmark_cpu import ceiling_rate
+    from benchmark_cpu import ceiling_rate, steady_in_turn
 
     keras.mixed_precision.set_global_policy(args.policy)
     # The activations' dtype: float16 in a mixed-precision model (the previous layer's output).
@@ -205,11 +207,21 @@ def main(argv=None) -> None:
         ceilings.append(ceiling)
         med = {k: float(np.median(v)) for k, v in cpu.items()}
         medw = {k: float(np.median(v)) for k, v in wall.items()}
+        # The same two calls in steady state (back to back for 50 ms untimed, then timed, the
+        # probe in turn; tools/benchmark_cpu.py `steady_in_turn`), as a model's layers run.
+        steady = {
+            k: steady_in_turn(
+                lambda f=cpu_fns[k], x=x: tf.nest.flatten(f(x)), probe_rate, args.repeats
+            )
+            for k in ("fwd16", "train16")
+        }
         train_rows.append(
             (
                 name,
                 macs / med["fwd16"] / ceiling,
                 3 * macs / med["train16"] / ceiling,
+                macs / steady["fwd16"][0] / steady["fwd16"][1],
+                3 * macs / steady["train16"][0] / steady["train16"][1],
                 medw["train_keras"] / medw["train16"],
             )
         )
@@ -242,11 +254,15 @@ def main(argv=None) -> None:
         "",
         f"| layer ({args.policy} model) | fwd fp16 acc / ceiling (CPU s) "
         "| fwd + both gradients fp16 acc / ceiling (CPU s) "
+        "| fwd; fwd + both gradients, steady state "
         "| fwd + both gradients fp16 / Keras (wall) |",
-        "|---|---|---|---|",
+        "|---|---|---|---|---|",
     ]
-    for name, fwd, train, vs_keras in train_rows:
-        lines.append(f"| {name} | {100 * fwd:.0f}% | {100 * train:.0f}% | {vs_keras:.2f}x |")
+    for name, fwd, train, fwd_s, train_s, vs_keras in train_rows:
+        lines.append(
+            f"| {name} | {100 * fwd:.0f}% | {100 * train:.0f}% "
+            f"| {100 * fwd_s:.0f}%; {100 * train_s:.0f}% | {vs_keras:.2f}x |"
+        )
     text = "\n".join(lines)
     print(text)
     if args.out:
