@@ -391,14 +391,13 @@ def main(argv=None) -> int:
         )
         ceiling = max(rates[1:])  # [0]: the warm-up run
         frac = fl / 2 / pair["ours"][1] / ceiling
-        in_turn.append(ceiling)
         # The same calls GRAPH_CALLS at a time in one tf.function, in steady state: the per-call
         # cost inside a model's graph, not of eager calls.
         graph_cpu, graph_ceiling = steady_in_turn(
             graph_fp16acc(tf, tf_fp16ops, x16, w16, pad), probe_rate, args.repeats
         )
         frac_graph = fl / 2 / (graph_cpu / GRAPH_CALLS) / graph_ceiling
-        in_turn.append(graph_ceiling)
+        in_turn.append((ceiling, graph_ceiling))
         cpu_ratio = tuple(
             t["tf.nn.conv2d fp32"][1] / t[f"{who} fp32 in, fp32 acc"][1]
             for who in ("ours", "kernel")
@@ -428,10 +427,7 @@ def main(argv=None) -> int:
         + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in ceilings.items())
         + f"; the op library uses {chosen}; its ceiling timed in turn with each shape's calls, "
         f"eager and {GRAPH_CALLS} per tf.function call (best of its runs; the fractions below "
-        "are of these): "
-        + ", ".join(
-            f"{a / 1e9:.1f}/{b / 1e9:.1f}" for a, b in zip(in_turn[::2], in_turn[1::2], strict=True)
-        ),
+        "are of these): " + ", ".join(f"{a / 1e9:.1f}/{b / 1e9:.1f}" for a, b in in_turn),
         "",
         "| shape | path | GFLOP/s |",
         "|---|---|---|",
