@@ -2,11 +2,12 @@
 
 Numerics contract (README "Numerics"; docs/design.md "Numerics contract"):
   accumulation="float32": products summed in binary32, rounded once to the input dtype. With
-    float32 inputs on a machine without a GPU, the two gradients (dgrad, wgrad) of filters larger
-    than 1x1 with every extent known are handed to TensorFlow's own Conv2DBackpropInput /
-    Conv2DBackpropFilter while oneDNN runs those, under its strict floating-point math mode: the
-    same contract, faster here (tf_fp16ops/_platform/stock_conv.py, which lists the exceptions);
-    they sum in oneDNN's order and skip padded terms.
+    float32 inputs on a machine without a GPU, while oneDNN runs TensorFlow's float32
+    convolutions under its strict floating-point math mode, the forward pass and the two
+    gradients (dgrad, wgrad; of 1x1 filters on Intel CPUs only) are handed to TensorFlow's own
+    Conv2D / Conv2DBackpropInput / Conv2DBackpropFilter: the same contract, faster here
+    (tf_fp16ops/_platform/stock_conv.py, which lists the exceptions); they sum in oneDNN's order
+    and skip padded terms.
     `raw_ops` always runs the op library's kernels, in the order below.
   accumulation="float16" (inputs must be float16): one binary16 accumulator per output, starting
     at +0; each step is acc = round_fp16(x*w + acc) with the exact product and one
@@ -64,7 +65,7 @@ def accumulation_dtype(accumulation) -> tf.DType:
             return tf.as_dtype(accumulation)
     elif isinstance(accumulation, tf.DType):
         if accumulation in (tf.float16, tf.float32):
-            return accumulation
+            return tf.as_dtype(accumulation)  # the interned DType (`_conv` compares with `is`)
     elif isinstance(accumulation, np.dtype) or (
         isinstance(accumulation, type) and issubclass(accumulation, np.generic)
     ):
@@ -253,10 +254,10 @@ _CONV_OPS = {
 }
 
 
-# TensorFlow's own op for each op type that may be handed to it (the gradients; the forward
-# never is, stock_conv.py), its pass, and its operands' names with their roles (x, w, dy), in
-# the input order of both ops.
+# TensorFlow's own op for each op type that may be handed to it (stock_conv.py), its pass, and
+# its operands' names with their roles (x, w, dy), in the input order of both ops.
 _STOCK_OPS = {
+    "Fp16Conv2D": (tf.raw_ops.Conv2D, "fprop", {"input": "x", "filter": "w"}),
     "Fp16Conv2DBackpropInput": (
         tf.raw_ops.Conv2DBackpropInput,
         "dgrad",
@@ -270,14 +271,15 @@ _STOCK_OPS = {
 }
 
 
-def _static_shape(t: tf.Tensor) -> list:
+def _static_shape(t) -> list:
     """A tensor's shape as known when the op is built, or an `*_sizes` operand's value; entries
     None where unknown."""
     if isinstance(t, np.ndarray):
         return list(t.shape)
-    if t.dtype == tf.int32:
+    # DTypes are interned (tf.as_dtype): `is` spares DType.__eq__'s conversion (~1 us a call).
+    if t.dtype is tf.int32:
         # An eager tensor is its value (tf.get_static_value's checks cost about 3 us more).
-        value = t.numpy() if isinstance(t, _EagerTensor) else tf.get_static_value(t)
+        value = t.numpy() if type(t) is _EagerTensor else tf.get_static_value(t)
         return [None] * 4 if value is None else value.tolist()
     return t.shape.as_list() if t.shape.rank is not None else []
 
@@ -286,21 +288,26 @@ def _conv(op_type: str, attrs: dict, args: list, dtype: tf.DType | None = None) 
     """`op_type` on `args` (in its input order): TensorFlow's own op where it keeps the
     contract and is faster (float32 with Tacc=float, `stock_conv.stock_wins`), else the op
     library's. `dtype`: the float operands' dtype where the caller has it."""
-    if op_type in _STOCK_OPS and attrs["Tacc"] == tf.float32:  # cheap (the shapes are not)
-        stock, pass_, roles = _STOCK_OPS[op_type]
-        shapes = {role: _static_shape(a) for role, a in zip(roles.values(), args, strict=True)}
+    if op_type in _STOCK_OPS and attrs["Tacc"] is tf.float32:  # cheap (the shapes are not)
         if dtype is None:
-            dtype = next(d for d in (tf.as_dtype(a.dtype) for a in args) if d != tf.int32)
-        if stock_conv.stock_wins(pass_, dtype, shapes["x"], shapes["w"], shapes["dy"], attrs):
-            stock_attrs = {k: v for k, v in attrs.items() if k != "Tacc"}
-            return stock(**dict(zip(roles, args, strict=True)), **stock_attrs)
+            dtype = next(d for d in (tf.as_dtype(a.dtype) for a in args) if d is not tf.int32)
+        if dtype is tf.float32:
+            stock, pass_, roles = _STOCK_OPS[op_type]
+            # The operands are x, w (and dy) in every op's input order (`_STOCK_OPS`).
+            x, w, *dy = [_static_shape(a) for a in args]
+            if stock_conv.stock_wins(pass_, dtype, x, w, dy[0] if dy else None, attrs):
+                stock_attrs = {k: v for k, v in attrs.items() if k != "Tacc"}
+                return stock(**dict(zip(roles, args, strict=True)), **stock_attrs)
     return _CONV_OPS[op_type](*args, **attrs)
 
 
 def _operand(name: str, value):
     """A float operand for the op function: an eager float16/float32 NumPy array as it is (the
     op's fast path wraps its buffer, where `tf.convert_to_tensor` would copy it first), anything
-    else through `tf.convert_to_tensor`."""
+    else through `tf.convert_to_tensor` (an eager tensor as it is: it would return it, in about
+    1.5 us)."""
+    if type(value) is _EagerTensor and tf.executing_eagerly():
+        return value
     if (
         isinstance(value, np.ndarray)
         and value.dtype in (np.float16, np.float32)
@@ -411,16 +418,16 @@ def _size_values(name: str, sizes) -> np.ndarray:
 def _sizes(name: str, sizes) -> tf.Tensor:
     """`input_sizes` / `filter_sizes` as int32 [4], like tf.nn.conv2d_backprop_*: values known when
     the graph is built are checked here (4 non-negative integers below 2^31), never wrapped."""
+    if type(sizes) is _EagerTensor and sizes.dtype is tf.int32 and tf.executing_eagerly():
+        _size_values(name, sizes.numpy())  # checked; an eager tensor is its value already
+        return sizes
     if not tf.is_tensor(sizes):
         return tf.constant(_size_values(name, sizes), tf.int32, name=name)
     if sizes.dtype not in (tf.int32, tf.int64):
         raise ValueError(f"{name} must be an int32 (or int64) tensor, got dtype {sizes.dtype.name}")
     static = tf.get_static_value(sizes)
     if static is not None:
-        values = _size_values(name, static)
-        if sizes.dtype == tf.int32 and tf.executing_eagerly():
-            return sizes  # checked; an eager tensor is its value already
-        return tf.constant(values, tf.int32, name=name)
+        return tf.constant(_size_values(name, static), tf.int32, name=name)
     if sizes.dtype == tf.int32:
         return sizes
     # Unknown int64 values: refuse at run time rather than wrap (either way).
@@ -447,15 +454,17 @@ def _check_dtypes(tacc: tf.DType, **tensors) -> tf.DType:
         t_dtype = _FLOAT_DTYPES.get(t_dtype) if type(t_dtype) is not tf.DType else t_dtype
         if t_dtype is None:
             t_dtype = tf.as_dtype(t.dtype)
-        if t_dtype not in (tf.float16, tf.float32):
-            raise ValueError(f"{name} must be float16 or float32, got dtype {t_dtype.name}")
-        if dtype is not None and t_dtype != dtype:
+        # Identity first: DTypes are interned, and DType.__eq__ costs about 0.5 us.
+        if t_dtype is not tf.float16 and t_dtype is not tf.float32:
+            if t_dtype not in (tf.float16, tf.float32):
+                raise ValueError(f"{name} must be float16 or float32, got dtype {t_dtype.name}")
+        if dtype is not None and t_dtype is not dtype and t_dtype != dtype:
             first = next(iter(tensors))
             raise ValueError(
                 f"{name} must have the dtype of {first} ({dtype.name}), got {t_dtype.name}"
             )
         dtype = t_dtype
-    if tacc == tf.float16 and dtype == tf.float32:
+    if tacc is not dtype and tacc == tf.float16 and dtype == tf.float32:
         raise ValueError(
             "accumulation='float16' needs float16 inputs (got float32): cast them to "
             "float16, or use accumulation='float32'"

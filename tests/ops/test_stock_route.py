@@ -1,8 +1,9 @@
-"""Float32 gradients with accumulation='float32' run TensorFlow's own Conv2DBackpropInput /
-Conv2DBackpropFilter where those keep the contract and were measured faster (tf_fp16ops/_platform/
-stock_conv.py): while oneDNN runs TensorFlow's float32 convolutions, filters larger than 1x1, and
-1x1 filters on Intel CPUs; never the forward pass, the Eigen side, float16 inputs, NCHW, groups,
-dilations, shapes unknown when the op is built, a GPU, or a oneDNN math mode other than strict.
+"""Float32 convolutions with accumulation='float32' run TensorFlow's own Conv2D /
+Conv2DBackpropInput / Conv2DBackpropFilter where those keep the contract and were measured faster
+(tf_fp16ops/_platform/stock_conv.py): while oneDNN runs TensorFlow's float32 convolutions, the
+forward pass (any batch), the gradients of filters larger than 1x1 (every extent known), and 1x1
+gradients on Intel CPUs; never the Eigen side, float16 inputs, NCHW, groups, dilations, extents
+unknown when the op is built, a GPU, or a oneDNN math mode other than strict.
 
 Which op was built is read from the traced graph; the rule's oneDNN input is forced both ways
 with monkeypatch (so this file checks both sides on every machine), and the query itself is
@@ -64,14 +65,9 @@ PROBLEMS = [
 ]
 
 
-GRADS = ("dgrad", "wgrad")
-
-
-@pytest.mark.parametrize("pass_", GRADS)
+@pytest.mark.parametrize("pass_", PASSES)
 @pytest.mark.parametrize("xs, ws, s, pad, ys", PROBLEMS)
-def test_onednn_side_gradients_run_tensorflows_op_with_the_same_attrs(
-    onednn, pass_, xs, ws, s, pad, ys
-):
+def test_onednn_side_runs_tensorflows_op_with_the_same_attrs(onednn, pass_, xs, ws, s, pad, ys):
     onednn(True)
     x, w, dy = _data(xs), _data(ws), _data(ys)
     run = PASSES[pass_]
@@ -86,7 +82,9 @@ def test_onednn_side_gradients_run_tensorflows_op_with_the_same_attrs(
         padding="EXPLICIT" if explicit else pad,
         explicit_paddings=explicit,
     )
-    if pass_ == "dgrad":
+    if pass_ == "fprop":
+        want = tf.raw_ops.Conv2D(input=x, filter=w, **attrs)
+    elif pass_ == "dgrad":
         want = tf.raw_ops.Conv2DBackpropInput(
             input_sizes=tf.shape(x), filter=w, out_backprop=dy, **attrs
         )
@@ -135,18 +133,24 @@ def test_eager_gradients_ignore_grapplers_bfloat16_rewrite(onednn):
         )
 
 
-@pytest.mark.parametrize("xs, ws, s, pad, ys", PROBLEMS)
-def test_the_forward_pass_is_always_the_op_librarys(onednn, xs, ws, s, pad, ys):
-    run = PASSES["fprop"]
-    for on in (True, False):
-        onednn(on)
+def test_the_forward_takes_any_batch_and_the_gradients_a_known_one(onednn):
+    """An unknown batch (a Keras model's input) keeps the forward on TensorFlow's op, which has no
+    sizes operand to disagree with it; the gradients keep the op library's kernels then."""
+    onednn(True)
+    x = tf.TensorSpec([None, 9, 9, 8], tf.float32)
+    dy = tf.TensorSpec([None, 9, 9, 4], tf.float32)
+    w = _data((3, 3, 8, 4))
+    for pass_, expected in (("fprop", STOCK), ("dgrad", OURS), ("wgrad", OURS)):
+        run = PASSES[pass_]
         types = _conv_types(
-            lambda x, w, dy: run(x, w, dy, strides=s, padding=pad, accumulation="float32"),
-            _data(xs),
-            _data(ws),
-            _data(ys),
+            lambda x, w, dy, run=run: run(
+                x, w, dy, strides=1, padding="SAME", accumulation="float32"
+            ),
+            x,
+            w,
+            dy,
         )
-        assert types == ["Fp16Conv2D"]
+        assert types == [expected[pass_]], pass_
 
 
 def test_onednn_side_tape_gradients_are_tensorflows(onednn):
@@ -174,25 +178,26 @@ def test_onednn_side_tape_gradients_are_tensorflows(onednn):
                 loss = tf.reduce_sum(conv(x, w) * c)
             return tape.gradient(loss, [x, w])
 
-        assert _conv_types(grads, x, w) == [
-            "Conv2DBackpropFilter",
-            "Conv2DBackpropInput",
-            "Fp16Conv2D",
-        ], what
+        # conv2d itself builds TensorFlow's Conv2D, whose gradients are TensorFlow's own.
+        forward = "Conv2D" if what == "conv2d" else "Fp16Conv2D"
+        assert _conv_types(grads, x, w) == sorted(
+            ["Conv2DBackpropFilter", "Conv2DBackpropInput", forward]
+        ), what
         for g, r in zip(grads(x, w), want, strict=True):
             np.testing.assert_array_equal(g.numpy().view(np.uint32), r.numpy().view(np.uint32))
 
 
-@pytest.mark.parametrize("pass_", GRADS)
+@pytest.mark.parametrize("pass_", PASSES)
 @pytest.mark.parametrize("vendor", ["AuthenticAMD", "GenuineIntel", ""])
 def test_1x1_filters_follow_the_vendor_and_the_eigen_side_runs_ours(
     onednn, monkeypatch, pass_, vendor
 ):
-    """1x1 gradients go to oneDNN on Intel CPUs only (measured there; module docstring of
-    stock_conv); nothing goes to TensorFlow's op on the Eigen side."""
+    """1x1 gradients go to oneDNN on Intel CPUs only, 1x1 forwards on every CPU (measured;
+    module docstring of stock_conv); nothing goes to TensorFlow's op on the Eigen side."""
     monkeypatch.setattr(stock_conv, "cpu_vendor", lambda: vendor)
     run = PASSES[pass_]
-    one_by_one = STOCK[pass_] if vendor == "GenuineIntel" else OURS[pass_]
+    stock_1x1 = vendor == "GenuineIntel" or pass_ == "fprop"
+    one_by_one = STOCK[pass_] if stock_1x1 else OURS[pass_]
     # (x, w, strides, padding, dy, oneDNN on, expected op)
     cases = [
         ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), True, one_by_one),
@@ -225,7 +230,7 @@ def test_cpu_vendor_is_linuxs_vendor_id():
     assert stock_conv.cpu_vendor() == (ids[0] if ids else "")
 
 
-@pytest.mark.parametrize("pass_", GRADS)
+@pytest.mark.parametrize("pass_", PASSES)
 def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
     onednn(True)
     run = PASSES[pass_]
@@ -247,9 +252,6 @@ def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
     unknown_h = tf.TensorSpec([2, None, 9, 8], tf.float32)
     dy_spec = tf.TensorSpec([2, None, 9, 4], tf.float32)
     assert types(unknown_h, w, dy_spec) == [OURS[pass_]]
-    unknown_batch = tf.TensorSpec([None, 9, 9, 8], tf.float32)
-    dy_batch = tf.TensorSpec([None, 9, 9, 4], tf.float32)
-    assert types(unknown_batch, w, dy_batch) == [OURS[pass_]]
     # Strides far beyond the input (oneDNN crashed or aborted on some), strides on batch or
     # channels, explicit pads as large as the filter or on batch/channels.
     assert types(dy=_data((2, 1, 1, 4)), strides=65536) == [OURS[pass_]]
@@ -259,9 +261,10 @@ def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
     assert types(dy=_data((2, 10, 7, 4)), padding=big_pad) == [OURS[pass_]]
     with pytest.raises(ValueError):
         types(padding=[[0, 0], [1, 1], [1, 1], [0, 1]])
-    wrong_dy = _data((2, 9, 8, 4))  # not the output shape: the op library's error, not TF's
-    with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
-        types(dy=wrong_dy)
+    if pass_ != "fprop":  # (the forward has no dy)
+        wrong_dy = _data((2, 9, 8, 4))  # not the output shape: the op library's error, not TF's
+        with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
+            types(dy=wrong_dy)
     for var in stock_conv.FPMATH_VARIABLES:
         monkeypatch.setenv(var, "BF16")
         assert types() == [OURS[pass_]], var
@@ -297,6 +300,8 @@ def test_errors_stay_the_op_librarys(onednn):
     w, dy = _data((3, 3, 1, 1)), _data((1, 1, 1, 1))
     with pytest.raises(tf.errors.InvalidArgumentError, match="Fp16Conv2DBackpropInput"):
         tf_fp16ops.conv2d_backprop_input([1, 2, 2, 1], w, dy, 1, "VALID", accumulation="float32")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Fp16Conv2D"):
+        tf_fp16ops.conv2d(_data((1, 2, 2, 1)), w, 1, "VALID", accumulation="float32")
 
 
 @pytest.mark.parametrize("value, expected", [("0", "False"), ("1", "True")])

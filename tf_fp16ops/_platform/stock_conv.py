@@ -1,20 +1,25 @@
 """When TensorFlow's own float32 convolution is the faster way to keep the `Tacc=float` contract.
 
 `accumulation="float32"` with float32 inputs promises binary32 products summed in binary32, the
-result left in binary32. TensorFlow's own CPU `Conv2DBackpropInput` and `Conv2DBackpropFilter`
-keep that promise too (oneDNN's f32 primitives under the default `strict` floating-point math
-mode), in their own order of sums, so `tf_fp16ops.conv2d_backprop_input`,
-`tf_fp16ops.conv2d_backprop_filter` and the gradients registered for `Fp16Conv2D` hand such a
-call to them where they were measured to be faster than the op library's CPU kernels (README,
-"Performance (CPU)"): while oneDNN runs TensorFlow's float32 convolutions
-(`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's `IsMklEnabled()`), the gradients of filters larger than
-1x1, and on Intel CPUs those of 1x1 filters too. The op library's forward kernel and all its
-kernels against Eigen's (`TF_ENABLE_ONEDNN_OPTS=0`) were as fast as TensorFlow's or faster on
-every benchmark shape, and keep running. Its 1x1 gradients (one product over all positions) beat
-oneDNN's on an AMD EPYC (Zen 4; dgrad 1.02x, wgrad 1.55x on 8x28x28x128 * 1x1x128x128) but lost
-on an Intel Xeon with AVX512-FP16 (dgrad 0.64-0.94x, wgrad 0.53-0.76x on five of six 1x1
-problems from 4x7x7x512 to 8x56x56x256; the sixth wgrad, 4x7x7x512 -> 512, 1.28x), so the 1x1
-rule follows the CPU's vendor (`cpu_vendor`).
+result left in binary32. TensorFlow's own CPU `Conv2D`, `Conv2DBackpropInput` and
+`Conv2DBackpropFilter` keep that promise too (oneDNN's f32 primitives under the default `strict`
+floating-point math mode), in their own order of sums, so `tf_fp16ops.conv2d` and its two
+backprops, and the gradients registered for the op family, hand such a call to them where they
+were measured to be faster than the op library's CPU kernels (README, "Performance (CPU)"): while
+oneDNN runs TensorFlow's float32 convolutions (`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's
+`IsMklEnabled()`), the forward pass, the gradients of filters larger than 1x1, and on Intel CPUs
+those of 1x1 filters too. oneDNN's forward won on both CPUs measured: on an Intel Xeon with
+AVX512-FP16, 12 of 14 problems from 8x28x28x8 * 3x3x8x8 to 8x7x7x512 * 3x3x512x512 (ours/oneDNN
+0.43x at 8x14x14x256 * 3x3x256x256, 0.57x at 8x7x7x512 * 3x3x512x512, 0.82-0.90x on the 3x3x128
+and 56x16 benchmark shapes; a tie at 0.94-1.12x on 8x28x28x8 * 3x3x8x8 and 8x14x14x256 * 1x1x256x
+1024), and on an AMD EPYC (Zen 4) on the four benchmark shapes (0.65-1.02x across runs, the
+3x3x128 and 56x16 shapes below 0.93x on every run).
+The op library's kernels against Eigen's (`TF_ENABLE_ONEDNN_OPTS=0`) were as fast as TensorFlow's
+or faster on every benchmark shape, and keep running there. Its 1x1 gradients (one product over
+all positions) beat oneDNN's on an AMD EPYC (Zen 4; dgrad 1.02x, wgrad 1.55x on 8x28x28x128 *
+1x1x128x128) but lost on an Intel Xeon with AVX512-FP16 (dgrad 0.64-0.94x, wgrad 0.53-0.76x on
+five of six 1x1 problems from 4x7x7x512 to 8x56x56x256; the sixth wgrad, 4x7x7x512 -> 512,
+1.28x), so the 1x1 gradient rule follows the CPU's vendor (`cpu_vendor`).
 
 Never on a machine with a visible GPU (cuDNN's float32 convolutions may take TF32 tensor cores),
 never when oneDNN's floating-point math mode is set to anything but `strict`
@@ -23,8 +28,9 @@ down-conversions, oneDNN "Primitive Attributes: floating-point math mode") or, f
 built, Grappler's oneDNN bfloat16 auto mixed precision is on (Grappler rewrites graphs, not eager
 ops), and only for what the stock ops handle and what is known
 when the op is built: NHWC, one group, dilations 1, strides 1 on batch and channels and at most
-the input's extent, explicit pads below the filter's extent, every extent including the batch
-static, a positive output size matching the output gradient's (every other call runs the op
+the input's extent, explicit pads below the filter's extent, every extent static (for the
+gradients the batch too; the forward takes any batch, having no sizes operand to disagree with
+it), a positive output size, matching the output gradient's (every other call runs the op
 library's kernel, which also gives this package's error messages).
 """
 
@@ -103,13 +109,10 @@ def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: d
       dtype: the operands' dtype (`T`).
       x_shape: the input's shape [N, H, W, C] (NHWC), entries int or None.
       w_shape: the filter's shape [KH, KW, C, K] (HWIO), entries int or None.
-      dy_shape: the output gradient's shape [N, P, Q, K] for the gradients, None for fprop
-        (which never goes to TensorFlow's op).
+      dy_shape: the output gradient's shape [N, P, Q, K] for the gradients, None for fprop.
       attrs: the op's attrs (`Tacc`, `strides`, `padding`, `explicit_paddings`, `data_format`,
         `dilations`), as `tf_fp16ops.ops` builds them.
     """
-    if pass_ == "fprop":
-        return False
     key = (
         attrs["Tacc"],
         attrs["data_format"],
@@ -121,7 +124,7 @@ def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: d
     dy = None if dy_shape is None else tuple(dy_shape)
     if not _problem_fits(pass_, dtype, tuple(x_shape), tuple(w_shape), dy, key):
         return False
-    if w_shape[0] * w_shape[1] == 1 and cpu_vendor() != "GenuineIntel":
+    if pass_ != "fprop" and w_shape[0] * w_shape[1] == 1 and cpu_vendor() != "GenuineIntel":
         return False
     if not (onednn_runs_float32_convs() and _no_gpu() and strict_fpmath()):
         return False
@@ -139,13 +142,20 @@ def _problem_fits(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs
         return False
     if data_format != "NHWC" or dilations != (1, 1, 1, 1):
         return False
-    if len(x_shape) != 4 or len(w_shape) != 4 or dy_shape is None or len(dy_shape) != 4:
+    fprop = pass_ == "fprop"
+    if (
+        len(x_shape) != 4
+        or len(w_shape) != 4
+        or (not fprop and (dy_shape is None or len(dy_shape) != 4))
+    ):
         return False
     n, h, w, c = x_shape
     kh, kw, wc, k = w_shape
     if any(not isinstance(d, int) or d < 1 for d in (h, w, c, kh, kw, wc, k)) or c != wc:
         return False
-    if not isinstance(n, int) or n < 0 or dy_shape[0] != n:
+    if fprop:
+        n = None  # any batch: the forward has no sizes operand to disagree with
+    elif not isinstance(n, int) or n < 0 or dy_shape[0] != n:
         return False  # the batch too must be known and agree (else oneDNN aborts or reads 0)
     pads = explicit_paddings or (0,) * 8
     sn, sh, sw, sc = strides
@@ -159,4 +169,4 @@ def _problem_fits(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs
         return False
     p = _out_size(h, kh, sh, padding, pads[2], pads[3])
     q = _out_size(w, kw, sw, padding, pads[4], pads[5])
-    return p >= 1 and q >= 1 and tuple(dy_shape[1:]) == (p, q, k)
+    return p >= 1 and q >= 1 and (fprop or tuple(dy_shape[1:]) == (p, q, k))
