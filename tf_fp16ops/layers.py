@@ -89,6 +89,11 @@ class _Fp16AccumulationMixin:
 
     # The op the layer's products run through, for messages.
     _OP = "Fp16Conv2D"
+    # True: the op library's own kernels always, even where a float32 layer with
+    # accumulation='float32' would run TensorFlow's op (tf_fp16ops/_platform/stock_conv.py), so
+    # that each output is summed in one fixed order whatever the batch. The sensitivity sweep
+    # sets it on its own converted copy of the model (tf_fp16ops/layer_sensitivity/analysis.py).
+    _fixed_order = False
 
     def __init__(self, *args, accumulation="float16", **kwargs):
         self.accumulation = accumulation
@@ -214,16 +219,25 @@ def _conv(layer, inputs):
         x = tf.pad(x, layer._compute_causal_padding())
         padding = "valid"
     x, w = _to_2d(layer, x, w)
-    y = ops.conv2d(
+    y = _fp16_conv2d(
+        layer,
         x,
         w,
         strides=_window(layer.strides, layer),
         padding=padding.upper(),
         data_format=_nhwc_or_nchw(layer.data_format),
         dilations=_window(layer.dilation_rate, layer),
-        accumulation=layer.accumulation,
     )
     return layer._finish(_from_2d(layer, y), layer.filters)
+
+
+def _fp16_conv2d(layer, x, w, strides, padding, data_format, dilations=1):
+    """`tf_fp16ops.conv2d` with the layer's accumulation: TensorFlow's op where it takes float32
+    with accumulation='float32', unless the layer keeps the op library's (`_fixed_order`)."""
+    attrs = ops._conv_attrs(strides, padding, data_format, dilations, layer.accumulation)
+    return ops._run_conv_op(
+        "Fp16Conv2D", None, attrs, stock=not layer._fixed_order, input=x, filters=w
+    )
 
 
 def _depthwise(layer, inputs, kernel):
@@ -257,13 +271,8 @@ def _separable_conv(layer, inputs):
     depthwise = _depthwise(layer, inputs, layer.depthwise_kernel)
     (pointwise,) = layer._cast_in(layer.pointwise_kernel)
     depthwise, pointwise = _to_2d(layer, depthwise, pointwise)
-    y = ops.conv2d(
-        depthwise,
-        pointwise,
-        strides=1,
-        padding="VALID",
-        data_format=_nhwc_or_nchw(layer.data_format),
-        accumulation=layer.accumulation,
+    y = _fp16_conv2d(
+        layer, depthwise, pointwise, 1, "VALID", data_format=_nhwc_or_nchw(layer.data_format)
     )
     return layer._finish(_from_2d(layer, y), layer.filters)
 
@@ -471,14 +480,17 @@ class Conv1DTranspose(_Fp16AccumulationMixin, keras.layers.Conv1DTranspose):
 # Dense, EinsumDense and MultiHeadAttention.
 
 
-def dense_matmul(x, kernel, accumulation):
+def dense_matmul(x, kernel, accumulation, fixed_order: bool = False):
     """x [..., Cin] @ kernel [Cin, units] through Fp16Conv2D as a 1x1 convolution.
 
     The M = prod(leading dims) rows become M/q images of one row of q positions [M/q, 1, q, Cin]
-    (q the largest of 8, 4, 2, 1 dividing M, so the CPU kernel works on q rows at once); the
-    kernel is the HWIO filter [1, 1, Cin, units]. The layout does not change the sums: output
-    (m, k) accumulates x[m, ci] * kernel[ci, k] over ci ascending (fprop), dx over k ascending
-    (dgrad), dkernel over the rows m ascending in row-major order (wgrad).
+    (q the largest of 8, 4, 2, 1 dividing M, so the CPU kernel works on q rows at once; float32
+    with accumulation='float32': M images of one position [M, 1, 1, Cin], whose extent is known
+    when the model is traced); the kernel is the HWIO filter [1, 1, Cin, units]. The layout does
+    not change the sums: output (m, k) accumulates x[m, ci] * kernel[ci, k] over ci ascending
+    (fprop), dx over k ascending (dgrad), dkernel over the rows m ascending in row-major order
+    (wgrad). Float32 with accumulation='float32' may run TensorFlow's Conv2D in its own order
+    instead (README "Numerics"), unless `fixed_order`.
     """
     cin = kernel.shape[0]
     units = kernel.shape[1]
@@ -491,15 +503,16 @@ def dense_matmul(x, kernel, accumulation):
             out.set_shape(x.shape[:-1].concatenate([units]))
         return out
     rows = tf.reduce_prod(lead)
-    q = tf.where(rows % 8 == 0, 8, tf.where(rows % 4 == 0, 4, tf.where(rows % 2 == 0, 2, 1)))
-    x4 = tf.reshape(x, tf.stack([rows // q, 1, q, cin]))  # batch rows // q: 0 rows is valid
-    y = ops.conv2d(
-        x4,
-        tf.reshape(kernel, [1, 1, cin, units]),
-        strides=1,
-        padding="VALID",
-        accumulation=accumulation,
-    )
+    if x.dtype == tf.float32 and ops.accumulation_dtype(accumulation) == tf.float32:
+        # Images of one position, whose static 1x1 extent lets TensorFlow's Conv2D take them
+        # (it takes any batch), in a traced model too; unless fixed_order, it then does.
+        x4 = tf.reshape(x, tf.stack([rows, 1, 1, cin]))
+    else:
+        q = tf.where(rows % 8 == 0, 8, tf.where(rows % 4 == 0, 4, tf.where(rows % 2 == 0, 2, 1)))
+        x4 = tf.reshape(x, tf.stack([rows // q, 1, q, cin]))  # batch rows // q: 0 rows is valid
+    attrs = ops._conv_attrs(1, "VALID", "NHWC", 1, accumulation)
+    w = tf.reshape(kernel, [1, 1, cin, units])
+    y = ops._run_conv_op("Fp16Conv2D", None, attrs, stock=not fixed_order, input=x4, filters=w)
     out = tf.reshape(y, tf.concat([lead, [units]], 0))
     if x.shape.rank is not None:
         out.set_shape(x.shape[:-1].concatenate([units]))
@@ -526,7 +539,7 @@ class Dense(_Fp16AccumulationMixin, keras.layers.Dense):
     def _fp16_call(self, inputs):
         self._check_not_quantized("Fp16Conv2D")
         x, w = self._cast_in(inputs, self.kernel)
-        return self._finish(dense_matmul(x, w, self.accumulation))
+        return self._finish(dense_matmul(x, w, self.accumulation, self._fixed_order))
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="EinsumDense")

@@ -189,22 +189,22 @@ def test_onednn_side_tape_gradients_are_tensorflows(onednn):
 
 @pytest.mark.parametrize("pass_", PASSES)
 @pytest.mark.parametrize("vendor", ["AuthenticAMD", "GenuineIntel", ""])
-def test_1x1_filters_follow_the_vendor_and_the_eigen_side_runs_ours(
-    onednn, monkeypatch, pass_, vendor
-):
-    """1x1 gradients go to oneDNN on Intel CPUs only, 1x1 forwards on every CPU (measured;
-    module docstring of stock_conv); nothing goes to TensorFlow's op on the Eigen side."""
+def test_1x1_filters_follow_the_vendor_and_the_eigen_side(onednn, monkeypatch, pass_, vendor):
+    """With oneDNN, 1x1 gradients go to TensorFlow's op on Intel CPUs only, 1x1 forwards on every
+    CPU; on the Eigen side only forwards go, 1x1 ones among them, never short 3x3 ones (measured;
+    module docstring of stock_conv)."""
     monkeypatch.setattr(stock_conv, "cpu_vendor", lambda: vendor)
     run = PASSES[pass_]
     stock_1x1 = vendor == "GenuineIntel" or pass_ == "fprop"
     one_by_one = STOCK[pass_] if stock_1x1 else OURS[pass_]
+    eigen_1x1 = STOCK[pass_] if pass_ == "fprop" else OURS[pass_]
     # (x, w, strides, padding, dy, oneDNN on, expected op)
     cases = [
         ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), True, one_by_one),
         ((2, 5, 6, 8), (1, 1, 8, 4), 2, "SAME", (2, 3, 3, 4), True, one_by_one),
         ((2, 5, 6, 8), (3, 3, 8, 4), 1, "SAME", (2, 5, 6, 4), True, STOCK[pass_]),
         ((2, 5, 6, 8), (3, 3, 8, 4), 1, "SAME", (2, 5, 6, 4), False, OURS[pass_]),
-        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), False, OURS[pass_]),
+        ((2, 5, 6, 8), (1, 1, 8, 4), 1, "VALID", (2, 5, 6, 4), False, eigen_1x1),
     ]
     for xs, ws, s, pad, ys, on, expected in cases:
         onednn(on)
@@ -217,6 +217,63 @@ def test_1x1_filters_follow_the_vendor_and_the_eigen_side_runs_ours(
             _data(ys),
         )
         assert types == [expected], (xs, ws, s, pad, on)
+
+
+@pytest.mark.parametrize("pass_", PASSES)
+def test_the_eigen_side_hands_over_the_forward_of_long_sums(onednn, pass_):
+    """Without oneDNN, a forward of at least EIGEN_FPROP_MIN_TERMS = KH * KW * C terms per output
+    goes to TensorFlow's Conv2D (2 x 1 x 1024 = 2048 terms), one term less stays the op library's
+    (2 x 1 x 1023); the gradients stay the op library's either way."""
+    onednn(False)
+    assert stock_conv.EIGEN_FPROP_MIN_TERMS == 2048
+    run = PASSES[pass_]
+    for c, long_sum in ((1024, True), (1023, False)):
+        types = _conv_types(
+            lambda x, w, dy: run(x, w, dy, strides=1, padding="VALID", accumulation="float32"),
+            _data((1, 3, 2, c)),
+            _data((2, 1, c, 2)),
+            _data((1, 2, 2, 2)),
+        )
+        stock = long_sum and pass_ == "fprop"
+        assert types == [STOCK[pass_] if stock else OURS[pass_]], c
+
+
+# Two terms whose sum tells a fused multiply-add from a product rounded first: with a = 1 + 2^-12,
+# a * a = 1 + 2^-11 + 2^-24 exactly; 1 * b = b = -(1 + 2^-11). Summed in channel order (b first),
+# an FMA gives fl(a*a + b) = 2^-24, a product rounded to binary32 first (1 + 2^-11, the tie to
+# even) gives 0; in the other order both give 0 (the product a*a is rounded before b is added).
+FMA_SCRIPT = r"""
+import numpy as np
+import tf_fp16ops
+a, b = np.float32(1 + 2 ** -12), np.float32(-(1 + 2 ** -11))
+out = []
+for xs, ws in (([1, a], [b, a]), ([a, 1], [a, b])):
+    x = np.array(xs, np.float32).reshape(1, 1, 1, 2)
+    w = np.array(ws, np.float32).reshape(1, 1, 2, 1)
+    routed = tf_fp16ops.conv2d(x, w, 1, "VALID", accumulation="float32")
+    attrs = tf_fp16ops.ops._conv_attrs(1, "VALID", "NHWC", None, "float32")
+    kernel = tf_fp16ops.ops.raw_ops.fp16_conv2d(x, w, **attrs)
+    out += [float(t.numpy().ravel()[0] / 2 ** -24) for t in (routed, kernel)]
+print(*out)
+"""
+
+
+@pytest.mark.parametrize("onednn_opts", ["0", "1"])
+def test_eigen_rounds_each_product_and_onednn_fuses(onednn_opts):
+    """A 1x1 float32 forward goes to TensorFlow's Conv2D on both sides. Eigen (TensorFlow's wheel
+    builds it without FMA) rounds each product first: 0 in both orders; oneDNN fuses: 2^-24 in
+    at least one order; the op library's kernel fuses in channel order: 2^-24, then 0 (hand
+    values above)."""
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=onednn_opts, TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run(
+        [sys.executable, "-c", FMA_SCRIPT], env=env, capture_output=True, text=True, check=True
+    )
+    routed_1, kernel_1, routed_2, kernel_2 = (float(v) for v in out.stdout.split())
+    assert (kernel_1, kernel_2) == (1.0, 0.0)
+    if onednn_opts == "0":
+        assert (routed_1, routed_2) == (0.0, 0.0)
+    else:
+        assert 1.0 in (routed_1, routed_2) and {routed_1, routed_2} <= {0.0, 1.0}
 
 
 def test_cpu_vendor_is_linuxs_vendor_id():
@@ -291,6 +348,33 @@ def test_a_float32_conv2d_transpose_layer_runs_the_op_librarys_dgrad_forward(one
         4, 3, strides=2, padding="same", accumulation="float32"
     )
     assert _conv_types(layer, _data((2, 5, 5, 3))) == ["Fp16Conv2DBackpropInput"]
+
+
+@pytest.mark.parametrize(
+    "make, shape",
+    [
+        (lambda: tf_fp16ops.layers.Conv2D(4, 3, accumulation="float32"), (2, 6, 6, 3)),
+        (lambda: tf_fp16ops.layers.Conv1D(4, 3, accumulation="float32"), (2, 6, 3)),
+        (lambda: tf_fp16ops.layers.Dense(4, accumulation="float32"), (2, 5, 3)),
+        # The depthwise step is its own op (never handed over); the pointwise step is Fp16Conv2D.
+        (lambda: tf_fp16ops.layers.SeparableConv2D(4, 3, accumulation="float32"), (2, 6, 6, 3)),
+    ],
+)
+def test_float32_layers_hand_over_their_forward_unless_fixed_order(onednn, make, shape):
+    """A float32 layer with accumulation='float32' builds TensorFlow's Conv2D (README, layer
+    table), with an unknown batch too (a Keras model's input); with `_fixed_order` (what the
+    sensitivity sweep sets on its copy) Fp16Conv2D."""
+    onednn(True)
+    layer = make()
+    layer(_data(shape))  # built
+    spec = tf.TensorSpec((None,) + shape[1:], tf.float32)
+
+    def forward_types():
+        return [t for t in _conv_types(layer, spec) if t in ("Conv2D", "Fp16Conv2D")]
+
+    assert forward_types() == ["Conv2D"]
+    layer._fixed_order = True
+    assert forward_types() == ["Fp16Conv2D"]
 
 
 def test_errors_stay_the_op_librarys(onednn):

@@ -3,26 +3,38 @@
 `accumulation="float32"` with float32 inputs promises binary32 products summed in binary32, the
 result left in binary32. TensorFlow's own CPU `Conv2D`, `Conv2DBackpropInput` and
 `Conv2DBackpropFilter` keep that promise too (oneDNN's f32 primitives under the default `strict`
-floating-point math mode), in their own order of sums, so `tf_fp16ops.conv2d` and its two
-backprops, and the gradients registered for the op family, hand such a call to them where they
-were measured to be faster than the op library's CPU kernels (README, "Performance (CPU)"): while
-oneDNN runs TensorFlow's float32 convolutions (`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's
-`IsMklEnabled()`), the forward pass, the gradients of filters larger than 1x1, and on Intel CPUs
-those of 1x1 filters too. oneDNN's forward won on both CPUs measured: on an Intel Xeon with
-AVX512-FP16, 12 of 14 problems from 8x28x28x8 * 3x3x8x8 to 8x7x7x512 * 3x3x512x512 (ours/oneDNN
-0.43x at 8x14x14x256 * 3x3x256x256, 0.57x at 8x7x7x512 * 3x3x512x512, 0.82-0.90x on the 3x3x128
-and 56x16 benchmark shapes; a tie at 0.94-1.12x on 8x28x28x8 * 3x3x8x8 and 8x14x14x256 * 1x1x256x
-1024), and on an AMD EPYC (Zen 4) on the four benchmark shapes (0.65-1.02x across runs, the
-3x3x128 and 56x16 shapes below 0.93x on every run).
-The op library's kernels against Eigen's (`TF_ENABLE_ONEDNN_OPTS=0`) were as fast as TensorFlow's
-or faster on every benchmark shape, and keep running there. Its 1x1 gradients (one product over
-all positions) beat oneDNN's on an AMD EPYC (Zen 4; dgrad 1.02x, wgrad 1.55x on 8x28x28x128 *
-1x1x128x128) but lost on an Intel Xeon with AVX512-FP16 (dgrad 0.64-0.94x, wgrad 0.53-0.76x on
-five of six 1x1 problems from 4x7x7x512 to 8x56x56x256; the sixth wgrad, 4x7x7x512 -> 512,
-1.28x), so the 1x1 gradient rule follows the CPU's vendor (`cpu_vendor`).
+floating-point math mode, Eigen's float32 contractions), in their own order of sums, so
+`tf_fp16ops.conv2d` and its two backprops, and the gradients registered for the op family, hand
+such a call to them where they were measured to be faster than the op library's CPU kernels
+(README, "Performance (CPU)"): while oneDNN runs TensorFlow's float32 convolutions
+(`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's `IsMklEnabled()`), the forward pass, the gradients of
+filters larger than 1x1, and on Intel CPUs those of 1x1 filters too; while Eigen runs them, the
+forward of 1x1 filters and of long sums.
+
+oneDNN's forward won on both CPUs measured: on an Intel Xeon with AVX512-FP16, 12 of 14 problems
+from 8x28x28x8 * 3x3x8x8 to 8x7x7x512 * 3x3x512x512 (ours/oneDNN 0.43x at 8x14x14x256 *
+3x3x256x256, 0.57x at 8x7x7x512 * 3x3x512x512, 0.82-0.90x on the 3x3x128 and 56x16 benchmark
+shapes; a tie at 0.94-1.12x on 8x28x28x8 * 3x3x8x8 and 8x14x14x256 * 1x1x256x1024), and on an
+AMD EPYC (Zen 4) on the four benchmark shapes (0.65-1.02x across runs, the 3x3x128 and 56x16
+shapes below 0.93x on every run). Its 1x1 gradients (one product over all positions) beat
+oneDNN's on an AMD EPYC (Zen 4; dgrad 1.02x, wgrad 1.55x on 8x28x28x128 * 1x1x128x128) but lost
+on an Intel Xeon with AVX512-FP16 (dgrad 0.64-0.94x, wgrad 0.53-0.76x on five of six 1x1
+problems from 4x7x7x512 to 8x56x56x256; the sixth wgrad, 4x7x7x512 -> 512, 1.28x), so the 1x1
+gradient rule follows the CPU's vendor (`cpu_vendor`).
+
+Against Eigen's kernels (`TF_ENABLE_ONEDNN_OPTS=0`) the op library's won the gradients of every
+benchmark shape (1.1-2.8x, Xeon, its AVX-512 path) and keep them; the forward goes to Eigen for
+1x1 filters (ours/Eigen 0.49-0.95x on 7 of 9 1x1 problems on the Xeon's AVX-512 path, 0.70-0.86x
+on the benchmark's 1x1 shape on the Zen 4; 1.07-1.10x on 8x28x28x512 * 1x1x512x128, a tie at
+stride 2) and for sums of at least `EIGEN_FPROP_MIN_TERMS` terms per output (KH * KW * C; 3x3x256
+0.52-0.70x at 7x7, 14x14 and 28x28, 3x3x512 0.40-0.45x; below that the op library's tied or won:
+3x3x192 1.00-1.02x, 5x5x64 1.07x, 3x3x128 1.05-1.16x, the 16-channel benchmark shapes
+1.17-1.24x). TensorFlow's wheel builds Eigen without FMA: Eigen rounds each product to binary32
+before adding it, where oneDNN and the op library do one fused multiply-add per term (checked in
+tests/ops/test_stock_route.py).
 
 Never on a machine with a visible GPU (cuDNN's float32 convolutions may take TF32 tensor cores),
-never when oneDNN's floating-point math mode is set to anything but `strict`
+never to oneDNN when its floating-point math mode is set to anything but `strict`
 (`ONEDNN_DEFAULT_FPMATH_MODE`, TensorFlow's `TF_SET_ONEDNN_FPMATH_MODE`: bf16/tf32/f16/any allow
 down-conversions, oneDNN "Primitive Attributes: floating-point math mode") or, for a graph being
 built, Grappler's oneDNN bfloat16 auto mixed precision is on (Grappler rewrites graphs, not eager
@@ -95,6 +107,11 @@ def bfloat16_rewrite() -> bool:
     )
 
 
+# On the Eigen side (oneDNN off) the forward goes to TensorFlow's Conv2D for 1x1 filters and for
+# at least this many terms per output (KH * KW * C): measured, module docstring.
+EIGEN_FPROP_MIN_TERMS = 2048
+
+
 def _out_size(size: int, k: int, stride: int, padding: str, before: int, after: int) -> int:
     if padding == "SAME":
         return -(-size // stride)
@@ -124,10 +141,16 @@ def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: d
     dy = None if dy_shape is None else tuple(dy_shape)
     if not _problem_fits(pass_, dtype, tuple(x_shape), tuple(w_shape), dy, key):
         return False
-    if pass_ != "fprop" and w_shape[0] * w_shape[1] == 1 and cpu_vendor() != "GenuineIntel":
+    if not _no_gpu():
         return False
-    if not (onednn_runs_float32_convs() and _no_gpu() and strict_fpmath()):
-        return False
+    taps = w_shape[0] * w_shape[1]
+    if onednn_runs_float32_convs():
+        if pass_ != "fprop" and taps == 1 and cpu_vendor() != "GenuineIntel":
+            return False
+        if not strict_fpmath():
+            return False
+    elif pass_ != "fprop" or (taps != 1 and taps * w_shape[2] < EIGEN_FPROP_MIN_TERMS):
+        return False  # Eigen: only the forward of 1x1 filters and of long sums
     # Grappler rewrites graphs only: an eager op runs as it is, so only a graph being built asks
     # (the query builds TensorFlow's whole ConfigProto, about 40 us a call).
     return tf.executing_eagerly() or not bfloat16_rewrite()

@@ -60,12 +60,14 @@ so the per-call overhead of eager Keras is paid far less often (MobileNetV2, 8 i
 9.0x faster than whole-model runs, reuse=True 2.0x; benchmarks/results/
 sensitivity_sweep_2026-12-02.md); memory
 grows to the activations of up to STACK_ROWS samples. The results equal full runs where every
-layer's per-sample outputs do not depend on how many samples a call holds (tf_fp16ops' kernels:
-a fixed summation order per output; tested on convolution, nested, shared-layer and Sequential
-models with others='float32'); a kernel that rounds by call size shifts them by its rounding
-(Keras's LayerNormalization: up to an fp32 ulp of its outputs between calls of 3 and 18
-samples, measured on TF 2.21.0, 2-core Intel Xeon with avx512_fp16; TensorFlow's Eigen
-convolution, which others='original' runs with TF_ENABLE_ONEDNN_OPTS=0, also does), which is why
+layer's per-sample outputs do not depend on how many samples a call holds (tf_fp16ops' kernels: a
+fixed summation order per output; the sweep runs its float32 layers on them, not on the TensorFlow
+ops that float32 with accumulation='float32' takes elsewhere, README "Numerics"; tested on
+convolution, nested, shared-layer and Sequential models with others='float32'); a kernel that rounds
+by call size shifts them by its rounding (Keras's LayerNormalization: up to an fp32 ulp of its
+outputs between calls of 3 and 18 samples, measured on TF 2.21.0, 2-core Intel Xeon with
+avx512_fp16; TensorFlow's Eigen convolution, which others='original' runs with
+TF_ENABLE_ONEDNN_OPTS=0, also does), which is why
 reuse=True stays the default. Masks are stacked with the activations (a node that saw no mask on
 an input in the baseline sees none in any state); where a recomputed layer gives a mask in some
 states and none in others (a `compute_mask` that depends on the values), those states run one at
@@ -86,8 +88,9 @@ on one device, so no cross-replica reduction adds rounding: the results equal th
 run bit for bit wherever the model's per-sample outputs do not depend on how many samples a
 call holds (true of tf_fp16ops' CPU kernels, whose sums run in a fixed order per output; not of
 every TensorFlow kernel: Keras's LayerNormalization differs by up to an fp32 ulp of its outputs
-between calls of 3 and 18 samples, and a Keras kernel run with `others='original'` may block its
-fp32 sums by batch size; such layers shift the errors by their last-bit rounding). With
+between calls of 3 and 18 samples, and a Keras kernel, or a float32 tf_fp16ops layer handed to
+TensorFlow's op, run with `others='original'` may block its fp32 sums by batch size; such layers
+shift the errors by their last-bit rounding). With
 MultiWorkerMirroredStrategy every worker calls `sensitivity` with the same model weights and the
 same evaluation set (each computes only its replicas' shares) and gets the same result.
 
@@ -205,6 +208,9 @@ def sensitivity(
         with labels, default 0.01; ignored without them.
       others: 'float32' or 'original': how the layers not switched to fp16 run ('original':
         Keras layers with their Keras kernels, tf_fp16ops layers with their own accumulation).
+        With 'float32' the sweep runs the layers on the op library's fixed-order kernels; the
+        returned `.model`'s float32 layers with accumulation='float32' may run TensorFlow's
+        own op instead (README "Numerics"), whose float32 sums may differ in the last bits.
       layers: which layers take part (as `convert`'s `layers`); default every convertible layer.
       search: 'greedy' (default) or 'bisect' (see the module docstring).
       batch_size: samples per global batch for arrays (default 32; with a strategy each replica
@@ -302,6 +308,13 @@ def sensitivity(
     }
     probe = probe_conv.model
     paths = layer_paths(model)
+    # With others='float32' the probe's layers keep the op library's kernels (`_fixed_order`),
+    # not TensorFlow's op that float32 with accumulation='float32' may take elsewhere: one
+    # summation order per output whatever the number of samples in a call (stacked states,
+    # replica shares). With 'original' they run as in the model.
+    for layer in probe._flatten_layers(include_self=False, recursive=True):
+        if others == "float32" and hasattr(layer, "_fixed_order"):
+            layer._fixed_order = True
 
     # The layers not in fp16: with others='original', a Keras layer in the KERAS state (its own
     # Keras computation) and a layer that already was a tf_fp16ops layer with the accumulation
