@@ -5,9 +5,10 @@ Numerics contract (README "Numerics"; docs/design.md "Numerics contract"):
     float32 inputs on a machine without a GPU, while oneDNN runs TensorFlow's float32
     convolutions under its strict floating-point math mode, the forward pass and the two
     gradients (dgrad, wgrad; of 1x1 filters on Intel CPUs only) are handed to TensorFlow's own
-    Conv2D / Conv2DBackpropInput / Conv2DBackpropFilter: the same contract, faster here
-    (tf_fp16ops/_platform/stock_conv.py, which lists the exceptions); they sum in oneDNN's order
-    and skip padded terms.
+    Conv2D / Conv2DBackpropInput / Conv2DBackpropFilter, and while Eigen runs them the forward of
+    1x1 filters and of sums of 2048 or more terms: the same contract, faster there
+    (tf_fp16ops/_platform/stock_conv.py, which lists the exceptions), in oneDNN's order (one FMA
+    per term, padded terms skipped) or Eigen's (each product rounded before it is added).
     `raw_ops` always runs the op library's kernels, in the order below.
   accumulation="float16" (inputs must be float16): one binary16 accumulator per output, starting
     at +0; each step is acc = round_fp16(x*w + acc) with the exact product and one
