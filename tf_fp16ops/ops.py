@@ -298,7 +298,16 @@ def _conv(op_type: str, attrs: dict, args: list, dtype: tf.DType | None = None) 
             x, w, *dy = [_static_shape(a) for a in args]
             if stock_conv.stock_wins(pass_, dtype, x, w, dy[0] if dy else None, attrs):
                 stock_attrs = {k: v for k, v in attrs.items() if k != "Tacc"}
-                return stock(**dict(zip(roles, args, strict=True)), **stock_attrs)
+                y = stock(**dict(zip(roles, args, strict=True)), **stock_attrs)
+                if pass_ == "fprop" and x[0] is None:
+                    # TensorFlow's oneDNN Conv2D returns an empty batch in its input's shape
+                    # [0, H, W, C] (TF 2.21): a reshape to [N, P, Q, K] gives it the output's and
+                    # costs nothing otherwise. N is counted from x's size, not read from its
+                    # shape, which Grappler would find equal to y's and drop the reshape.
+                    n = tf.size(args[0], out_type=tf.int64) // (x[1] * x[2] * x[3])
+                    pqk = tf.constant(y.shape[1:].as_list(), tf.int64)
+                    y = tf.reshape(y, tf.concat([[n], pqk], 0))
+                return y
     return _CONV_OPS[op_type](*args, **attrs)
 
 

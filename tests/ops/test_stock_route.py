@@ -323,11 +323,16 @@ def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
         with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
             types(dy=wrong_dy)
     for var in stock_conv.FPMATH_VARIABLES:
-        monkeypatch.setenv(var, "BF16")
-        assert types() == [OURS[pass_]], var
+        monkeypatch.setattr(stock_conv, "_non_strict_seen", False)
         monkeypatch.setenv(var, "strict")
         assert types() == [STOCK[pass_]], var
+        monkeypatch.setenv(var, "BF16")
+        assert types() == [OURS[pass_]], var
+        # oneDNN keeps the mode it read: a non-strict mode once seen is kept.
+        monkeypatch.setenv(var, "strict")
+        assert types() == [OURS[pass_]], var
         monkeypatch.delenv(var)
+    monkeypatch.setattr(stock_conv, "_non_strict_seen", False)
     options = tf.config.optimizer.get_experimental_options()
     try:  # Grappler's oneDNN bfloat16 rewrite would take TensorFlow's op, not the op library's
         tf.config.optimizer.set_experimental_options({"auto_mixed_precision_onednn_bfloat16": True})
@@ -375,6 +380,66 @@ def test_float32_layers_hand_over_their_forward_unless_fixed_order(onednn, make,
     assert forward_types() == ["Conv2D"]
     layer._fixed_order = True
     assert forward_types() == ["Fp16Conv2D"]
+
+
+def test_an_empty_batch_gets_the_output_shape(onednn):
+    """TensorFlow's oneDNN Conv2D returns an empty batch in its input's shape (TF 2.21): a known
+    empty batch stays with the op library's kernel, an unknown one is reshaped after
+    TensorFlow's op, which still runs every non-empty batch (its bits)."""
+    onednn(True)
+    w = _data((3, 3, 3, 2))
+
+    def conv(x):
+        return tf_fp16ops.conv2d(x, w, 2, [[0, 0], [1, 2], [0, 1], [0, 0]], accumulation="float32")
+
+    # By hand: P = (5 + 1 + 2 - 3) // 2 + 1 = 3, Q = (6 + 0 + 1 - 3) // 2 + 1 = 3.
+    empty = tf.zeros([0, 5, 6, 3])
+    assert conv(empty).shape == (0, 3, 3, 2)
+    assert _conv_types(conv, empty) == ["Fp16Conv2D"]
+    unknown = tf.function(conv, input_signature=[tf.TensorSpec([None, 5, 6, 3])])
+    assert _conv_types(conv, tf.TensorSpec([None, 5, 6, 3])) == ["Conv2D"]
+    assert unknown(empty).shape == (0, 3, 3, 2)
+    x = _data((2, 5, 6, 3))
+    want = tf.raw_ops.Conv2D(
+        input=x,
+        filter=w,
+        strides=[1, 2, 2, 1],
+        padding="EXPLICIT",
+        explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0],
+    )
+    np.testing.assert_array_equal(unknown(x).numpy().view(np.uint32), want.numpy().view(np.uint32))
+    layer = tf_fp16ops.layers.Conv2D(4, 3, accumulation="float32")
+    layer(_data((1, 6, 6, 3)))
+    call = tf.function(layer, input_signature=[tf.TensorSpec([None, 6, 6, 3])])
+    assert call(tf.zeros([0, 6, 6, 3])).shape == (0, 4, 4, 4)
+
+
+FPMATH_SCRIPT = r"""
+import os
+import tensorflow as tf
+import tf_fp16ops
+from tf_fp16ops._platform import stock_conv
+stock_conv.onednn_runs_float32_convs = lambda: True  # the oneDNN side's rule on every machine
+os.environ.pop("ONEDNN_DEFAULT_FPMATH_MODE", None)  # after TensorFlow and oneDNN may read it
+graph = tf.function(lambda x, w: tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32"))
+graph = graph.get_concrete_function(tf.zeros([1, 4, 4, 2]), tf.zeros([3, 3, 2, 2])).graph
+print(*sorted(op.type for op in graph.get_operations() if "Conv" in op.type))
+"""
+
+
+def test_a_math_mode_set_at_start_is_kept_when_the_variable_goes():
+    """oneDNN reads ONEDNN_DEFAULT_FPMATH_MODE once: a BF16 mode in the environment at start
+    keeps float32 convolutions on the op library's kernels after the variable is removed."""
+    for start, expected in (("BF16", "Fp16Conv2D"), ("strict", "Conv2D")):
+        env = dict(os.environ, ONEDNN_DEFAULT_FPMATH_MODE=start, TF_CPP_MIN_LOG_LEVEL="3")
+        out = subprocess.run(
+            [sys.executable, "-c", FPMATH_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout.split() == [expected], start
 
 
 def test_errors_stay_the_op_librarys(onednn):

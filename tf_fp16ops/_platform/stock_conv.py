@@ -93,9 +93,23 @@ def onednn_runs_float32_convs() -> bool:
     return _mkl_enabled()
 
 
-def strict_fpmath() -> bool:
-    """True unless an environment variable lets oneDNN compute float32 in a narrower type."""
+def _environment_strict() -> bool:
     return all(os.environ.get(v, "").strip().upper() in ("", "STRICT") for v in FPMATH_VARIABLES)
+
+
+# oneDNN and TensorFlow read these variables once per process, when they first need them, and
+# keep what they read: a mode other than strict, once seen (here at import, or in any later
+# call), is kept too, even if the variable is changed or removed afterwards.
+_non_strict_seen = not _environment_strict()
+
+
+def strict_fpmath() -> bool:
+    """True unless an environment variable lets oneDNN compute float32 in a narrower type, now or
+    when this module was imported or last asked (see `_non_strict_seen`)."""
+    global _non_strict_seen
+    if not _non_strict_seen and not _environment_strict():
+        _non_strict_seen = True
+    return not _non_strict_seen
 
 
 def bfloat16_rewrite() -> bool:
@@ -177,7 +191,11 @@ def _problem_fits(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs
     if any(not isinstance(d, int) or d < 1 for d in (h, w, c, kh, kw, wc, k)) or c != wc:
         return False
     if fprop:
-        n = None  # any batch: the forward has no sizes operand to disagree with
+        # Any batch but a known empty one: the forward has no sizes operand to disagree with it,
+        # but TensorFlow's oneDNN Conv2D returns its input's shape for an empty batch (TF 2.21),
+        # so a batch unknown here gets its output reshaped (`tf_fp16ops.ops._conv`).
+        if isinstance(n, int) and n < 1:
+            return False
     elif not isinstance(n, int) or n < 0 or dy_shape[0] != n:
         return False  # the batch too must be known and agree (else oneDNN aborts or reads 0)
     pads = explicit_paddings or (0,) * 8
