@@ -25,7 +25,8 @@ gradient rule follows the CPU's vendor (`cpu_vendor`).
 Against Eigen's kernels (`TF_ENABLE_ONEDNN_OPTS=0`) the op library's won the gradients of every
 benchmark shape (1.1-2.8x, Xeon, its AVX-512 path) and keep them; the forward goes to Eigen for
 1x1 filters (ours/Eigen 0.49-0.95x on 7 of 9 1x1 problems on the Xeon's AVX-512 path, 0.70-0.86x
-on the benchmark's 1x1 shape on the Zen 4; 1.07-1.10x on 8x28x28x512 * 1x1x512x128, a tie at
+on the benchmark's 1x1 shape on the Zen 4, 0.89-0.93x on an AVX2 Zen 1, where TensorFlow leaves
+oneDNN off; 1.07-1.10x on 8x28x28x512 * 1x1x512x128, a tie at
 stride 2) and for sums of at least `EIGEN_FPROP_MIN_TERMS` terms per output (KH * KW * C; 3x3x256
 0.52-0.70x at 7x7, 14x14 and 28x28, 3x3x512 0.40-0.45x; below that the op library's tied or won:
 3x3x192 1.00-1.02x, 5x5x64 1.07x, 3x3x128 1.05-1.16x, the 16-channel benchmark shapes
