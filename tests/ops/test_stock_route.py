@@ -2,8 +2,9 @@
 Conv2DBackpropInput / Conv2DBackpropFilter where those keep the contract and were measured faster
 (tf_fp16ops/_platform/stock_conv.py): while oneDNN runs TensorFlow's float32 convolutions, the
 forward pass (any batch), the gradients of filters larger than 1x1 (every extent known), and 1x1
-gradients on Intel CPUs; never the Eigen side, float16 inputs, NCHW, groups, dilations, extents
-unknown when the op is built, a GPU, or a oneDNN math mode other than strict.
+gradients on Intel CPUs; while Eigen runs them, only the forward of 1x1 filters and of long sums;
+never float16 inputs, NCHW, groups, dilations, extents unknown when the op is built, a GPU, or a
+oneDNN math mode other than strict.
 
 Which op was built is read from the traced graph; the rule's oneDNN input is forced both ways
 with monkeypatch (so this file checks both sides on every machine), and the query itself is
@@ -222,8 +223,8 @@ def test_1x1_filters_follow_the_vendor_and_the_eigen_side(onednn, monkeypatch, p
 @pytest.mark.parametrize("pass_", PASSES)
 def test_the_eigen_side_hands_over_the_forward_of_long_sums(onednn, pass_):
     """Without oneDNN, a forward of at least EIGEN_FPROP_MIN_TERMS = KH * KW * C terms per output
-    goes to TensorFlow's Conv2D (2 x 1 x 1024 = 2048 terms), one term less stays the op library's
-    (2 x 1 x 1023); the gradients stay the op library's either way."""
+    goes to TensorFlow's Conv2D (2 x 1 x 1024 = 2048 terms), a shorter one stays the op
+    library's (2 x 1 x 1023 = 2046); the gradients stay the op library's either way."""
     onednn(False)
     assert stock_conv.EIGEN_FPROP_MIN_TERMS == 2048
     run = PASSES[pass_]
