@@ -27,7 +27,9 @@ printed as a benchmark error (and the exit status is 1), never as a figure. The 
 twice: for eager calls (Python dispatch and .numpy() included, as a user calling the op from
 Python pays them; each call timed in turn with the probe as above) and for calls made GRAPH_CALLS
 at a time back to back in one tf.function in steady state (the per-call cost inside a model's
-graph: `steady_in_turn`, the probe in turn with each batch of timed calls).
+graph: `steady_in_turn`, the probe in turn with each batch of timed calls). The float32 ratios
+are given again for GRAPH_CALLS calls per tf.function call of each peer (`graph_fp32_peers`),
+where no per-call Python runs: what a model's graph sees.
 Usage: python tools/benchmark_cpu.py [--repeats R] [--markdown FILE]
 """
 
@@ -56,6 +58,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Key of the table row for tf.nn.conv2d with its float16-accumulation switch.
 TF_FP16ACC_KEY = "tf.nn.conv2d fp16, TF_CONV2D_USE_FP16_ACCUMULATE=1"
 ISAS = ("avx512fp16", "avx512", "avx2", "scalar")
+PASSES = ("fprop", "dgrad", "wgrad")
 
 
 # The micro-kernel variants FpropHalfCeilingProbe may have on one path
@@ -273,6 +276,44 @@ def graph_fp16acc(tf, tf_fp16ops, x16, w16, pad, calls: int = GRAPH_CALLS):
     return lambda: run(xs, w)
 
 
+def graph_fp32_peers(tf, tf_fp16ops, xs, ws, pad, calls: int = GRAPH_CALLS) -> dict:
+    """Float32 (Tacc=float) fprop, dgrad and wgrad of one shape, ours (the public functions) and
+    TensorFlow's, `calls` at a time back to back in one tf.function each (as a model's graph
+    runs them), on distinct operands (equal values) so that Grappler merges no call; keyed by
+    (pass, who). Results left as tensors, as the next op of a model takes them."""
+    x, w = (tf.constant(a) for a in inputs(xs, ws, np.float32))
+    n, h, wd, _ = xs
+    kh, kw, _, k = ws
+    p, q = (h, wd) if pad == "SAME" else (h - kh + 1, wd - kw + 1)
+    dy = np.random.default_rng(1).random((n, p, q, k)).astype(np.float16).astype(np.float32)
+    xs_, dys = [tf.identity(x) for _ in range(calls)], [tf.constant(dy) for _ in range(calls)]
+    xsz, wsz = tf.constant(xs, tf.int32), tf.constant(ws, tf.int32)
+    one = [1, 1, 1, 1]
+    bodies = {
+        ("fprop", "ours"): lambda x, dy: tf_fp16ops.conv2d(x, w, 1, pad, accumulation="float32"),
+        ("fprop", "tf"): lambda x, dy: tf.nn.conv2d(x, w, 1, pad),
+        ("dgrad", "ours"): lambda x, dy: tf_fp16ops.conv2d_backprop_input(
+            xsz, w, dy, 1, pad, accumulation="float32"
+        ),
+        ("dgrad", "tf"): lambda x, dy: tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=xsz, filter=w, out_backprop=dy, strides=one, padding=pad
+        ),
+        ("wgrad", "ours"): lambda x, dy: tf_fp16ops.conv2d_backprop_filter(
+            x, wsz, dy, 1, pad, accumulation="float32"
+        ),
+        ("wgrad", "tf"): lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(
+            input=x, filter_sizes=wsz, out_backprop=dy, strides=one, padding=pad
+        ),
+    }
+    out = {}
+    for key, body in bodies.items():
+        fn = tf.function(
+            lambda xs, dys, body=body: [body(a, b) for a, b in zip(xs, dys, strict=True)]
+        )
+        out[key] = lambda fn=fn: fn(xs_, dys)
+    return out
+
+
 def gradient_peers(tf, tf_fp16ops, xs, ws, pad) -> dict:
     """dgrad and wgrad of one shape in float32 (Tacc=float), ours and TensorFlow's, keyed by
     (pass, who)."""
@@ -362,7 +403,7 @@ def main(argv=None) -> int:
     _, probe_rate = ceiling_rate(threads, seconds=0.05)
     in_turn = []
 
-    rows, grads = [], []
+    rows, grads, graph32 = [], [], []
     for name, xs, ws, pad in SHAPES:
         fl = flops(xs, ws, pad)
         x16, w16 = inputs(xs, ws, np.float16)
@@ -404,6 +445,8 @@ def main(argv=None) -> int:
         )
         rows.append((name, gf, (frac, frac_graph), cpu_ratio))
         g = interleaved(gradient_peers(tf, tf_fp16ops, xs, ws, pad), args.repeats)
+        gg = interleaved(graph_fp32_peers(tf, tf_fp16ops, xs, ws, pad), args.repeats)
+        graph32.append((name, {ps: gg[(ps, "tf")][1] / gg[(ps, "ours")][1] for ps in PASSES}))
         grads.append(
             (
                 name,
@@ -471,6 +514,14 @@ def main(argv=None) -> int:
             for who in ("ours", "kernel")
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"| shape | ours / TF, fp32 in a tf.function ({GRAPH_CALLS} calls per call; CPU s): "
+        "fprop | dgrad | wgrad |",
+        "|---|---|---|---|",
+    ]
+    for name, r in graph32:
+        lines.append(f"| {name} | " + " | ".join(f"{r[ps]:.2f}x" for ps in PASSES) + " |")
     text = "\n".join(lines)
     print(text)
     if args.markdown:

@@ -75,3 +75,25 @@ def test_ceiling_probe_does_nothing_for_no_reps_or_an_unknown_variant(reps, vari
     sink = ctypes.c_float(-1.0)
     assert _probe()(reps, ctypes.byref(sink), variant) == 0
     assert sink.value == -1.0
+
+
+@pytest.mark.parametrize("pad", ["SAME", "VALID"])
+def test_the_in_graph_float32_peers_compute_the_same_passes(pad):
+    """Each (pass, ours) callable of `graph_fp32_peers` returns GRAPH_CALLS results of the shape
+    and values of its (pass, tf) peer (float32 sums in either order: within 1e-5 relative to the
+    sum of |terms|, here under 3 * 3 * 4 terms of |x*w| <= 0.5), so the table compares like with
+    like."""
+    import numpy as np
+    import tensorflow as tf
+
+    import tf_fp16ops
+
+    bench = _benchmark()
+    peers = bench.graph_fp32_peers(tf, tf_fp16ops, (2, 6, 5, 4), (3, 3, 4, 3), pad, calls=3)
+    assert sorted(peers) == sorted((ps, who) for ps in bench.PASSES for who in ("ours", "tf"))
+    for ps in bench.PASSES:
+        ours, theirs = peers[(ps, "ours")](), peers[(ps, "tf")]()
+        assert len(ours) == len(theirs) == 3
+        for a, b in zip(ours, theirs, strict=True):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=6e-4)
