@@ -231,6 +231,14 @@ def _conv(layer, inputs):
     return layer._finish(_from_2d(layer, y), layer.filters)
 
 
+def _use_fixed_order(model) -> None:
+    """Puts every tf_fp16ops layer of `model` (nested ones too) on the op library's own kernels
+    (`_fixed_order`): one summation order per output whatever the number of samples in a call."""
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, _Fp16AccumulationMixin):
+            layer._fixed_order = True
+
+
 def _fp16_conv2d(layer, x, w, strides, padding, data_format, dilations=1):
     """`tf_fp16ops.conv2d` with the layer's accumulation: TensorFlow's op where it takes float32
     with accumulation='float32', unless the layer keeps the op library's (`_fixed_order`)."""

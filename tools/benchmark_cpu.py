@@ -276,17 +276,24 @@ def graph_fp16acc(tf, tf_fp16ops, x16, w16, pad, calls: int = GRAPH_CALLS):
     return lambda: run(xs, w)
 
 
+def float32_operands(xs, ws, pad):
+    """x, w (`inputs`) and an output gradient dy [N, P, Q, K] of one stride-1 shape, float32
+    NumPy arrays of binary16 values."""
+    x, w = inputs(xs, ws, np.float32)
+    n, h, wd, _ = xs
+    kh, kw, _, k = ws
+    p, q = (h, wd) if pad == "SAME" else (h - kh + 1, wd - kw + 1)
+    dy = np.random.default_rng(1).random((n, p, q, k)).astype(np.float16).astype(np.float32)
+    return x, w, dy
+
+
 def graph_fp32_peers(tf, tf_fp16ops, xs, ws, pad, calls: int = GRAPH_CALLS) -> dict:
     """Float32 (Tacc=float) fprop, dgrad and wgrad of one shape, ours (the public functions) and
     TensorFlow's, `calls` at a time back to back in one tf.function each (as a model's graph
     runs them), on distinct operands (equal values) so that Grappler merges no call; keyed by
     (pass, who). Results left as tensors, as the next op of a model takes them."""
-    x, w = (tf.constant(a) for a in inputs(xs, ws, np.float32))
-    n, h, wd, _ = xs
-    kh, kw, _, k = ws
-    p, q = (h, wd) if pad == "SAME" else (h - kh + 1, wd - kw + 1)
-    dy = np.random.default_rng(1).random((n, p, q, k)).astype(np.float16).astype(np.float32)
-    xs_, dys = [tf.identity(x) for _ in range(calls)], [tf.constant(dy) for _ in range(calls)]
+    x, w, dy = (tf.constant(a) for a in float32_operands(xs, ws, pad))
+    xs_, dys = [tf.identity(x) for _ in range(calls)], [tf.identity(dy) for _ in range(calls)]
     xsz, wsz = tf.constant(xs, tf.int32), tf.constant(ws, tf.int32)
     one = [1, 1, 1, 1]
     bodies = {
@@ -317,11 +324,7 @@ def graph_fp32_peers(tf, tf_fp16ops, xs, ws, pad, calls: int = GRAPH_CALLS) -> d
 def gradient_peers(tf, tf_fp16ops, xs, ws, pad) -> dict:
     """dgrad and wgrad of one shape in float32 (Tacc=float), ours and TensorFlow's, keyed by
     (pass, who)."""
-    x, w = inputs(xs, ws, np.float32)
-    n, h, wd, _ = xs
-    kh, kw, _, k = ws
-    p, q = (h, wd) if pad == "SAME" else (h - kh + 1, wd - kw + 1)
-    dy = np.random.default_rng(1).random((n, p, q, k)).astype(np.float16).astype(np.float32)
+    x, w, dy = float32_operands(xs, ws, pad)
     xsz, wsz = tf.constant(xs, tf.int32), tf.constant(ws, tf.int32)
     raw_ops, attrs = tf_fp16ops.ops.raw_ops, kernel_attrs(tf, pad)
     return {

@@ -20,6 +20,7 @@ import tf_fp16ops
 from tf_fp16ops.layer_sensitivity.analysis import sensitivity
 from tf_fp16ops.layer_sensitivity.cli import main as cli_main
 from tf_fp16ops.layer_sensitivity.result import SUMMARY_PREFIX
+from tf_fp16ops.layers import _use_fixed_order
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "examples"))
@@ -34,9 +35,7 @@ def _fixed(model):
     """`model` with its tf_fp16ops layers on the op library's fixed-order kernels, as the sweep
     runs its copy (float32 with accumulation='float32' would otherwise take TensorFlow's op,
     whose float32 sums may differ in the last bits: README "Numerics")."""
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if hasattr(layer, "_fixed_order"):
-            layer._fixed_order = True
+    _use_fixed_order(model)
     return model
 
 

@@ -20,6 +20,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import test as wtest
 
 import tf_fp16ops
+from tf_fp16ops.layers import _use_fixed_order
 from tf_fp16ops.tensorboard_plugin.plugin import SENSITIVITY_TAG, Fp16AuditPlugin
 
 PREFIX = "/data/plugin/fp16_audit"
@@ -140,9 +141,7 @@ def test_sensitivity_layers_match_the_model_built(client, run):
         tf_fp16ops.convert(model, accumulation="float32"), accumulation="float16", layers=[top]
     )
     for converted in (full, half):
-        for layer in converted._flatten_layers(include_self=False, recursive=True):
-            if hasattr(layer, "_fixed_order"):
-                layer._fixed_order = True
+        _use_fixed_order(converted)
     base = np.asarray(full(x), np.float64)
     out = np.asarray(half(x), np.float64)
     assert by_rank[0]["max_rel"] == pytest.approx(

@@ -112,7 +112,7 @@ from tf_fp16ops.layer_sensitivity.replicas import Replicas, check_strategy
 from tf_fp16ops.layer_sensitivity.result import LayerSensitivity, SensitivityResult, check_logdir
 from tf_fp16ops.layer_sensitivity.reuse import Reuse, UnstackableMasks, layer_paths
 from tf_fp16ops.layer_sensitivity.source import Source
-from tf_fp16ops.layers import KERAS
+from tf_fp16ops.layers import KERAS, _use_fixed_order
 
 _OTHERS = ("float32", "original")
 _SEARCHES = ("greedy", "bisect")
@@ -312,9 +312,8 @@ def sensitivity(
     # not TensorFlow's op that float32 with accumulation='float32' may take elsewhere: one
     # summation order per output whatever the number of samples in a call (stacked states,
     # replica shares). With 'original' they run as in the model.
-    for layer in probe._flatten_layers(include_self=False, recursive=True):
-        if others == "float32" and hasattr(layer, "_fixed_order"):
-            layer._fixed_order = True
+    if others == "float32":
+        _use_fixed_order(probe)
 
     # The layers not in fp16: with others='original', a Keras layer in the KERAS state (its own
     # Keras computation) and a layer that already was a tf_fp16ops layer with the accumulation
