@@ -26,6 +26,7 @@ accumulation="float16" keeps float16 subnormals exactly (docs/numerics.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 import reprlib
 from collections.abc import Sequence
 
@@ -285,10 +286,12 @@ def _static_shape(t) -> list:
     return t.shape.as_list() if t.shape.rank is not None else []
 
 
-def _conv(op_type: str, attrs: dict, args: list, dtype: tf.DType | None = None) -> tf.Tensor:
-    """`op_type` on `args` (in its input order): TensorFlow's own op where it keeps the
+def _choose(op_type: str, attrs: dict, args: list, dtype: tf.DType | None = None) -> tuple:
+    """Which op runs `op_type` on `args` (in its input order): TensorFlow's own where it keeps the
     contract and is faster (float32 with Tacc=float, `stock_conv.stock_wins`), else the op
-    library's. `dtype`: the float operands' dtype where the caller has it."""
+    library's. Returns (op function, its operands' keyword names or None for positional,
+    its attrs, whether it is TensorFlow's op). `dtype`: the float operands' dtype where the
+    caller has it."""
     if op_type in _STOCK_OPS and attrs["Tacc"] is tf.float32:  # cheap (the shapes are not)
         if dtype is None:
             dtype = next(d for d in (tf.as_dtype(a.dtype) for a in args) if d is not tf.int32)
@@ -298,17 +301,112 @@ def _conv(op_type: str, attrs: dict, args: list, dtype: tf.DType | None = None) 
             x, w, *dy = [_static_shape(a) for a in args]
             if stock_conv.stock_wins(pass_, dtype, x, w, dy[0] if dy else None, attrs):
                 stock_attrs = {k: v for k, v in attrs.items() if k != "Tacc"}
-                y = stock(**dict(zip(roles, args, strict=True)), **stock_attrs)
-                if pass_ == "fprop" and x[0] is None:
-                    # TensorFlow's oneDNN Conv2D returns an empty batch in its input's shape
-                    # [0, H, W, C] (TF 2.21): a reshape to [N, P, Q, K] gives it the output's and
-                    # costs nothing otherwise. N is counted from x's size, not read from its
-                    # shape, which Grappler would find equal to y's and drop the reshape.
-                    n = tf.size(args[0], out_type=tf.int64) // (x[1] * x[2] * x[3])
-                    pqk = tf.constant(y.shape[1:].as_list(), tf.int64)
-                    y = tf.reshape(y, tf.concat([[n], pqk], 0))
-                return y
-    return _CONV_OPS[op_type](*args, **attrs)
+                return stock, tuple(roles), stock_attrs, True
+    return _CONV_OPS[op_type], None, attrs, False
+
+
+def _call(fn, names, kwargs: dict, args) -> tf.Tensor:
+    """`fn` on `args` and `kwargs`, the args by keyword where `names` are given (`_choose`)."""
+    if names is None:
+        return fn(*args, **kwargs)
+    return fn(**dict(zip(names, args, strict=True)), **kwargs)
+
+
+def _conv(op_type: str, attrs: dict, args: list, dtype: tf.DType | None = None) -> tf.Tensor:
+    """`op_type` on `args` (in its input order), run by the op `_choose` picks."""
+    fn, names, kwargs, stock = _choose(op_type, attrs, args, dtype)
+    y = _call(fn, names, kwargs, args)
+    if stock and op_type == "Fp16Conv2D":
+        n, h, w, c = _static_shape(args[0])
+        if n is None:
+            # TensorFlow's oneDNN Conv2D returns an empty batch in its input's shape
+            # [0, H, W, C] (TF 2.21): a reshape to [N, P, Q, K] gives it the output's and
+            # costs nothing otherwise. N is counted from x's size, not read from its
+            # shape, which Grappler would find equal to y's and drop the reshape.
+            n = tf.size(args[0], out_type=tf.int64) // (h * w * c)
+            pqk = tf.constant(y.shape[1:].as_list(), tf.int64)
+            y = tf.reshape(y, tf.concat([[n], pqk], 0))
+    return y
+
+
+# The eager fast path. An eager call of `conv2d` or its backprops whose operands are all eager
+# tensors is known by its signature (`_eager_call`: the op, each float operand's dtype and shape,
+# the sizes operand's value, the arguments as `_exact_key` tells them apart). Once a call has
+# passed every check and its op has run, that op (`_choose`) with its attrs is kept for the
+# signature, and the next call with it runs the op straight away: the same op, attrs and
+# operands, so the same result or error. Python between two eager ops is costly: on a 2-core
+# machine it runs while the op's pool threads are still busy or spinning and with caches full of
+# the op's data (measured on the 16x32x32x16 * 3x3x16x16 float32 wgrad, Intel Xeon: the checked
+# path added 130-160 us to TensorFlow's op of about 480 us when each call followed another, where
+# the same Python takes about 15 us in a tight loop; each extra function call or environment
+# read about 5 us). Nothing else the choice depends on changes in a process once an op has run:
+# a visible GPU, oneDNN, the CPU vendor, and oneDNN's floating-point math mode once oneDNN has
+# run (`stock_conv.onednn_ran`); Grappler's rewrites concern graphs only.
+_EAGER_PLANS: dict = {}
+_EAGER_PLANS_SIZE = 256
+_INT32_ENUM = tf.int32.as_datatype_enum
+
+
+def _args_key(args: tuple):
+    """`_exact_key` of the five arguments, the arguments themselves in the usual spelling (an int
+    stride, str padding, data_format and accumulation, dilations None or an int: no two such
+    tuples that compare equal are treated differently)."""
+    strides, padding, data_format, dilations, accumulation = args
+    if (
+        type(strides) is int
+        and type(padding) is str
+        and type(data_format) is str
+        and (dilations is None or type(dilations) is int)
+        and type(accumulation) is str
+    ):
+        return args
+    return _exact_key(args)
+
+
+def _eager_call(op_type: str, args: tuple, name, x, y, z=None, sizes_at: int = -1) -> tuple:
+    """The eager fast path of a call on operands x, y (and z) in the op's input order, the one at
+    `sizes_at` its sizes operand: (the call's signature, the op kept for it run on the
+    operands), the result None where no op is kept yet (see `_EAGER_PLANS`), the signature None
+    where the call takes the checked path every time: an operand other than an eager tensor, a
+    sizes operand other than an int32 [4], a name other than a str or None, arguments
+    `_exact_key` cannot key, a function being traced (which may capture eager tensors). One
+    function without comprehensions: each Python frame costs several us here (see above)."""
+    if (
+        type(x) is not _EagerTensor
+        or type(y) is not _EagerTensor
+        or (z is not None and type(z) is not _EagerTensor)
+        or (name is not None and type(name) is not str)
+        or not tf.executing_eagerly()
+    ):
+        return None, None
+    if sizes_at < 0:
+        key = (
+            op_type,
+            (x._datatype_enum(), x._shape_tuple()),
+            (y._datatype_enum(), y._shape_tuple()),
+        )
+        operands = (x, y)
+    else:
+        operands = (x, y, z)
+        sizes = operands[sizes_at]
+        if sizes._datatype_enum() != _INT32_ENUM or sizes._shape_tuple() != (4,):
+            return None, None
+        other = operands[1 - sizes_at]  # the float operand beside dy
+        key = (
+            op_type,
+            tuple(sizes.numpy().tolist()),
+            (other._datatype_enum(), other._shape_tuple()),
+            (z._datatype_enum(), z._shape_tuple()),
+        )
+    args_key = _args_key(args)
+    if args_key is None:
+        return None, None
+    key = (key, args_key)
+    plan = _EAGER_PLANS.get(key)
+    if plan is None:
+        return key, None
+    fn, names = plan
+    return key, fn(*operands) if names is None else fn(**dict(zip(names, operands, strict=True)))
 
 
 def _operand(name: str, value):
@@ -329,12 +427,13 @@ def _operand(name: str, value):
 
 
 def _run_conv_op(
-    op_type: str, name: str | None, attrs: dict, stock: bool = True, **operands
+    op_type: str, name: str | None, attrs: dict, stock: bool = True, key=None, **operands
 ) -> tf.Tensor:
     """Builds `op_type` (not inside XLA) on `operands`, given in the op's input order, in a name
     scope: a `*_sizes` operand is an int32 [4] (`_sizes`), the others are tensors of one float
     dtype (`_check_dtypes`, which names the first). Float32 with Tacc=float may run TensorFlow's
-    own op instead (`_conv`) unless `stock` is False."""
+    own op instead (`_conv`) unless `stock` is False. `key`: the call's signature
+    (`_eager_call`), under which the op that ran is kept for the next eager call with it."""
     check_not_in_xla(op_type)
     if name is not None and not isinstance(name, str):  # as tf.name_scope would, in every mode
         raise ValueError(f"name must be a string or None, got {_shown(name)}")
@@ -346,7 +445,18 @@ def _run_conv_op(
         args = [_sizes(k, v) if k.endswith("_sizes") else tensors[k] for k, v in operands.items()]
         if not stock:
             return _CONV_OPS[op_type](*args, **attrs)
-        return _conv(op_type, attrs, args, dtype)
+        if key is None:
+            return _conv(op_type, attrs, args, dtype)
+        fn, names, kwargs, is_stock = _choose(op_type, attrs, args, dtype)
+        y = _call(fn, names, kwargs, args)
+        # Kept once it has run (an op that raises keeps nothing); the operands `_eager_call`
+        # accepts reach the op as they are (eager tensors, int32 sizes), as on the fast path.
+        if len(_EAGER_PLANS) >= _EAGER_PLANS_SIZE:
+            _EAGER_PLANS.clear()
+        if is_stock and stock_conv.onednn_runs_float32_convs():
+            stock_conv.onednn_ran()  # its floating-point math mode is now strict for good
+        _EAGER_PLANS[key] = (functools.partial(fn, **kwargs), names)
+        return y
 
 
 def conv2d(
@@ -392,8 +502,12 @@ def conv2d(
         or dilations, strides/dilations other than 1 on batch or channel, negative or misplaced
         explicit paddings, output size ≤ 0, element counts that overflow.
     """
-    attrs = _conv_attrs(strides, padding, data_format, dilations, accumulation)
-    return _run_conv_op("Fp16Conv2D", name, attrs, input=input, filters=filters)
+    args = (strides, padding, data_format, dilations, accumulation)
+    key, y = _eager_call("Fp16Conv2D", args, name, input, filters)
+    if y is not None:
+        return y
+    attrs = _conv_attrs(*args)
+    return _run_conv_op("Fp16Conv2D", name, attrs, key=key, input=input, filters=filters)
 
 
 def _attrs_of(op) -> dict:
@@ -511,11 +625,17 @@ def conv2d_backprop_input(
       ValueError / tf.errors.InvalidArgumentError: as `conv2d`, and when `input_sizes` is not 4
         non-negative ints or `out_backprop`'s shape is not the convolution's output shape.
     """
-    attrs = _conv_attrs(strides, padding, data_format, dilations, accumulation)
+    args = (strides, padding, data_format, dilations, accumulation)
+    operands = (input_sizes, filters, out_backprop)
+    key, y = _eager_call("Fp16Conv2DBackpropInput", args, name, *operands, sizes_at=0)
+    if y is not None:
+        return y
+    attrs = _conv_attrs(*args)
     return _run_conv_op(
         "Fp16Conv2DBackpropInput",
         name,
         attrs,
+        key=key,
         input_sizes=input_sizes,
         filters=filters,
         out_backprop=out_backprop,
@@ -553,11 +673,17 @@ def conv2d_backprop_filter(
     Raises:
       ValueError / tf.errors.InvalidArgumentError: as `conv2d_backprop_input`, for `filter_sizes`.
     """
-    attrs = _conv_attrs(strides, padding, data_format, dilations, accumulation)
+    args = (strides, padding, data_format, dilations, accumulation)
+    operands = (input, filter_sizes, out_backprop)
+    key, y = _eager_call("Fp16Conv2DBackpropFilter", args, name, *operands, sizes_at=1)
+    if y is not None:
+        return y
+    attrs = _conv_attrs(*args)
     return _run_conv_op(
         "Fp16Conv2DBackpropFilter",
         name,
         attrs,
+        key=key,
         input=input,
         filter_sizes=filter_sizes,
         out_backprop=out_backprop,

@@ -37,6 +37,9 @@ def onednn(monkeypatch):
 
     def set_(on: bool):
         monkeypatch.setattr(stock_conv, "onednn_runs_float32_convs", lambda: on)
+        # The eager fast path keeps the op an eager call ran, for a process whose oneDNN does
+        # not change: a fresh store for each setting.
+        monkeypatch.setattr(tf_fp16ops.ops, "_EAGER_PLANS", {})
 
     return set_
 
@@ -323,6 +326,8 @@ def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
         wrong_dy = _data((2, 9, 8, 4))  # not the output shape: the op library's error, not TF's
         with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
             types(dy=wrong_dy)
+    # A process where oneDNN has not run yet (it reads the mode when it first runs).
+    monkeypatch.setattr(stock_conv, "_strict_for_good", False)
     for var in stock_conv.FPMATH_VARIABLES:
         monkeypatch.setattr(stock_conv, "_non_strict_seen", False)
         monkeypatch.setenv(var, "strict")

@@ -102,15 +102,31 @@ def _environment_strict() -> bool:
 # keep what they read: a mode other than strict, once seen (here at import, or in any later
 # call), is kept too, even if the variable is changed or removed afterwards.
 _non_strict_seen = not _environment_strict()
+# Once TensorFlow's oneDNN has run a convolution, the mode it read then is the mode for good
+# (checked on TensorFlow 2.21: ONEDNN_DEFAULT_FPMATH_MODE=BF16 or TF_SET_ONEDNN_FPMATH_MODE=BF16
+# set after a first float32 Conv2D leaves the next Conv2D's bits those of strict; set before it,
+# they change them): `onednn_ran` records that it ran while the mode was strict.
+_strict_for_good = False
 
 
 def strict_fpmath() -> bool:
     """True unless an environment variable lets oneDNN compute float32 in a narrower type, now or
-    when this module was imported or last asked (see `_non_strict_seen`)."""
+    when this module was imported or last asked (see `_non_strict_seen`), or True for good once
+    oneDNN ran under strict (`onednn_ran`)."""
     global _non_strict_seen
+    if _strict_for_good:
+        return True
     if not _non_strict_seen and not _environment_strict():
         _non_strict_seen = True
     return not _non_strict_seen
+
+
+def onednn_ran() -> None:
+    """Records that TensorFlow's oneDNN convolution has just run (eagerly) in this process, handed
+    over by `stock_wins`: if the mode was strict then, oneDNN keeps it (see `_strict_for_good`)."""
+    global _strict_for_good
+    if strict_fpmath():
+        _strict_for_good = True
 
 
 def bfloat16_rewrite() -> bool:
