@@ -56,9 +56,7 @@ def _calls(accumulation, dtype):
     ]
 
 
-@pytest.mark.parametrize(
-    "accumulation, dtype", [("float16", np.float16), ("float32", np.float32)]
-)
+@pytest.mark.parametrize("accumulation, dtype", [("float16", np.float16), ("float32", np.float32)])
 def test_a_repeated_call_runs_the_kept_op_with_the_same_bits(plans, accumulation, dtype):
     for name, call in _calls(accumulation, dtype):
         first = call().numpy()
@@ -84,7 +82,7 @@ def test_the_kept_op_is_the_one_the_checked_path_chose(plans):
     for _ in range(2):
         got = tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32")
         np.testing.assert_array_equal(got.numpy().view(np.uint32), want.numpy().view(np.uint32))
-    (fn, names), = ops._EAGER_PLANS.values()
+    ((fn, names),) = ops._EAGER_PLANS.values()
     assert (names is not None) == stock  # TensorFlow's raw op takes keywords, ours positions
 
 
@@ -106,11 +104,13 @@ def test_every_differing_call_is_checked_and_raises_its_error(plans):
     # Another shape, another sizes value: checked, and the output shapes by hand.
     assert tf_fp16ops.conv2d(x[:, :5], w, 1, "SAME", accumulation="float32").shape == (2, 5, 6, 4)
     dy = _data((2, 7, 6, 4))
-    assert tf_fp16ops.conv2d_backprop_filter(x, tf.constant([3, 3, 3, 4]), dy, 1, "SAME",
-                                             accumulation="float32").shape == (3, 3, 3, 4)
+    assert tf_fp16ops.conv2d_backprop_filter(
+        x, tf.constant([3, 3, 3, 4]), dy, 1, "SAME", accumulation="float32"
+    ).shape == (3, 3, 3, 4)
     with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
-        tf_fp16ops.conv2d_backprop_filter(x, tf.constant([3, 3, 3, 5]), dy, 1, "SAME",
-                                          accumulation="float32")
+        tf_fp16ops.conv2d_backprop_filter(
+            x, tf.constant([3, 3, 3, 5]), dy, 1, "SAME", accumulation="float32"
+        )
     # Every call above reached the checks but the kept one and the bool stride (refused when
     # its attrs were checked, before the op is built).
     assert len(plans) == 8
@@ -131,8 +131,9 @@ def test_operands_other_than_eager_tensors_take_the_checked_path(plans):
     assert y.numpy().tolist() == [[[[18.0, 18.0], [18.0, 18.0]], [[18.0, 18.0], [18.0, 18.0]]]]
     sizes = [1, 4, 4, 2]  # a list, not an int32 tensor
     for _ in range(2):
-        tf_fp16ops.conv2d_backprop_input(sizes, tf.constant(w), tf.ones([1, 2, 2, 2], tf.float16),
-                                         1, "VALID")
+        tf_fp16ops.conv2d_backprop_input(
+            sizes, tf.constant(w), tf.ones([1, 2, 2, 2], tf.float16), 1, "VALID"
+        )
     assert len(plans) == 4 and ops._EAGER_PLANS == {}
 
 
