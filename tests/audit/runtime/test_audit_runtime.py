@@ -229,6 +229,33 @@ def test_verify_tf_function_matches_fused_and_our_ops():
     json.dumps(d)
 
 
+def test_verify_matches_a_handed_over_conv_fused_past_its_reshape():
+    """tf_fp16ops.conv2d hands a float32 1x1 forward (accumulation='float32') with an unknown
+    batch to TensorFlow's Conv2D followed by a Reshape (both oneDNN and Eigen sides); at run time
+    grappler drops the Reshape and fuses Conv2D + BiasAdd + Relu into a _FusedConv2D named like
+    the Relu: the static Conv2D must still find it."""
+    w32 = tf.constant(np.random.default_rng(1).standard_normal([1, 1, 8, 8]), tf.float32)
+    b32 = tf.constant(np.ones([8]), tf.float32)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 8, 8, 8])])
+    def g(x):
+        y = tf_fp16ops.conv2d(x, w32, 1, "SAME", accumulation="float32")
+        return tf.nn.relu(tf.nn.bias_add(y, b32))
+
+    ops_built = g.get_concrete_function().graph.get_operations()
+    assert [op.type for op in ops_built if op.type in ("Conv2D", "Reshape")] == [
+        "Conv2D",
+        "Reshape",
+    ]
+    r = verify(g, tf.random.stateless_normal([2, 8, 8, 8], seed=[1, 2]), context=CPU)
+    (f,) = r.findings
+    assert (f.op, f.node) == ("Conv2D", "Fp16Conv2D/Conv2D")
+    assert f.observed.status == "confirmed", f.observed
+    assert f.observed.executed_op == "_FusedConv2D"
+    assert f.observed.fused_ops == ("BiasAdd", "Relu")
+    assert f.observed.observed_accumulation == "fp32"
+
+
 def _finding(**kw):
     from support.audit_helpers import conv_graph
     from tf_fp16ops.audit import audit

@@ -8,7 +8,8 @@ the number of static call levels above the executed function (0 for a traced Pyt
 1 for a SavedModel signature, whose top-level graph calls the signature function).
 Grappler's remapper renames a fused conv after the last op of the fused pattern
 (Conv2D > BiasAdd > Relu becomes _FusedConv2D named like the Relu), so the names of the conv's
-single-consumer chain of fusable ops are candidates too.
+single-consumer chain of fusable ops are candidates too (through ops grappler drops,
+`TRANSPARENT`).
 """
 
 from __future__ import annotations
@@ -41,11 +42,16 @@ FUSABLE = frozenset(
         "Sqrt",
     }
 )
-MAX_FUSION_CHAIN = 4
+# Ops grappler drops where they change nothing at run time (an Identity; a Reshape to the shape
+# its input has, such as the one tf_fp16ops.conv2d puts after a Conv2D it hands an unknown batch
+# to), after which the conv fuses with what follows them: the chain passes through them.
+TRANSPARENT = frozenset({"Identity", "Reshape"})
+MAX_FUSION_CHAIN = 5
 
 
 def fusion_names(ag: AuditGraph, site: CallSite, consumers_cache: dict) -> tuple[str, ...]:
-    """The conv node name, then the names of its chain of single fusable consumers (same scope)."""
+    """The conv node name, then the names of its chain of single fusable (or transparent)
+    consumers (same scope)."""
     scope = ag.scopes[site.scope]
     cons = consumers_cache.get(site.scope)
     if cons is None:
@@ -58,7 +64,7 @@ def fusion_names(ag: AuditGraph, site: CallSite, consumers_cache: dict) -> tuple
         consumers_cache[site.scope] = cons
     names, cur = [site.node], site.node
     for _ in range(MAX_FUSION_CHAIN):
-        nxt = [c for c in cons.get(cur, ()) if scope.index[c].op in FUSABLE]
+        nxt = [c for c in cons.get(cur, ()) if scope.index[c].op in FUSABLE | TRANSPARENT]
         if len(nxt) != 1 or len(cons.get(cur, ())) != 1:
             break
         cur = nxt[0]
