@@ -77,6 +77,9 @@ def test_verdicts():
         ("Conv2D", "half", None, "fp32"),  # TF CPU Conv2D: fp32 (Eigen and oneDNN alike)
         ("Fp16Conv2D", "half", "half", "fp16"),  # this package's contract
         ("Fp16Conv2D", "half", "float", "fp32"),
+        ("Fp16DepthwiseConv2D", "half", "half", "fp16"),
+        ("Fp16DepthwiseConv2D", "half", "float", "fp32"),
+        ("Fp16DepthwiseConv2D", "float", "float", "fp32"),
         ("Conv2D", "float", None, "fp32"),
     ],
 )
@@ -227,6 +230,21 @@ def test_verify_tf_function_matches_fused_and_our_ops():
     assert d["schema_version"] == SCHEMA_VERSION and d["runtime"]["counts"] == {"confirmed": 3}
     assert d["findings"][0]["observed"]["status"] == "confirmed"
     json.dumps(d)
+
+
+def test_verify_probes_and_confirms_the_depthwise_op():
+    w16 = tf.cast(tf.random.stateless_normal([3, 3, 4, 1], seed=[3, 4]), tf.float16)
+
+    @tf.function
+    def f(x):
+        return tf_fp16ops.ops.depthwise_conv2d(x, w16, 1, "VALID", accumulation="float16")
+
+    x16 = tf.cast(tf.random.stateless_normal([1, 6, 6, 4], seed=[1, 2]), tf.float16)
+    (finding,) = verify(f, x16, context=CPU).findings
+    assert finding.op == "Fp16DepthwiseConv2D"
+    assert finding.observed.status == "confirmed", finding.observed
+    assert finding.observed.observed_accumulation == "fp16"
+    assert finding.observed.probe_key == "Fp16DepthwiseConv2D:half:half:cpu"
 
 
 def test_verify_matches_a_handed_over_conv_fused_past_its_reshape():

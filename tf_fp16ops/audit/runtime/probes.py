@@ -3,8 +3,9 @@
 Each probe is a sum of N products placed so that one output element of the probed op is
 sum_i a_i * b_i, term 0 first in the op's natural order:
   * fprop (Conv2D, _FusedConv2D, Conv3D, Fp16Conv2D): a 1 x N window along the width, input
-    [1, 1, N, 1] (Conv3D: [1, 1, 1, N, 1]), filter [1, N, 1, 1]; DepthwiseConv2dNative: an N x 1
-    window along the height, input [1, N, 1, 1], filter [N, 1, 1, 1] (TensorFlow 2.16's oneDNN
+    [1, 1, N, 1] (Conv3D: [1, 1, 1, N, 1]), filter [1, N, 1, 1]; DepthwiseConv2dNative and
+    Fp16DepthwiseConv2D: an N x 1 window along the height, input [1, N, 1, 1], filter
+    [N, 1, 1, 1] (TensorFlow 2.16's oneDNN
     3.3.4 never finishes creating its T=half depthwise kernel, brdgmm_dw:avx512_core_fp16, for a
     filter 16 or more wide: measured with 16, 49 and 64, each past 3 GiB in 20-40 s, while
     12 wide and 64 high take 0.1 s);
@@ -74,7 +75,14 @@ PROBES: dict[str, tuple[tuple[float, ...], tuple[float, ...], float, float]] = {
     "overflow": ((65504.0, 65504.0), (65504.0, -65504.0), 0.0, math.inf),
 }
 
-FPROP = {"Conv2D", "_FusedConv2D", "Conv3D", "DepthwiseConv2dNative", "Fp16Conv2D"}
+FPROP = {
+    "Conv2D",
+    "_FusedConv2D",
+    "Conv3D",
+    "DepthwiseConv2dNative",
+    "Fp16Conv2D",
+    "Fp16DepthwiseConv2D",
+}
 DGRAD = {
     "Conv2DBackpropInput",
     "Conv3DBackpropInputV2",
@@ -286,6 +294,14 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
 
             def fn(x, w):
                 return tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=s4, padding=pad)
+        elif op == "Fp16DepthwiseConv2D":
+            x, w = x.reshape(1, n, 1, 1), w.reshape(n, 1, 1, 1)  # as DepthwiseConv2dNative's
+            lib = _ours()
+
+            def fn(x, w):
+                return lib.fp16_depthwise_conv2d(
+                    x, w, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad
+                )
         elif op == "Fp16Conv2D":
             lib = _ours()
 
