@@ -363,7 +363,12 @@ def _args_key(args: tuple):
     return _exact_key(args)
 
 
-def _eager_call(op_type: str, args: tuple, name, x, y, z=None, sizes_at: int = -1) -> tuple:
+_TWO_OPERANDS = object()  # `_eager_call`'s z for the forward, which has two
+
+
+def _eager_call(
+    op_type: str, args: tuple, name, x, y, z=_TWO_OPERANDS, sizes_at: int = -1
+) -> tuple:
     """The eager fast path of a call on operands x, y (and z) in the op's input order, the one at
     `sizes_at` its sizes operand: (the call's signature, the op kept for it run on the
     operands), the result None where no op is kept yet (see `_EAGER_PLANS`), the signature None
@@ -374,7 +379,7 @@ def _eager_call(op_type: str, args: tuple, name, x, y, z=None, sizes_at: int = -
     if (
         type(x) is not _EagerTensor
         or type(y) is not _EagerTensor
-        or (z is not None and type(z) is not _EagerTensor)
+        or (z is not _TWO_OPERANDS and type(z) is not _EagerTensor)
         or (name is not None and type(name) is not str)
         or not tf.executing_eagerly()
     ):
@@ -449,12 +454,21 @@ def _run_conv_op(
             return _conv(op_type, attrs, args, dtype)
         fn, names, kwargs, is_stock = _choose(op_type, attrs, args, dtype)
         y = _call(fn, names, kwargs, args)
-        # Kept once it has run (an op that raises keeps nothing); the operands `_eager_call`
-        # accepts reach the op as they are (eager tensors, int32 sizes), as on the fast path.
+        # Kept once it has run, which an asynchronous op has not (one that raises keeps nothing);
+        # the operands `_eager_call` accepts reach the op as they are (eager tensors, int32
+        # sizes), as on the fast path.
+        if not tf.config.experimental.get_synchronous_execution():
+            return y
+        if is_stock and stock_conv.onednn_runs_float32_convs():
+            # TensorFlow's oneDNN op returns an empty result without oneDNN: only a problem with
+            # elements has made oneDNN read (and keep) its math mode. Otherwise nothing is kept,
+            # so that every call asks the mode again.
+            if 0 in y._shape_tuple() or any(0 in t._shape_tuple() for t in tensors.values()):
+                return y
+            if not stock_conv.onednn_ran():  # its floating-point math mode strict for good?
+                return y
         if len(_EAGER_PLANS) >= _EAGER_PLANS_SIZE:
             _EAGER_PLANS.clear()
-        if is_stock and stock_conv.onednn_runs_float32_convs():
-            stock_conv.onednn_ran()  # its floating-point math mode is now strict for good
         _EAGER_PLANS[key] = (functools.partial(fn, **kwargs), names)
         return y
 

@@ -223,3 +223,93 @@ def test_an_eager_call_handed_to_onednn_records_that_it_ran(plans, monkeypatch):
     x, w = _data((2, 7, 6, 3)), _data((3, 3, 3, 4))
     tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32")
     assert stock_conv._strict_for_good
+
+
+@pytest.fixture
+def strict_not_yet(monkeypatch):
+    """The oneDNN side in a process where oneDNN has not read its math mode yet (strict so far)."""
+    monkeypatch.setattr(stock_conv, "onednn_runs_float32_convs", lambda: True)
+    monkeypatch.setattr(stock_conv, "_no_gpu", lambda: True)
+    for var in stock_conv.FPMATH_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(stock_conv, "_strict_for_good", False)
+    monkeypatch.setattr(stock_conv, "_non_strict_seen", False)
+
+
+def test_an_empty_handed_over_call_records_nothing(plans, strict_not_yet, monkeypatch):
+    """TensorFlow's oneDNN gradients return an empty batch without oneDNN reading its math mode:
+    such a call neither makes the mode strict for good nor keeps its op, so a mode set after it
+    still keeps float32 calls on the op library's kernels."""
+    x0 = tf.zeros([0, 6, 6, 8])
+    for _ in range(2):
+        dw = tf_fp16ops.conv2d_backprop_filter(
+            x0, tf.constant([3, 3, 8, 8]), x0, 1, "SAME", accumulation="float32"
+        )
+        assert dw.numpy().tolist() == np.zeros([3, 3, 8, 8]).tolist()  # an empty sum
+    assert not stock_conv._strict_for_good and ops._EAGER_PLANS == {} and len(plans) == 2
+    monkeypatch.setenv("ONEDNN_DEFAULT_FPMATH_MODE", "BF16")
+    assert not stock_conv.strict_fpmath()
+    x, w = _data((2, 7, 6, 3)), _data((3, 3, 3, 4))
+    got = tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32")
+    want = ops.raw_ops.fp16_conv2d(x, w, **ops._conv_attrs(1, "SAME", "NHWC", None, "float32"))
+    np.testing.assert_array_equal(got.numpy().view(np.uint32), want.numpy().view(np.uint32))
+
+
+def test_asynchronous_calls_keep_nothing(plans, strict_not_yet):
+    """An asynchronous op has only been queued when the call returns (it may still fail, and
+    oneDNN may not have run): nothing is kept or recorded."""
+    x, w = _data((2, 7, 6, 3)), _data((3, 3, 3, 4))
+    tf.config.experimental.set_synchronous_execution(False)
+    try:
+        for _ in range(2):
+            y = tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32")
+        y.numpy()
+    finally:
+        tf.config.experimental.set_synchronous_execution(True)
+    assert ops._EAGER_PLANS == {} and not stock_conv._strict_for_good and len(plans) == 2
+    tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32")  # synchronous: kept, recorded
+    assert len(ops._EAGER_PLANS) == 1 and stock_conv._strict_for_good
+
+
+def test_a_missing_out_backprop_is_the_checked_paths_error(plans):
+    w, x = tf.ones([3, 3, 2, 2], tf.float16), tf.ones([1, 4, 4, 2], tf.float16)
+    with pytest.raises(ValueError, match="NoneType"):
+        tf_fp16ops.conv2d_backprop_input(tf.constant([1, 4, 4, 2]), w, None, 1, "SAME")
+    with pytest.raises(ValueError, match="NoneType"):
+        tf_fp16ops.conv2d_backprop_filter(x, tf.constant([3, 3, 2, 2]), None, 1, "SAME")
+
+
+FIRST_CALL_EMPTY_SCRIPT = r"""
+import os
+import numpy as np
+import tensorflow as tf
+import tf_fp16ops
+from tf_fp16ops import ops
+x0 = tf.zeros([0, 6, 6, 8], tf.float32)
+tf_fp16ops.conv2d_backprop_filter(x0, tf.constant([3, 3, 8, 8]), x0, 1, "SAME",
+                                  accumulation="float32")
+os.environ["ONEDNN_DEFAULT_FPMATH_MODE"] = "BF16"
+rng = np.random.default_rng(1)
+x = tf.constant(rng.standard_normal([2, 20, 20, 64]), tf.float32)
+w = tf.constant(rng.standard_normal([3, 3, 64, 64]), tf.float32)
+y = tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32").numpy()
+lib = ops.raw_ops.fp16_conv2d(x, w, **ops._conv_attrs(1, "SAME", "NHWC", None, "float32")).numpy()
+print(np.array_equal(y.view(np.uint32), lib.view(np.uint32)))
+"""
+
+
+def test_a_mode_set_after_an_empty_first_call_is_kept_out():
+    """The case behind `test_an_empty_handed_over_call_records_nothing`, in a fresh process with
+    oneDNN on: a BF16 mode set after an empty float32 wgrad (the first oneDNN op) must keep the
+    next float32 forward on the op library's kernel (before the fix: TensorFlow's Conv2D in
+    BF16, off by 0.25)."""
+    env = {k: v for k, v in os.environ.items() if k not in stock_conv.FPMATH_VARIABLES}
+    env.update(TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="1")
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_CALL_EMPTY_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == ["True"]

@@ -121,12 +121,15 @@ def strict_fpmath() -> bool:
     return not _non_strict_seen
 
 
-def onednn_ran() -> None:
-    """Records that TensorFlow's oneDNN convolution has just run (eagerly) in this process, handed
-    over by `stock_wins`: if the mode was strict then, oneDNN keeps it (see `_strict_for_good`)."""
+def onednn_ran() -> bool:
+    """Records that TensorFlow's oneDNN convolution has just run in this process, handed over by
+    `stock_wins` (eagerly, synchronously, on a problem with elements: an empty one returns before
+    oneDNN reads anything): if the mode was strict then, oneDNN keeps it (see
+    `_strict_for_good`). Returns whether the mode is now strict for good."""
     global _strict_for_good
     if strict_fpmath():
         _strict_for_good = True
+    return _strict_for_good
 
 
 def bfloat16_rewrite() -> bool:
