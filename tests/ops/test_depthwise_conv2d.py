@@ -104,6 +104,20 @@ ref = R.depthwise_conv2d(x, w, (1, 1), (1, 1), "VALID", "half")
 same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
 bad += int((~same).sum())
 compared += same.size
+# Rows wide enough for several register tiles of output positions between the padded edges:
+# strides, dilations, both paddings, a lane tail (37 channels), and an infinite filter value,
+# whose padded terms (0 * inf) give NaN.
+for kh, kw, s, d, pad, width in ((3, 3, 1, 1, "SAME", 41), (3, 5, 2, 1, "SAME", 40),
+                                 (1, 3, 1, 3, "VALID", 45), (3, 3, 2, 2, "SAME", 50),
+                                 (5, 5, 1, 1, "SAME", 30), (2, 7, 3, 1, "VALID", 38)):
+    x = (rng.normal(size=(2, 5, width, 37)) * 30).astype(np.float16)
+    w = rng.normal(size=(kh, kw, 37, 1)).astype(np.float16)
+    w[0, 0, 3, 0] = np.inf
+    ours = ops.depthwise_conv2d(x, w, s, pad, d, accumulation="float16").numpy()
+    ref = R.depthwise_conv2d(x, w, (s, s), (d, d), pad, "half")
+    same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+    bad += int((~same).sum())
+    compared += same.size
 # Gradients with more than 512 terms per output (the kernels take them in chunks, the
 # accumulators stored between them, as binary16 on the binary16-buffer path): a 23x23 filter
 # (dgrad: up to 529 taps per input element) and a 3x17x19 reduction (wgrad: 969 terms).
