@@ -51,6 +51,9 @@ def _table() -> dict[str, ConvOpInfo]:
         ConvOpInfo("DepthwiseConv2dNativeBackpropInput", "depthwise", "dgrad", None, 1, 2),
         ConvOpInfo("DepthwiseConv2dNativeBackpropFilter", "depthwise", "wgrad", 0, None, 2),
         ConvOpInfo("_FusedConv2D", "fused", "fprop", 0, 1, None),
+        # Grappler's remapper fuses DepthwiseConv2dNative + BiasAdd (+ activation) on CPUs
+        # where oneDNN runs: depthwise shapes.
+        ConvOpInfo("_FusedDepthwiseConv2dNative", "depthwise", "fprop", 0, 1, None, 2, "cpu-only"),
         ConvOpInfo("FusedConv2DBiasActivation", "fused", "fprop", 0, 1, None),
         ConvOpInfo("FusedPadConv2D", "fused", "fprop", 0, 2, None, 2, "cpu-only"),
         ConvOpInfo("FusedResizeAndPadConv2D", "fused", "fprop", 0, 3, None, 2, "cpu-only"),
@@ -243,5 +246,6 @@ ONEDNN_HALF_CONV_OPS = frozenset(
         "DepthwiseConv2dNative",
         "DepthwiseConv2dNativeBackpropInput",
         "DepthwiseConv2dNativeBackpropFilter",
+        "_FusedDepthwiseConv2dNative",  # grappler's fusion, measured the same way on 2026-12-05
     }
 )

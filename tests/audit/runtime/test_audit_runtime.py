@@ -603,3 +603,29 @@ def test_probe_worker_limits_and_the_real_probe_process():
     assert r.observed == "not-probed" and not r.outcomes, r
     assert f"TensorFlow {tf.__version__} on " in r.note
     assert r.note.endswith("it did not finish within 0.001 s (stopped)")
+
+
+def test_verify_probes_a_fused_depthwise_conv():
+    """Keras' DepthwiseConv2D with its bias: where oneDNN takes T=half, grappler's remapper fuses
+    DepthwiseConv2dNative + BiasAdd + Relu into _FusedDepthwiseConv2dNative (oneDNN's
+    _MklNativeFusedDepthwiseConv2dNative kernel), which is probed as such (fp32, like every
+    oneDNN T=half conv); elsewhere the depthwise op runs unfused. Either way the site is
+    confirmed (this process's context, so that the prediction is this CPU's)."""
+    w16 = tf.cast(tf.random.stateless_normal([3, 3, 4, 1], seed=[3, 4]), tf.float16)
+    b16 = tf.ones([4], tf.float16)
+
+    @tf.function
+    def f(x):
+        y = tf.nn.depthwise_conv2d(x, w16, [1, 1, 1, 1], "VALID")
+        return tf.nn.relu(tf.nn.bias_add(y, b16))
+
+    x16 = tf.cast(tf.random.stateless_normal([1, 6, 6, 4], seed=[1, 2]), tf.float16)
+    (finding,) = verify(f, x16).findings
+    seen = finding.observed
+    assert finding.op == "DepthwiseConv2dNative"
+    assert seen.status == "confirmed", seen
+    if seen.executed_op == "_FusedDepthwiseConv2dNative":
+        assert seen.probe_key == "_FusedDepthwiseConv2dNative:half:-:cpu"
+        assert seen.observed_accumulation == "fp32"
+    if onednn_takes_half_here():
+        assert seen.executed_op == "_FusedDepthwiseConv2dNative"

@@ -4,7 +4,8 @@ Each probe is a sum of N products placed so that one output element of the probe
 sum_i a_i * b_i, term 0 first in the op's natural order:
   * fprop (Conv2D, _FusedConv2D, Conv3D, Fp16Conv2D): a 1 x N window along the width, input
     [1, 1, N, 1] (Conv3D: [1, 1, 1, N, 1]), filter [1, N, 1, 1]; DepthwiseConv2dNative and
-    Fp16DepthwiseConv2D: an N x 1 window along the height, input [1, N, 1, 1], filter
+    Fp16DepthwiseConv2D (and _FusedDepthwiseConv2dNative, with BiasAdd(0) + Relu for grappler's
+    remapper, as _FusedConv2D's): an N x 1 window along the height, input [1, N, 1, 1], filter
     [N, 1, 1, 1] (TensorFlow 2.16's oneDNN
     3.3.4 never finishes creating its T=half depthwise kernel, brdgmm_dw:avx512_core_fp16, for a
     filter 16 or more wide: measured with 16, 49 and 64, each past 3 GiB in 20-40 s, while
@@ -80,6 +81,7 @@ FPROP = {
     "_FusedConv2D",
     "Conv3D",
     "DepthwiseConv2dNative",
+    "_FusedDepthwiseConv2dNative",
     "Fp16Conv2D",
     "Fp16DepthwiseConv2D",
 }
@@ -294,6 +296,12 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
 
             def fn(x, w):
                 return tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=s4, padding=pad)
+        elif op == "_FusedDepthwiseConv2dNative":  # as _FusedConv2D's: + BiasAdd(0) + Relu
+            x, w = x.reshape(1, n, 1, 1), w.reshape(n, 1, 1, 1)
+
+            def fn(x, w, bias):
+                y = tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=s4, padding=pad)
+                return tf.nn.relu(tf.nn.bias_add(y, bias))
         elif op == "Fp16DepthwiseConv2D":
             x, w = x.reshape(1, n, 1, 1), w.reshape(n, 1, 1, 1)  # as DepthwiseConv2dNative's
             lib = _ours()
@@ -319,7 +327,8 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
                 )
         else:
             fn = lambda x, w: tf.raw_ops.Conv2D(input=x, filter=w, strides=s4, padding=pad)  # noqa: E731
-        args = (x, w) if op != "_FusedConv2D" else (x, w, np.zeros([1]))
+        fused = op in ("_FusedConv2D", "_FusedDepthwiseConv2dNative")
+        args = (x, w, np.zeros([1])) if fused else (x, w)
     elif op in MATMUL:
         fn, args = _matmul_probe(op, av, bv, n)
     elif op in DGRAD:
