@@ -52,7 +52,8 @@ runtime evidence (--run; EXECUTES the model in this process):
   fp32 gives 1.015625, fp16 gives 1.0), the 49-tap probe (0.9794921875 vs 0.98046875)
   and overflow (65504^2 - 65504^2: 0 vs inf/NaN). CPU probes run in a child process with this
   environment; one past 2048 MiB resident or 60 s is stopped and reported not-probed. Each call
-  site is then "confirmed", "CONTRADICTED" (with the reason), "unverified" or "not executed".
+  site is then "confirmed", "CONTRADICTED" (with the reason), "unverified" or "not found" (no
+  executed node matched it: pruned by grappler, or one of several sites with the same name).
 """
 
 

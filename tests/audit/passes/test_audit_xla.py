@@ -148,7 +148,7 @@ def test_call_node_must_compile_attr():
 
 def test_run_finds_the_conv_inside_the_xla_cluster(xla_saved_model):
     """--run with TF_CONV2D_USE_FP16_ACCUMULATE=1 and TensorFlow's Eigen kernels (the switch's
-    home): the jit-compiled conv is found (not "not executed"), its probes run under
+    home): the jit-compiled conv is found (not "not found"), its probes run under
     jit_compile=True and observe fp32, and the probe-switches line names the switch."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0", **SWITCH)
     cmd = [sys.executable, "-m", "tf_fp16ops.audit", xla_saved_model, "--run"]
@@ -176,5 +176,5 @@ def test_run_finds_the_conv_inside_the_xla_cluster(xla_saved_model):
     table = subprocess.run(
         cmd + ["--signature", "conv16_xla"], capture_output=True, text=True, env=env, timeout=300
     ).stdout
-    assert "fp32 confirmed" in table and "not executed" not in table
+    assert "fp32 confirmed" in table and "not found" not in table
     assert "probe switches (this process): TF_CONV2D_USE_FP16_ACCUMULATE='1'" in table

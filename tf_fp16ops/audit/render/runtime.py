@@ -13,7 +13,7 @@ def observed_cell(f: ConvFinding) -> str:
     if o is None:
         return "-"
     if o.status == "not-found":
-        return "not executed"
+        return "not found"
     status = "CONTRADICTED" if o.status == "contradicted" else o.status
     extra = f" ({o.executed_op})" if o.executed_op and o.executed_op != f.op else ""
     return f"{o.observed_accumulation} {status}{extra}"
