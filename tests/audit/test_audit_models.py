@@ -153,3 +153,24 @@ def test_two_signatures_give_two_call_paths(app_models):
     assert r.summary.call_sites == 2 * 54
     assert r.summary.conv_nodes == 54
     assert os.path.isdir(sm)
+
+
+def test_a_signature_with_several_outputs_is_named_once(tmp_path):
+    """Every output of a signature names the same top-level call node: the call site's
+    signatures hold the signature once ("multi", not "multi,multi,multi")."""
+    import tensorflow as tf
+
+    w = tf.Variable(tf.ones([3, 3, 2, 2]))
+
+    class M(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([1, 6, 6, 2])])
+        def multi(self, x):
+            y = tf.nn.conv2d(x, w, 1, "SAME")
+            return {"a": y, "b": y + 1.0, "c": y * 2.0}
+
+    m = M()
+    m.w = w
+    path = str(tmp_path / "sm")
+    tf.saved_model.save(m, path, signatures={"multi": m.multi})
+    (finding,) = audit(path, CPU).findings
+    assert finding.signatures == ("multi",)

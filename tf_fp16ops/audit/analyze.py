@@ -66,11 +66,17 @@ def analyze(
     notes = [as_text(n) for n in model.notes] + [as_text(n) for n in ag.notes]
     loops = sum(1 for f in findings if f.flops is not None and "in-loop" in f.codes)
     branches = sum(1 for f in findings if f.flops is not None and "in-branch" in f.codes)
-    if loops or branches:
+    parts = []
+    if loops:
+        parts.append(f"of {loops} call site(s) in loop bodies are per iteration")
+    if branches:
+        parts.append(
+            f"of {branches} call site(s) in If/Case branches per branch (one branch runs per call)"
+        )
+    if parts:
         notes.append(
-            f"FLOPs of {loops} call site(s) in loop bodies are per iteration and of "
-            f"{branches} in If/Case branches per branch (one branch runs per call); the "
-            "FLOP total and shares count each once (see each site's flops_note)"
+            f"FLOPs {' and '.join(parts)}; the FLOP total and shares count each once (see each "
+            "site's flops_note)"
         )
     in_xla = sum(1 for f in findings if f.xla is not None)
     if in_xla:

@@ -128,12 +128,12 @@ def _load_saved_model_dir(path: str, limits: Limits = DEFAULT) -> LoadedModel:
     units = []
     for i, mg in enumerate(sm.meta_graphs):
         tags = ",".join(mg.meta_info_def.tags) or "-"
-        sigs: dict[str, list[str]] = {}
+        sigs: dict[str, set[str]] = {}  # one name per signature, however many outputs it has
         shapes: dict[str, tuple[int, ...]] = {}
         for sname, sdef in mg.signature_def.items():
             for t in sdef.outputs.values():
                 if t.name:
-                    sigs.setdefault(t.name.split(":")[0], []).append(sname)
+                    sigs.setdefault(t.name.split(":")[0], set()).add(sname)
             for t in sdef.inputs.values():
                 if t.name and not t.tensor_shape.unknown_rank:
                     shapes[t.name.split(":")[0]] = tuple(d.size for d in t.tensor_shape.dim)

@@ -76,6 +76,7 @@ def test_conv_in_while_body_is_labelled_per_iteration(tmp_path):
     assert f.flops == CONV_FLOPS
     assert "per iteration of While 'cf'" in f.flops_note, f.flops_note
     assert any("1 call site(s) in loop bodies are per iteration" in n for n in r.notes), r.notes
+    assert not any("If/Case" in n for n in r.notes), r.notes  # no branch here: not mentioned
 
 
 def test_convs_in_both_if_branches_are_labelled_per_branch(tmp_path):
@@ -89,7 +90,8 @@ def test_convs_in_both_if_branches_are_labelled_per_branch(tmp_path):
     assert any("per branch: else_branch of StatelessIf 'cf'" in n for n in notes), notes
     assert any("per branch: then_branch of StatelessIf 'cf'" in n for n in notes), notes
     assert r.summary.total_flops == 2 * CONV_FLOPS  # both branches added, and the note says so
-    assert any("2 in If/Case branches per branch" in n for n in r.notes), r.notes
+    assert any("of 2 call site(s) in If/Case branches per branch" in n for n in r.notes), r.notes
+    assert not any("loop bodies" in n for n in r.notes), r.notes  # none here: not mentioned
 
 
 def test_conv_outside_control_flow_has_no_loop_or_branch_label(tmp_path):
