@@ -8,7 +8,7 @@ from ..opsets import CONV_OPS
 
 
 def observed_cell(f: ConvFinding) -> str:
-    """ "fp32 confirmed", "fp16 CONTRADICTED", "not-found", ... for one call site."""
+    """ "fp32 confirmed", "fp16 CONTRADICTED", "not found", ... for one call site."""
     o = f.observed
     if o is None:
         return "-"
