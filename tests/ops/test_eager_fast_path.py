@@ -177,17 +177,18 @@ print(hashlib.sha1(conv([2, 20, 20, 64], 64).tobytes()).hexdigest())
 """
 
 
-def _mode_run(variable: str, when: str) -> str:
+def _fresh_process(script: str, *args: str) -> str:
+    """`script`'s output in a fresh process with oneDNN on and no math-mode variable set."""
     env = {k: v for k, v in os.environ.items() if k not in stock_conv.FPMATH_VARIABLES}
     env.update(TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="1")
     out = subprocess.run(
-        [sys.executable, "-c", MODE_SCRIPT, variable, when],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, check=True
     )
     return out.stdout.strip()
+
+
+def _mode_run(variable: str, when: str) -> str:
+    return _fresh_process(MODE_SCRIPT, variable, when)
 
 
 @pytest.mark.parametrize("variable", ["ONEDNN_DEFAULT_FPMATH_MODE", "TF_SET_ONEDNN_FPMATH_MODE"])
@@ -196,33 +197,6 @@ def test_onednn_keeps_the_math_mode_it_first_ran_with(variable):
     if _mode_run(variable, "before") == strict:
         pytest.skip("oneDNN computes float32 convolutions the same in BF16 mode on this CPU")
     assert _mode_run(variable, "after") == strict
-
-
-def test_the_mode_is_strict_for_good_once_onednn_ran_under_strict(monkeypatch):
-    for var in stock_conv.FPMATH_VARIABLES:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(stock_conv, "_strict_for_good", False)
-    monkeypatch.setattr(stock_conv, "_non_strict_seen", False)
-    stock_conv.onednn_ran()
-    monkeypatch.setenv("ONEDNN_DEFAULT_FPMATH_MODE", "BF16")
-    assert stock_conv.strict_fpmath()
-    # A mode seen before oneDNN ran is the one it runs with: not strict, then or later.
-    monkeypatch.setattr(stock_conv, "_strict_for_good", False)
-    stock_conv.onednn_ran()
-    monkeypatch.delenv("ONEDNN_DEFAULT_FPMATH_MODE")
-    assert not stock_conv.strict_fpmath()
-
-
-def test_an_eager_call_handed_to_onednn_records_that_it_ran(plans, monkeypatch):
-    monkeypatch.setattr(stock_conv, "onednn_runs_float32_convs", lambda: True)
-    monkeypatch.setattr(stock_conv, "_no_gpu", lambda: True)
-    for var in stock_conv.FPMATH_VARIABLES:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(stock_conv, "_strict_for_good", False)
-    monkeypatch.setattr(stock_conv, "_non_strict_seen", False)
-    x, w = _data((2, 7, 6, 3)), _data((3, 3, 3, 4))
-    tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32")
-    assert stock_conv._strict_for_good
 
 
 @pytest.fixture
@@ -234,6 +208,23 @@ def strict_not_yet(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(stock_conv, "_strict_for_good", False)
     monkeypatch.setattr(stock_conv, "_non_strict_seen", False)
+
+
+def test_the_mode_is_strict_for_good_once_onednn_ran_under_strict(strict_not_yet, monkeypatch):
+    stock_conv.onednn_ran()
+    monkeypatch.setenv("ONEDNN_DEFAULT_FPMATH_MODE", "BF16")
+    assert stock_conv.strict_fpmath()
+    # A mode seen before oneDNN ran is the one it runs with: not strict, then or later.
+    monkeypatch.setattr(stock_conv, "_strict_for_good", False)
+    stock_conv.onednn_ran()
+    monkeypatch.delenv("ONEDNN_DEFAULT_FPMATH_MODE")
+    assert not stock_conv.strict_fpmath()
+
+
+def test_an_eager_call_handed_to_onednn_records_that_it_ran(plans, strict_not_yet):
+    x, w = _data((2, 7, 6, 3)), _data((3, 3, 3, 4))
+    tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation="float32")
+    assert stock_conv._strict_for_good
 
 
 def test_an_empty_handed_over_call_records_nothing(plans, strict_not_yet, monkeypatch):
@@ -303,13 +294,4 @@ def test_a_mode_set_after_an_empty_first_call_is_kept_out():
     oneDNN on: a BF16 mode set after an empty float32 wgrad (the first oneDNN op) must keep the
     next float32 forward on the op library's kernel (before the fix: TensorFlow's Conv2D in
     BF16, off by 0.25)."""
-    env = {k: v for k, v in os.environ.items() if k not in stock_conv.FPMATH_VARIABLES}
-    env.update(TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="1")
-    out = subprocess.run(
-        [sys.executable, "-c", FIRST_CALL_EMPTY_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.split() == ["True"]
+    assert _fresh_process(FIRST_CALL_EMPTY_SCRIPT) == "True"

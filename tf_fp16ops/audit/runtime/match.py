@@ -46,6 +46,7 @@ FUSABLE = frozenset(
 # its input has, such as the one tf_fp16ops.conv2d puts after a Conv2D it hands an unknown batch
 # to), after which the conv fuses with what follows them: the chain passes through them.
 TRANSPARENT = frozenset({"Identity", "Reshape"})
+_CHAIN_OPS = FUSABLE | TRANSPARENT
 MAX_FUSION_CHAIN = 5
 
 
@@ -64,7 +65,7 @@ def fusion_names(ag: AuditGraph, site: CallSite, consumers_cache: dict) -> tuple
         consumers_cache[site.scope] = cons
     names, cur = [site.node], site.node
     for _ in range(MAX_FUSION_CHAIN):
-        nxt = [c for c in cons.get(cur, ()) if scope.index[c].op in FUSABLE | TRANSPARENT]
+        nxt = [c for c in cons.get(cur, ()) if scope.index[c].op in _CHAIN_OPS]
         if len(nxt) != 1 or len(cons.get(cur, ())) != 1:
             break
         cur = nxt[0]

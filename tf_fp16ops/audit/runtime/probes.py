@@ -76,6 +76,8 @@ PROBES: dict[str, tuple[tuple[float, ...], tuple[float, ...], float, float]] = {
     "overflow": ((65504.0, 65504.0), (65504.0, -65504.0), 0.0, math.inf),
 }
 
+# The fprop ops probed along the height (depthwise kernels; see the module docstring).
+DEPTHWISE_FPROP = {"DepthwiseConv2dNative", "_FusedDepthwiseConv2dNative", "Fp16DepthwiseConv2D"}
 FPROP = {
     "Conv2D",
     "_FusedConv2D",
@@ -285,25 +287,23 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
     op, fn, args = config.op, None, None
     s4, pad = [1, 1, 1, 1], "VALID"
     if op in FPROP:
-        x = av.reshape(1, 1, n, 1)
-        w = bv.reshape(1, n, 1, 1)
+        if op in DEPTHWISE_FPROP:  # an N x 1 window along the height: see the module docstring
+            x, w = av.reshape(1, n, 1, 1), bv.reshape(n, 1, 1, 1)
+        else:
+            x, w = av.reshape(1, 1, n, 1), bv.reshape(1, n, 1, 1)
         if op == "Conv3D":
             x, w = x.reshape(1, 1, 1, n, 1), w.reshape(1, 1, n, 1, 1)
             fn = lambda x, w: tf.raw_ops.Conv3D(input=x, filter=w, strides=[1] * 5, padding=pad)  # noqa: E731
         elif op == "DepthwiseConv2dNative":
-            # An N x 1 window along the height: see the module docstring.
-            x, w = x.reshape(1, n, 1, 1), w.reshape(n, 1, 1, 1)
 
             def fn(x, w):
                 return tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=s4, padding=pad)
         elif op == "_FusedDepthwiseConv2dNative":  # as _FusedConv2D's: + BiasAdd(0) + Relu
-            x, w = x.reshape(1, n, 1, 1), w.reshape(n, 1, 1, 1)
 
             def fn(x, w, bias):
                 y = tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=s4, padding=pad)
                 return tf.nn.relu(tf.nn.bias_add(y, bias))
         elif op == "Fp16DepthwiseConv2D":
-            x, w = x.reshape(1, n, 1, 1), w.reshape(n, 1, 1, 1)  # as DepthwiseConv2dNative's
             lib = _ours()
 
             def fn(x, w):
