@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -24,7 +25,8 @@ from support.cpu_features import ONEDNN_HALF_REASON, has_half_features, onednn_t
 from tf_fp16ops.audit import verify
 from tf_fp16ops.audit.cli import main
 from tf_fp16ops.audit.demo import demo_example
-from tf_fp16ops.audit.findings import SCHEMA_VERSION, AmpPrediction
+from tf_fp16ops.audit.findings import SCHEMA_VERSION, AmpPrediction, RuntimeEvidence
+from tf_fp16ops.audit.render.runtime import runtime_lines
 from tf_fp16ops.audit.runtime.executed import ExecutedNode, canonical_op
 from tf_fp16ops.audit.runtime.inputs import parse_input_shapes, random_inputs
 from tf_fp16ops.audit.runtime.match import observe
@@ -333,6 +335,22 @@ def test_observe_dtype_rewrite_placement_and_amp():
         canonical_op("_MklNativeFusedConv2D") == "_FusedConv2D"
         and canonical_op("_MklNativeConv2D") == "Conv2D"
     )
+
+
+def test_runtime_lines_spell_each_status_as_the_table_does():
+    """The counts line names a status as the table's cells do ("not found"); JSON keeps the token
+    ("not-found")."""
+    rt = RuntimeEvidence(
+        executed="tf.function f",
+        inputs=(),
+        seed=None,
+        function_graphs=1,
+        executed_convs=2,
+        counts=(("confirmed", 1), ("not-found", 1)),
+    )
+    lines = runtime_lines(SimpleNamespace(runtime=rt, findings=()))
+    assert "call sites: confirmed 1, not found 1" in lines[1]
+    assert rt.to_dict()["counts"] == {"confirmed": 1, "not-found": 1}
 
 
 def test_input_shapes_and_random_inputs():

@@ -6,14 +6,17 @@ from __future__ import annotations
 from ..findings import AuditReport, ConvFinding
 from ..opsets import CONV_OPS
 
+# A status as the reports show it where it differs from its JSON token (findings.py).
+_STATUS_SHOWN = {"not-found": "not found"}
+
 
 def observed_cell(f: ConvFinding) -> str:
     """ "fp32 confirmed", "fp16 CONTRADICTED", "not found", ... for one call site."""
     o = f.observed
     if o is None:
         return "-"
-    if o.status == "not-found":
-        return "not found"
+    if o.status in _STATUS_SHOWN:
+        return _STATUS_SHOWN[o.status]
     status = "CONTRADICTED" if o.status == "contradicted" else o.status
     extra = f" ({o.executed_op})" if o.executed_op and o.executed_op != f.op else ""
     return f"{o.observed_accumulation} {status}{extra}"
@@ -47,7 +50,7 @@ def runtime_lines(report: AuditReport) -> list[str]:
     """Plain lines: what ran, switches, contradictions and rewrites."""
     rt = report.runtime
     ins = ", ".join(f"{n} {t}{list(s)}" for n, t, s in rt.inputs) or "none"
-    counts = ", ".join(f"{k} {v}" for k, v in rt.counts) or "none"
+    counts = ", ".join(f"{_STATUS_SHOWN.get(k, k)} {v}" for k, v in rt.counts) or "none"
     out = [
         f"executed: {rt.executed} on inputs {ins}"
         + (f" (random, seed {rt.seed})" if rt.seed is not None else ""),
