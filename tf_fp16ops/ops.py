@@ -33,6 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.ops import EagerTensor as _EagerTensor  # tensors with a value
+from tensorflow.python.ops import gen_nn_ops  # TensorFlow's op functions behind tf.raw_ops
 
 from tf_fp16ops._platform import library as _library
 from tf_fp16ops._platform import stock_conv
@@ -256,20 +257,14 @@ _CONV_OPS = {
 }
 
 
-# TensorFlow's own op for each op type that may be handed to it (stock_conv.py), its pass, and
-# its operands' names with their roles (x, w, dy), in the input order of both ops.
+# TensorFlow's own op for each op type that may be handed to it (stock_conv.py) and its pass.
+# Both ops take their operands in one order (x, w, dy roles: input, filter, out_backprop). The
+# generated op functions, which `tf.raw_ops` wraps in a keyword-only function: called with the
+# operands by position, as the op library's are, one Python frame and a dict fewer per call.
 _STOCK_OPS = {
-    "Fp16Conv2D": (tf.raw_ops.Conv2D, "fprop", {"input": "x", "filter": "w"}),
-    "Fp16Conv2DBackpropInput": (
-        tf.raw_ops.Conv2DBackpropInput,
-        "dgrad",
-        {"input_sizes": "x", "filter": "w", "out_backprop": "dy"},
-    ),
-    "Fp16Conv2DBackpropFilter": (
-        tf.raw_ops.Conv2DBackpropFilter,
-        "wgrad",
-        {"input": "x", "filter_sizes": "w", "out_backprop": "dy"},
-    ),
+    "Fp16Conv2D": (gen_nn_ops.conv2d, "fprop"),
+    "Fp16Conv2DBackpropInput": (gen_nn_ops.conv2d_backprop_input, "dgrad"),
+    "Fp16Conv2DBackpropFilter": (gen_nn_ops.conv2d_backprop_filter, "wgrad"),
 }
 
 
@@ -289,33 +284,25 @@ def _static_shape(t) -> list:
 def _choose(op_type: str, attrs: dict, args: list, dtype: tf.DType | None = None) -> tuple:
     """Which op runs `op_type` on `args` (in its input order): TensorFlow's own where it keeps the
     contract and is faster (float32 with Tacc=float, `stock_conv.stock_wins`), else the op
-    library's. Returns (op function, its operands' keyword names or None for positional,
-    its attrs, whether it is TensorFlow's op). `dtype`: the float operands' dtype where the
-    caller has it."""
+    library's. Returns (op function, taking the operands by position, its attrs, whether it is
+    TensorFlow's op). `dtype`: the float operands' dtype where the caller has it."""
     if op_type in _STOCK_OPS and attrs["Tacc"] is tf.float32:  # cheap (the shapes are not)
         if dtype is None:
             dtype = next(d for d in (tf.as_dtype(a.dtype) for a in args) if d is not tf.int32)
         if dtype is tf.float32:
-            stock, pass_, roles = _STOCK_OPS[op_type]
+            stock, pass_ = _STOCK_OPS[op_type]
             # The operands are x, w (and dy) in every op's input order (`_STOCK_OPS`).
             x, w, *dy = [_static_shape(a) for a in args]
             if stock_conv.stock_wins(pass_, dtype, x, w, dy[0] if dy else None, attrs):
                 stock_attrs = {k: v for k, v in attrs.items() if k != "Tacc"}
-                return stock, tuple(roles), stock_attrs, True
-    return _CONV_OPS[op_type], None, attrs, False
-
-
-def _call(fn, names, kwargs: dict, args) -> tf.Tensor:
-    """`fn` on `args` and `kwargs`, the args by keyword where `names` are given (`_choose`)."""
-    if names is None:
-        return fn(*args, **kwargs)
-    return fn(**dict(zip(names, args, strict=True)), **kwargs)
+                return stock, stock_attrs, True
+    return _CONV_OPS[op_type], attrs, False
 
 
 def _conv(op_type: str, attrs: dict, args: list, dtype: tf.DType | None = None) -> tf.Tensor:
     """`op_type` on `args` (in its input order), run by the op `_choose` picks."""
-    fn, names, kwargs, stock = _choose(op_type, attrs, args, dtype)
-    y = _call(fn, names, kwargs, args)
+    fn, kwargs, stock = _choose(op_type, attrs, args, dtype)
+    y = fn(*args, **kwargs)
     if stock and op_type == "Fp16Conv2D":
         n, h, w, c = _static_shape(args[0])
         if n is None:
@@ -410,8 +397,7 @@ def _eager_call(
     plan = _EAGER_PLANS.get(key)
     if plan is None:
         return key, None
-    fn, names = plan
-    return key, fn(*operands) if names is None else fn(**dict(zip(names, operands, strict=True)))
+    return key, plan(*operands)
 
 
 def _operand(name: str, value):
@@ -452,8 +438,8 @@ def _run_conv_op(
             return _CONV_OPS[op_type](*args, **attrs)
         if key is None:
             return _conv(op_type, attrs, args, dtype)
-        fn, names, kwargs, is_stock = _choose(op_type, attrs, args, dtype)
-        y = _call(fn, names, kwargs, args)
+        fn, kwargs, is_stock = _choose(op_type, attrs, args, dtype)
+        y = fn(*args, **kwargs)
         # Kept once it has run, which an asynchronous op has not (one that raises keeps nothing);
         # the operands `_eager_call` accepts reach the op as they are (eager tensors, int32
         # sizes), as on the fast path.
@@ -469,7 +455,7 @@ def _run_conv_op(
                 return y
         if len(_EAGER_PLANS) >= _EAGER_PLANS_SIZE:
             _EAGER_PLANS.clear()
-        _EAGER_PLANS[key] = (functools.partial(fn, **kwargs), names)
+        _EAGER_PLANS[key] = functools.partial(fn, **kwargs)
         return y
 
 
