@@ -491,14 +491,15 @@ class Conv1DTranspose(_Fp16AccumulationMixin, keras.layers.Conv1DTranspose):
 def dense_matmul(x, kernel, accumulation, fixed_order: bool = False):
     """x [..., Cin] @ kernel [Cin, units] through Fp16Conv2D as a 1x1 convolution.
 
-    The M = prod(leading dims) rows become M/q images of one row of q positions [M/q, 1, q, Cin]
-    (q the largest of 8, 4, 2, 1 dividing M, so the CPU kernel works on q rows at once; float32
-    with accumulation='float32': M images of one position [M, 1, 1, Cin], whose extent is known
-    when the model is traced); the kernel is the HWIO filter [1, 1, Cin, units]. The layout does
-    not change the sums: output (m, k) accumulates x[m, ci] * kernel[ci, k] over ci ascending
-    (fprop), dx over k ascending (dgrad), dkernel over the rows m ascending in row-major order
-    (wgrad). Float32 with accumulation='float32' may run TensorFlow's Conv2D in its own order
-    instead (README "Numerics"), unless `fixed_order`.
+    The M = prod(leading dims) rows become M images of one position [M, 1, 1, Cin] (whose 1x1
+    extent is known when the model is traced: the audit counts its FLOPs per row, and
+    TensorFlow's Conv2D takes any batch); the kernel is the HWIO filter [1, 1, Cin, units]. The
+    layout does not change the sums: output (m, k) accumulates x[m, ci] * kernel[ci, k] over ci
+    ascending (fprop), dx over k ascending (dgrad), dkernel over the rows m ascending in
+    row-major order (wgrad); the CPU kernels lay the positions of such a 1x1 convolution out as
+    rows of several positions themselves (cc/kernels/cpu/conv2d_cpu.cc, FoldedPositions). Float32
+    with accumulation='float32' may run TensorFlow's Conv2D in its own order instead (README
+    "Numerics"), unless `fixed_order`.
     """
     cin = kernel.shape[0]
     units = kernel.shape[1]
@@ -510,14 +511,7 @@ def dense_matmul(x, kernel, accumulation, fixed_order: bool = False):
         if x.shape.rank is not None:
             out.set_shape(x.shape[:-1].concatenate([units]))
         return out
-    rows = tf.reduce_prod(lead)
-    if x.dtype == tf.float32 and ops.accumulation_dtype(accumulation) == tf.float32:
-        # Images of one position, whose static 1x1 extent lets TensorFlow's Conv2D take them
-        # (it takes any batch), in a traced model too; unless fixed_order, it then does.
-        x4 = tf.reshape(x, tf.stack([rows, 1, 1, cin]))
-    else:
-        q = tf.where(rows % 8 == 0, 8, tf.where(rows % 4 == 0, 4, tf.where(rows % 2 == 0, 2, 1)))
-        x4 = tf.reshape(x, tf.stack([rows // q, 1, q, cin]))  # batch rows // q: 0 rows is valid
+    x4 = tf.reshape(x, [-1, 1, 1, cin])  # 0 rows give an empty batch
     attrs = ops._conv_attrs(1, "VALID", "NHWC", 1, accumulation)
     w = tf.reshape(kernel, [1, 1, cin, units])
     y = ops._run_conv_op("Fp16Conv2D", None, attrs, stock=not fixed_order, input=x4, filters=w)

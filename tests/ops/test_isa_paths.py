@@ -393,3 +393,67 @@ print("mismatches", bad)
 def test_depthwise_channel_lanes_are_exact(isa):
     lines = run_on_isa(DEPTHWISE_LANES_SCRIPT, isa)
     assert lines == [f"isa {isa}", "mismatches 0"]
+
+
+# 1x1 convolutions with stride 1 and no padding whose rows are narrower than the kHalf register
+# tile (a Dense layer's rows as images of one position, [rows, 1, 1, C]): the CPU kernels lay
+# their positions out again as rows of up to 8 (cc/kernels/cpu/conv2d_cpu.cc, FoldedPositions),
+# which must keep every sum's terms and order: fprop, dgrad and wgrad (whose sums run over all
+# positions, in the order of the flattened rows) on row counts with each fold (8, 4, 2 and
+# none: 13 is prime), groups, and channel counts on both sides of the 32-lane NHWC kernels; and
+# 1x1 convolutions that must not be laid out again (explicit padding, stride 2), whose output
+# positions are not their input positions. Bits against the NumPy reference on every path.
+FOLDED_1X1_SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+import tf_fp16ops
+from support import reference as R
+rng = np.random.default_rng(31)
+bad = 0
+#        N, H, W, groups, Cg, K, stride, padding
+cases = [(40, 1, 1, 1, 5, 12, 1, "VALID"),
+         (13, 1, 1, 1, 7, 40, 1, "VALID"),
+         (6, 1, 1, 1, 33, 9, 1, "VALID"),
+         (3, 2, 2, 1, 6, 35, 1, "VALID"),
+         (4, 1, 1, 2, 4, 10, 1, "VALID"),
+         (64, 1, 1, 1, 40, 3, 1, "VALID"),
+         (24, 1, 3, 1, 3, 33, 1, "VALID"),
+         (8, 1, 1, 1, 5, 6, 1, ((1, 0), (0, 2))),
+         (16, 2, 3, 1, 34, 33, 1, ((0, 1), (1, 0))),
+         (8, 3, 3, 1, 4, 5, 2, "VALID")]
+for trial, (n, h, wd, groups, cg, k, s, pad) in enumerate(cases):
+    xs, ws = (n, h, wd, cg * groups), (1, 1, cg, k)
+    g = R.geometry(xs, ws, (s, s), (1, 1), pad)
+    dys = (n, g.P, g.Q, k)
+    kind = trial % 3
+    if kind == 0:
+        x, w, dy = rng.random(xs) - 0.5, rng.random(ws) - 0.5, rng.random(dys)
+    elif kind == 1:   # many binades: binary16 subnormals and midpoints
+        x = rng.integers(-8, 8, xs) * 2.0 ** rng.integers(-20, 4, xs)
+        w = rng.integers(-8, 8, ws) * 2.0 ** rng.integers(-12, 6, ws)
+        dy = rng.integers(-8, 8, dys) * 2.0 ** rng.integers(-20, 4, dys)
+    else:             # large values: the wgrad sums saturate and round in their order
+        x, w = rng.random(xs) * 3e3, rng.integers(-2, 3, ws).astype(np.float64)
+        dy = rng.random(dys) * 4 - 2
+    x, w, dy = x.astype(np.float16), w.astype(np.float16), dy.astype(np.float16)
+    padding = pad if isinstance(pad, str) else [[0, 0], list(pad[0]), list(pad[1]), [0, 0]]
+    pairs = [
+        (tf_fp16ops.conv2d(x, w, s, padding).numpy(), R.conv2d(x, w, (s, s), padding=pad)),
+        (tf_fp16ops.conv2d_backprop_input(xs, w, dy, s, padding).numpy(),
+         R.conv2d_backprop_input(xs, w, dy, (s, s), padding=pad)),
+        (tf_fp16ops.conv2d_backprop_filter(x, ws, dy, s, padding).numpy(),
+         R.conv2d_backprop_filter(x, ws, dy, (s, s), padding=pad)),
+    ]
+    for ours, ref in pairs:
+        ref = ref.astype(np.float16)
+        same = (ours.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(ours) & np.isnan(ref))
+        bad += int((~same).sum())
+print("isa", tf_fp16ops.ops.cpu_isa())
+print("mismatches", bad)
+"""
+
+
+@pytest.mark.parametrize("isa", ["avx512fp16", "avx512", "avx2", "scalar"])
+def test_folded_1x1_positions_are_exact(isa):
+    lines = run_on_isa(FOLDED_1X1_SCRIPT, isa)
+    assert lines == [f"isa {isa}", "mismatches 0"]

@@ -34,6 +34,30 @@ bool IsGemm(const ConvGeometry& g) {
          g.pad_left == 0 && g.P == g.H && g.Q == g.W && g.groups == 1;
 }
 
+// A 1x1 convolution with stride 1 and no padding joins input position (n, h, w) to output
+// position (n, h, w) alone, so its N*H*W positions may be laid out as any images of that many
+// positions in all: every sum keeps its terms and their order (fprop and dgrad sum over the
+// channels of one position; wgrad over the positions (n, p, q) ascending, which is their order
+// flattened). The kHalf row kernels take the positions of one output row at a time (up to
+// kHalfRows per register tile), so positions in rows narrower than that (a Dense layer's rows
+// as images of one position, [rows, 1, 1, C]) are laid out again as rows of q positions, q the
+// largest of kHalfRows (8), 4, 2, 1 dividing N*H*W. Other problems are returned as they are.
+ConvGeometry FoldedPositions(const ConvGeometry& g) {
+  if (g.KH != 1 || g.KW != 1 || g.stride_h != 1 || g.stride_w != 1 || g.pad_top != 0 ||
+      g.pad_left != 0 || g.P != g.H || g.Q != g.W || !HasWork(g)) {
+    return g;
+  }
+  const int64_t positions = g.N * g.H * g.W;  // the output's element count over K: no overflow
+  int64_t q = kHalfRows;
+  while (positions % q != 0) q /= 2;
+  if (g.Q >= q) return g;
+  ConvGeometry f = g;
+  f.N = 1;
+  f.H = f.P = positions / q;
+  f.W = f.Q = q;
+  return f;
+}
+
 // Start of tile i of `n` items cut into `tiles` tiles whose sizes differ by at most one
 // (i * n / tiles without overflow: n < 2^62 and tiles <= n).
 int64_t TileStart(int64_t i, int64_t n, int64_t tiles) {
@@ -79,8 +103,9 @@ const float* PaddedWindow(const float* xrow, int64_t W, int64_t C, int64_t first
 
 }  // namespace
 
-void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const float* w, float* y,
-                 const ParallelFor& parallel_for) {
+void Conv2DFprop(const ConvGeometry& problem, Accumulation acc, const float* x, const float* w,
+                 float* y, const ParallelFor& parallel_for) {
+  const ConvGeometry g = acc == Accumulation::kHalf ? FoldedPositions(problem) : problem;
   if (!HasWork(g)) {  // an empty sum per output (or no output): +0
     std::fill(y, y + g.OutputElements(), 0.0f);
     return;
@@ -177,24 +202,28 @@ void Conv2DFprop(const ConvGeometry& g, Accumulation acc, const float* x, const 
   });
 }
 
-bool Conv2DDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const uint16_t* w,
+bool Conv2DDgradHalfBuffers(const ConvGeometry& problem, const uint16_t* dy, const uint16_t* w,
                             uint16_t* dx, const ParallelFor& parallel_for) {
+  const ConvGeometry g = FoldedPositions(problem);
   return HasWork(g) && Conv2DDgradFp16NhwcHalf(g, dy, w, dx, parallel_for);
 }
 
-bool Conv2DWgradHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy,
+bool Conv2DWgradHalfBuffers(const ConvGeometry& problem, const uint16_t* x, const uint16_t* dy,
                             uint16_t* dw, const ParallelFor& parallel_for) {
+  const ConvGeometry g = FoldedPositions(problem);
   return HasWork(g) && Conv2DWgradFp16NhwcHalf(g, x, dy, dw, parallel_for);
 }
 
-bool Conv2DFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
+bool Conv2DFpropHalfBuffers(const ConvGeometry& problem, const uint16_t* x, const uint16_t* w,
                             uint16_t* y, const ParallelFor& parallel_for) {
+  const ConvGeometry g = FoldedPositions(problem);
   return HasWork(g) && (Conv2DFpropFp16NhwcHalf(g, x, w, y, parallel_for) ||
                         Conv2DFpropFp16SpatialHalf(g, x, w, y, parallel_for));
 }
 
-void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const float* w,
+void Conv2DDgrad(const ConvGeometry& problem, Accumulation acc, const float* dy, const float* w,
                  float* dx, const ParallelFor& parallel_for) {
+  const ConvGeometry g = acc == Accumulation::kHalf ? FoldedPositions(problem) : problem;
   if (!HasWork(g)) {  // no (p, q) or no term reaches any input element
     std::fill(dx, dx + g.InputElements(), 0.0f);
     return;
@@ -354,8 +383,9 @@ void Conv2DDgrad(const ConvGeometry& g, Accumulation acc, const float* dy, const
   });
 }
 
-void Conv2DWgrad(const ConvGeometry& g, Accumulation acc, const float* x, const float* dy,
+void Conv2DWgrad(const ConvGeometry& problem, Accumulation acc, const float* x, const float* dy,
                  float* dw, const ParallelFor& parallel_for) {
+  const ConvGeometry g = acc == Accumulation::kHalf ? FoldedPositions(problem) : problem;
   // Checked first: an empty batch or output leaves every sum empty, and its sizes (the
   // output width can be anything when N = 0) must not size any buffer.
   if (!HasWork(g)) {
