@@ -30,7 +30,11 @@ at a time back to back in one tf.function in steady state (the per-call cost ins
 graph: `steady_in_turn`, the probe in turn with each batch of timed calls). The float32 ratios
 are given again for GRAPH_CALLS calls per tf.function call of each peer (`graph_fp32_peers`),
 where no per-call Python runs: what a model's graph sees.
-Usage: python tools/benchmark_cpu.py [--repeats R] [--markdown FILE]
+`--calls C` times the eager peers of the GFLOP/s, fp32 and gradient tables C calls at a time
+back to back (each call with its .numpy(), the time per call reported): one call per timing
+(the default) measures a lone call, C calls the rate of a loop of them, whose medians move much
+less between runs on a small shared machine (the peers still in turn within every repeat).
+Usage: python tools/benchmark_cpu.py [--repeats R] [--calls C] [--markdown FILE]
 """
 
 from __future__ import annotations
@@ -140,8 +144,9 @@ def ceiling_cell(fraction: float) -> tuple[str, bool]:
     return f"{100 * fraction:.0f}%", True
 
 
-def interleaved(fns: dict, repeats: int) -> dict:
-    """{key: (median wall seconds, median CPU seconds of the process)} of each callable, the
+def interleaved(fns: dict, repeats: int, calls: int = 1) -> dict:
+    """{key: (median wall seconds, median CPU seconds of the process)} per call of each callable
+    (`calls` calls back to back per timing), the
     peers timed in turn within every repeat, so that a change of the machine's load during the
     run falls on all of them alike, in reverse order every other repeat: the call that follows
     another op runs slower (caches, TensorFlow's allocator and thread pool; on a 2-core Zen 4
@@ -157,9 +162,10 @@ def interleaved(fns: dict, repeats: int) -> dict:
         for k in keys if r % 2 == 0 else keys[::-1]:
             fn = fns[k]
             t0, c0 = time.perf_counter(), time.process_time()
-            fn()
-            wall[k].append(time.perf_counter() - t0)
-            cpu[k].append(time.process_time() - c0)
+            for _ in range(calls):
+                fn()
+            wall[k].append((time.perf_counter() - t0) / calls)
+            cpu[k].append((time.process_time() - c0) / calls)
     return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in fns}
 
 
@@ -212,7 +218,7 @@ def flops(xs, ws, padding):
     return 2.0 * n * p * q * k * kh * kw * cg
 
 
-def tf_only(repeats: int) -> dict:
+def tf_only(repeats: int, calls: int = 1) -> dict:
     from tf_fp16ops._platform.quiet import import_tensorflow
 
     tf = import_tensorflow()  # TensorFlow's noise lines filtered, as in the package's tools
@@ -221,7 +227,7 @@ def tf_only(repeats: int) -> dict:
     for name, xs, ws, pad in SHAPES:
         x, w = inputs(xs, ws, np.float16)
         fns[name] = lambda x=x, w=w, pad=pad: tf.nn.conv2d(x, w, 1, pad).numpy()
-    return {k: v[0] for k, v in interleaved(fns, repeats).items()}
+    return {k: v[0] for k, v in interleaved(fns, repeats, calls).items()}
 
 
 def kernel_attrs(tf, pad) -> dict:
@@ -354,12 +360,17 @@ def main(argv=None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--calls", type=int, default=1, help="eager calls per timing (default 1; see above)"
+    )
     parser.add_argument("--markdown", help="also write the table to this Markdown file")
     parser.add_argument("--tf-only-json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ceiling-json", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.repeats < 1 or args.calls < 1:
+        parser.error(f"--repeats and --calls must be >= 1, got {args.repeats} and {args.calls}")
     if args.tf_only_json:
-        print(json.dumps(tf_only(args.repeats)))
+        print(json.dumps(tf_only(args.repeats, args.calls)))
         return 0
     if args.ceiling_json:
         print(json.dumps(ceiling_steps_per_s(int(args.ceiling_json), args.repeats)))
@@ -367,7 +378,8 @@ def main(argv=None) -> int:
 
     env = dict(os.environ, TF_CONV2D_USE_FP16_ACCUMULATE="1", TF_CPP_MIN_LOG_LEVEL="3")
     sub = subprocess.run(
-        [sys.executable, __file__, "--tf-only-json", "--repeats", str(args.repeats)],
+        [sys.executable, __file__, "--tf-only-json", "--repeats", str(args.repeats)]
+        + ["--calls", str(args.calls)],
         env=env,
         capture_output=True,
         text=True,
@@ -412,7 +424,7 @@ def main(argv=None) -> int:
         x16, w16 = inputs(xs, ws, np.float16)
         x32, w32 = inputs(xs, ws, np.float32)
         fns = peers(tf, tf_fp16ops, x16, w16, x32, w32, pad)
-        t = interleaved(fns, args.repeats)
+        t = interleaved(fns, args.repeats, args.calls)
         gf = {k: fl / v[0] / 1e9 for k, v in t.items()}
         gf[TF_FP16ACC_KEY] = fl / tf_fp16acc[name] / 1e9
         # Fraction of the ceiling in steps per CPU second (all threads), so that other load
@@ -447,7 +459,7 @@ def main(argv=None) -> int:
             for who in ("ours", "kernel")
         )
         rows.append((name, gf, (frac, frac_graph), cpu_ratio))
-        g = interleaved(gradient_peers(tf, tf_fp16ops, xs, ws, pad), args.repeats)
+        g = interleaved(gradient_peers(tf, tf_fp16ops, xs, ws, pad), args.repeats, args.calls)
         gg = interleaved(graph_fp32_peers(tf, tf_fp16ops, xs, ws, pad), args.repeats)
         graph32.append((name, {ps: gg[(ps, "tf")][1] / gg[(ps, "ours")][1] for ps in PASSES}))
         grads.append(
@@ -466,7 +478,8 @@ def main(argv=None) -> int:
 
     lines = [
         f"CPU benchmark, {datetime.date.today().isoformat()}, {cpu_model()}, "
-        f"{os.cpu_count()} cores, TensorFlow {tf.__version__}, median of {args.repeats}, GFLOP/s",
+        f"{os.cpu_count()} cores, TensorFlow {tf.__version__}, median of {args.repeats}"
+        f"{f' timings of {args.calls} calls' if args.calls > 1 else ''}, GFLOP/s",
         "",
         f"fp16-step ceiling ({threads} threads, G steps per CPU second, best of {args.repeats}; "
         "1 step = 1 multiply-add): "

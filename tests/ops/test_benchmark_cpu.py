@@ -5,6 +5,7 @@ benchmark error, never a figure. No timing is asserted."""
 import ctypes
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -97,3 +98,24 @@ def test_the_in_graph_float32_peers_compute_the_same_passes(pad):
         for a, b in zip(ours, theirs, strict=True):
             assert a.shape == b.shape
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=6e-4)
+
+
+def test_interleaved_reports_the_time_per_call_of_batches():
+    """`interleaved` with calls=C runs each peer C times per timing and reports the time per
+    call (a fake clock that each call of peer a moves by 2 and of peer b by 3 gives 2 and 3, not
+    2C and 3C), after one untimed warm-up call each."""
+    bc = _benchmark()
+    clock = [0.0]
+    counts = {"a": 0, "b": 0}
+
+    def peer(k, dt):
+        def fn():
+            counts[k] += 1
+            clock[0] += dt
+
+        return fn
+
+    bc.time = SimpleNamespace(perf_counter=lambda: clock[0], process_time=lambda: clock[0])
+    got = bc.interleaved({"a": peer("a", 2.0), "b": peer("b", 3.0)}, repeats=3, calls=4)
+    assert counts == {"a": 1 + 3 * 4, "b": 1 + 3 * 4}
+    assert got == {"a": (2.0, 2.0), "b": (3.0, 3.0)}
