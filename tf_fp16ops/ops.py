@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.eager import context as _tfe_context  # what tf.executing_eagerly reads
 from tensorflow.python.framework.ops import EagerTensor as _EagerTensor  # tensors with a value
 from tensorflow.python.ops import gen_nn_ops  # TensorFlow's op functions behind tf.raw_ops
 
@@ -334,22 +335,6 @@ _EAGER_PLANS_SIZE = 256
 _INT32_ENUM = tf.int32.as_datatype_enum
 
 
-def _args_key(args: tuple):
-    """`_exact_key` of the five arguments, the arguments themselves in the usual spelling (an int
-    stride, str padding, data_format and accumulation, dilations None or an int: no two such
-    tuples that compare equal are treated differently)."""
-    strides, padding, data_format, dilations, accumulation = args
-    if (
-        type(strides) is int
-        and type(padding) is str
-        and type(data_format) is str
-        and (dilations is None or type(dilations) is int)
-        and type(accumulation) is str
-    ):
-        return args
-    return _exact_key(args)
-
-
 _TWO_OPERANDS = object()  # `_eager_call`'s z for the forward, which has two
 
 
@@ -362,20 +347,41 @@ def _eager_call(
     where the call takes the checked path every time: an operand other than an eager tensor, a
     sizes operand other than an int32 [4], a name other than a str or None, arguments
     `_exact_key` cannot key, a function being traced (which may capture eager tensors). One
-    function without comprehensions: each Python frame costs several us here (see above)."""
+    function without comprehensions and one flat key: between two ops each Python frame costs
+    several us here, and so does each call into TensorFlow's Python (`tf.executing_eagerly` is
+    three: its context's thread-local flag is read here as the generated op functions read it)."""
+    ctx = _tfe_context._context  # None until TensorFlow's context exists
     if (
         type(x) is not _EagerTensor
         or type(y) is not _EagerTensor
         or (z is not _TWO_OPERANDS and type(z) is not _EagerTensor)
         or (name is not None and type(name) is not str)
-        or not tf.executing_eagerly()
+        or ctx is None
+        or not ctx._thread_local_data.is_eager
     ):
         return None, None
+    # The arguments as spelled where that is the usual spelling (an int stride, str padding,
+    # data_format and accumulation, dilations None or an int: no two such tuples that compare
+    # equal are treated differently), else `_exact_key` of them.
+    strides, padding, data_format, dilations, accumulation = args
+    if not (
+        type(strides) is int
+        and type(padding) is str
+        and type(data_format) is str
+        and (dilations is None or type(dilations) is int)
+        and type(accumulation) is str
+    ):
+        args = _exact_key(args)
+        if args is None:
+            return None, None
     if sizes_at < 0:
         key = (
             op_type,
-            (x._datatype_enum(), x._shape_tuple()),
-            (y._datatype_enum(), y._shape_tuple()),
+            x._datatype_enum(),
+            x._shape_tuple(),
+            y._datatype_enum(),
+            y._shape_tuple(),
+            args,
         )
         operands = (x, y)
     else:
@@ -387,13 +393,12 @@ def _eager_call(
         key = (
             op_type,
             tuple(sizes.numpy().tolist()),
-            (other._datatype_enum(), other._shape_tuple()),
-            (z._datatype_enum(), z._shape_tuple()),
+            other._datatype_enum(),
+            other._shape_tuple(),
+            z._datatype_enum(),
+            z._shape_tuple(),
+            args,
         )
-    args_key = _args_key(args)
-    if args_key is None:
-        return None, None
-    key = (key, args_key)
     plan = _EAGER_PLANS.get(key)
     if plan is None:
         return key, None
