@@ -395,12 +395,13 @@ def test_depthwise_channel_lanes_are_exact(isa):
     assert lines == [f"isa {isa}", "mismatches 0"]
 
 
-# 1x1 convolutions with stride 1 and no padding whose rows are narrower than the kHalf register
-# tile (a Dense layer's rows as images of one position, [rows, 1, 1, C]): the CPU kernels lay
-# their positions out again as rows of up to 8 (cc/kernels/cpu/conv2d_cpu.cc, FoldedPositions),
-# which must keep every sum's terms and order: fprop, dgrad and wgrad (whose sums run over all
-# positions, in the order of the flattened rows) on row counts with each fold (8, 4, 2 and
-# none: 13 is prime), groups, and channel counts on both sides of the 32-lane NHWC kernels; and
+# 1x1 convolutions with stride 1 and no padding: the CPU kernels lay their positions out again as
+# one image of rows at least 8 positions wide where they divide by 8 (cc/kernels/cpu/conv2d_cpu.cc,
+# FoldedPositions; a Dense layer's rows as images of one position, [rows, 1, 1, C], become rows
+# of 8), which must keep every sum's terms and order: fprop, dgrad and wgrad (whose sums run over
+# all positions, in the order of the flattened rows) on row counts with each width (8, 4, 2 and
+# none: 13 is prime), several images of wide rows (stacked as they are), groups, and channel
+# counts on both sides of the 32-lane NHWC kernels; and
 # 1x1 convolutions that must not be laid out again (explicit padding, stride 2), whose output
 # positions are not their input positions. Bits against the NumPy reference on every path.
 FOLDED_1X1_SCRIPT = r"""
@@ -418,6 +419,8 @@ cases = [(40, 1, 1, 1, 5, 12, 1, "VALID"),
          (4, 1, 1, 2, 4, 10, 1, "VALID"),
          (64, 1, 1, 1, 40, 3, 1, "VALID"),
          (24, 1, 3, 1, 3, 33, 1, "VALID"),
+         (3, 2, 9, 1, 5, 7, 1, "VALID"),
+         (2, 3, 10, 1, 33, 34, 1, "VALID"),
          (8, 1, 1, 1, 5, 6, 1, ((1, 0), (0, 2))),
          (16, 2, 3, 1, 34, 33, 1, ((0, 1), (1, 0))),
          (8, 3, 3, 1, 4, 5, 2, "VALID")]

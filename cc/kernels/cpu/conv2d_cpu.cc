@@ -38,10 +38,12 @@ bool IsGemm(const ConvGeometry& g) {
 // position (n, h, w) alone, so its N*H*W positions may be laid out as any images of that many
 // positions in all: every sum keeps its terms and their order (fprop and dgrad sum over the
 // channels of one position; wgrad over the positions (n, p, q) ascending, which is their order
-// flattened). The kHalf row kernels take the positions of one output row at a time (up to
-// kHalfRows per register tile), so positions in rows narrower than that (a Dense layer's rows
-// as images of one position, [rows, 1, 1, C]) are laid out again as rows of q positions, q the
-// largest of kHalfRows (8), 4, 2, 1 dividing N*H*W. Other problems are returned as they are.
+// flattened). Laid out here as one image (the images stacked: the spatial kernel's bands of
+// about 768 positions then run across images, where an image of a few positions filled a few of
+// their 32-lane blocks) whose rows are at least q positions wide, q the largest of kHalfRows (8),
+// 4, 2, 1 dividing N*H*W: the kHalf row kernels take one output row at a time, up to kHalfRows
+// positions per register tile (a Dense layer's rows as images of one position, [rows, 1, 1, C],
+// become rows of 8). Other problems are returned as they are.
 ConvGeometry FoldedPositions(const ConvGeometry& g) {
   if (g.KH != 1 || g.KW != 1 || g.stride_h != 1 || g.stride_w != 1 || g.pad_top != 0 ||
       g.pad_left != 0 || g.P != g.H || g.Q != g.W || !HasWork(g)) {
@@ -50,11 +52,12 @@ ConvGeometry FoldedPositions(const ConvGeometry& g) {
   const int64_t positions = g.N * g.H * g.W;  // the output's element count over K: no overflow
   int64_t q = kHalfRows;
   while (positions % q != 0) q /= 2;
-  if (g.Q >= q) return g;
+  const int64_t width = std::max(g.W, q);  // W divides N*H*W, and so does q
+  if (g.N == 1 && width == g.W) return g;
   ConvGeometry f = g;
   f.N = 1;
-  f.H = f.P = positions / q;
-  f.W = f.Q = q;
+  f.W = f.Q = width;
+  f.H = f.P = positions / width;
   return f;
 }
 
