@@ -44,6 +44,7 @@ import keras
 import tensorflow as tf
 
 from tf_fp16ops import matmul_ops, ops
+from tf_fp16ops._platform import stock_conv
 
 _SUPPORTED_COMPUTE_DTYPES = ("float16", "float32")
 # The accumulation state that runs the Keras class's own computation (module docstring).
@@ -497,9 +498,12 @@ def dense_matmul(x, kernel, accumulation, fixed_order: bool = False):
     layout does not change the sums: output (m, k) accumulates x[m, ci] * kernel[ci, k] over ci
     ascending (fprop), dx over k ascending (dgrad), dkernel over the rows m ascending in
     row-major order (wgrad); the CPU kernels lay the positions of such a 1x1 convolution out as
-    rows of several positions themselves (cc/kernels/cpu/conv2d_cpu.cc, FoldedPositions). Float32
-    with accumulation='float32' may run TensorFlow's Conv2D in its own order instead (README
-    "Numerics"), unless `fixed_order`.
+    one image themselves (cc/kernels/cpu/conv2d_cpu.cc, FoldedPositions). Float32 with
+    accumulation='float32', where the op would hand the 1x1 forward to TensorFlow's Conv2D
+    (README "Numerics"), runs TensorFlow's MatMul on [M, Cin] instead, as keras.layers.Dense does
+    (its gradients TensorFlow's too), unless `fixed_order`: on a Xeon with oneDNN its Conv2D on
+    such images ran at 0.15-0.51x of its MatMul's rate (256x512x512, 2048x64x64, 64x768x3072,
+    8x1024x1024; benchmarks/results/cpu_xeon_2026-12-06.md).
     """
     cin = kernel.shape[0]
     units = kernel.shape[1]
@@ -511,10 +515,20 @@ def dense_matmul(x, kernel, accumulation, fixed_order: bool = False):
         if x.shape.rank is not None:
             out.set_shape(x.shape[:-1].concatenate([units]))
         return out
-    x4 = tf.reshape(x, [-1, 1, 1, cin])  # 0 rows give an empty batch
     attrs = ops._conv_attrs(1, "VALID", "NHWC", 1, accumulation)
-    w = tf.reshape(kernel, [1, 1, cin, units])
-    y = ops._run_conv_op("Fp16Conv2D", None, attrs, stock=not fixed_order, input=x4, filters=w)
+    w4 = [1, 1, cin, units]
+    if (
+        not fixed_order
+        and x.dtype == tf.float32
+        and kernel.dtype == tf.float32
+        and stock_conv.stock_wins("fprop", tf.float32, [None, 1, 1, cin], w4, None, attrs)
+    ):
+        y = tf.matmul(tf.reshape(x, [-1, cin]), kernel)
+    else:
+        x4 = tf.reshape(x, [-1, 1, 1, cin])  # 0 rows give an empty batch
+        y = ops._run_conv_op(
+            "Fp16Conv2D", None, attrs, stock=False, input=x4, filters=tf.reshape(kernel, w4)
+        )
     out = tf.reshape(y, tf.concat([lead, [units]], 0))
     if x.shape.rank is not None:
         out.set_shape(x.shape[:-1].concatenate([units]))

@@ -12,9 +12,10 @@ import tensorflow as tf
 
 import tf_fp16ops
 from support import reference as R
-from support.transformer import DIM, HEADS, KEY_DIM, SEQ, encoder, inputs
+from support.transformer import DIM, FF, HEADS, KEY_DIM, SEQ, encoder, inputs
 from tf_fp16ops import layers as L
 from tf_fp16ops import matmul_ops
+from tf_fp16ops._platform import stock_conv
 
 
 def bits_equal(a, b):
@@ -34,7 +35,9 @@ def test_encoder_converts_completely_and_float32_matches(model):
     conv = tf_fp16ops.convert_with_report(model, "float32")
     assert conv.report.not_converted == ()
     assert conv.report.counts() == {"MultiHeadAttention": 2, "Dense": 2, "EinsumDense": 2}
-    # Every matrix product of the converted model is an Fp16MatMul (or the Dense's Fp16Conv2D).
+    # Every matrix product of the converted model is an Fp16MatMul, but the Dense layers': their
+    # Fp16Conv2D, or TensorFlow's MatMul where their float32 product goes to TensorFlow
+    # (layers.dense_matmul, as stock_conv decides for the 1x1 forward it stands for).
     graph = (
         tf.function(lambda t: conv.model(t))
         .get_concrete_function(tf.TensorSpec(x.shape, tf.float32))
@@ -42,7 +45,18 @@ def test_encoder_converts_completely_and_float32_matches(model):
     )
     types = {op.type for op in graph.get_operations()}
     assert "Fp16MatMul" in types
-    assert not types & {"Einsum", "BatchMatMulV2", "MatMul", "BatchMatMulV3"}
+    assert not types & {"Einsum", "BatchMatMulV2", "BatchMatMulV3"}
+    dense = [layer.name for layer in conv.model.layers if isinstance(layer, L.Dense)]
+    attrs = tf_fp16ops.ops._conv_attrs(1, "VALID", "NHWC", 1, "float32")
+    handed = stock_conv.stock_wins(
+        "fprop", tf.float32, [None, 1, 1, DIM], [1, 1, DIM, FF], None, attrs
+    )
+    matmuls = [op.name for op in graph.get_operations() if op.type == "MatMul"]
+    if handed:
+        assert len(matmuls) == len(dense) == 2
+        assert all(any(f"/{d}" in n for d in dense) for n in matmuls), (matmuls, dense)
+    else:
+        assert matmuls == []
     r32 = tf_fp16ops.compare(model, conv.model, x)
     assert r32.max_rel < 1e-5, r32.summary()
     r16 = tf_fp16ops.compare(model, tf_fp16ops.convert(model, "float16"), x)

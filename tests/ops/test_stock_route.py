@@ -362,28 +362,35 @@ def test_a_float32_conv2d_transpose_layer_runs_the_op_librarys_dgrad_forward(one
 
 
 @pytest.mark.parametrize(
-    "make, shape",
+    "make, shape, stock",
     [
-        (lambda: tf_fp16ops.layers.Conv2D(4, 3, accumulation="float32"), (2, 6, 6, 3)),
-        (lambda: tf_fp16ops.layers.Conv1D(4, 3, accumulation="float32"), (2, 6, 3)),
-        (lambda: tf_fp16ops.layers.Dense(4, accumulation="float32"), (2, 5, 3)),
+        (lambda: tf_fp16ops.layers.Conv2D(4, 3, accumulation="float32"), (2, 6, 6, 3), "Conv2D"),
+        (lambda: tf_fp16ops.layers.Conv1D(4, 3, accumulation="float32"), (2, 6, 3), "Conv2D"),
+        # Dense's 1x1 forward as TensorFlow's MatMul on [rows, Cin] (layers.dense_matmul).
+        (lambda: tf_fp16ops.layers.Dense(4, accumulation="float32"), (2, 5, 3), "MatMul"),
         # The depthwise step is its own op (never handed over); the pointwise step is Fp16Conv2D.
-        (lambda: tf_fp16ops.layers.SeparableConv2D(4, 3, accumulation="float32"), (2, 6, 6, 3)),
+        (
+            lambda: tf_fp16ops.layers.SeparableConv2D(4, 3, accumulation="float32"),
+            (2, 6, 6, 3),
+            "Conv2D",
+        ),
     ],
 )
-def test_float32_layers_hand_over_their_forward_unless_fixed_order(onednn, make, shape):
-    """A float32 layer with accumulation='float32' builds TensorFlow's Conv2D (README, layer
-    table), with an unknown batch too (a Keras model's input); with `_fixed_order` (what the
-    sensitivity sweep sets on its copy) Fp16Conv2D."""
+def test_float32_layers_hand_over_their_forward_unless_fixed_order(onednn, make, shape, stock):
+    """A float32 layer with accumulation='float32' builds TensorFlow's Conv2D, Dense TensorFlow's
+    MatMul (README, layer table), with an unknown batch too (a Keras model's input); with
+    `_fixed_order` (what the sensitivity sweep sets on its copy) Fp16Conv2D."""
     onednn(True)
     layer = make()
     layer(_data(shape))  # built
     spec = tf.TensorSpec((None,) + shape[1:], tf.float32)
 
     def forward_types():
-        return [t for t in _conv_types(layer, spec) if t in ("Conv2D", "Fp16Conv2D")]
+        graph = tf.function(layer).get_concrete_function(spec).graph
+        types = (op.type for op in graph.get_operations())
+        return [t for t in types if t in ("Conv2D", "MatMul", "Fp16Conv2D")]
 
-    assert forward_types() == ["Conv2D"]
+    assert forward_types() == [stock]
     layer._fixed_order = True
     assert forward_types() == ["Fp16Conv2D"]
 
