@@ -493,8 +493,8 @@ def dense_matmul(x, kernel, accumulation, fixed_order: bool = False):
     """x [..., Cin] @ kernel [Cin, units] through Fp16Conv2D as a 1x1 convolution.
 
     The M = prod(leading dims) rows become M images of one position [M, 1, 1, Cin] (whose 1x1
-    extent is known when the model is traced: the audit counts its FLOPs per row, and
-    TensorFlow's Conv2D takes any batch); the kernel is the HWIO filter [1, 1, Cin, units]. The
+    extent is known when the model is traced, so that the audit counts its FLOPs per row); the
+    kernel is the HWIO filter [1, 1, Cin, units]. The
     layout does not change the sums: output (m, k) accumulates x[m, ci] * kernel[ci, k] over ci
     ascending (fprop), dx over k ascending (dgrad), dkernel over the rows m ascending in
     row-major order (wgrad); the CPU kernels lay the positions of such a 1x1 convolution out as
