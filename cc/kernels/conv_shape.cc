@@ -59,7 +59,7 @@ std::string WindowedOutputSize(const char* dim, int64_t in, int64_t k, int64_t s
             padding == PaddingKind::kExplicit
                 ? Cat(in, " plus explicit padding (", static_cast<int64_t>(padded), ")")
                 : Cat(in);
-        return Cat("output ", dim, " would be negative: input ", dim, " ", size,
+        return Cat("output ", dim, " would be below 1: input ", dim, " ", size,
                    " is smaller than the effective filter ", dim, " ", static_cast<int64_t>(eff),
                    " (filter ", k, ", dilation ", dilation, ")");
       }

@@ -45,7 +45,7 @@ void WindowedSizes() {
   // Errors name the dimension and the sizes.
   const std::string small =
       WindowedOutputSize("height", 2, 3, 1, 1, PaddingKind::kValid, 0, 0, &out, &top);
-  EXPECT(Has(small, "height") && Has(small, "negative"));
+  EXPECT(Has(small, "height") && Has(small, "below 1"));
   const std::string huge =
       WindowedOutputSize("width", 8, int64_t{1} << 61, 1, 4, PaddingKind::kValid, 0, 0, &out, &top);
   EXPECT(Has(huge, "width") && Has(huge, "2^62"));  // E = (2^61 - 1) * 4 + 1 > 2^62
