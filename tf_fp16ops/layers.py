@@ -492,9 +492,10 @@ class Conv1DTranspose(_Fp16AccumulationMixin, keras.layers.Conv1DTranspose):
 def dense_matmul(x, kernel, accumulation, fixed_order: bool = False):
     """x [..., Cin] @ kernel [Cin, units] through Fp16Conv2D as a 1x1 convolution.
 
-    The M = prod(leading dims) rows become M images of one position [M, 1, 1, Cin] (whose 1x1
-    extent is known when the model is traced, so that the audit counts its FLOPs per row); the
-    kernel is the HWIO filter [1, 1, Cin, units]. The
+    x [B, d1, ..., Cin] becomes B images of one column of R = d1 * ... rows [B, R, 1, Cin] (R = 1
+    for rank 2), so that the audit counts its FLOPs per example of an unknown batch B as for a
+    Conv2D (R unknown when the model is traced: FLOPs unknown; rank unknown: [rows, 1, 1, Cin]);
+    the kernel is the HWIO filter [1, 1, Cin, units]. The
     layout does not change the sums: output (m, k) accumulates x[m, ci] * kernel[ci, k] over ci
     ascending (fprop), dx over k ascending (dgrad), dkernel over the rows m ascending in
     row-major order (wgrad); the CPU kernels lay the positions of such a 1x1 convolution out as
@@ -525,7 +526,13 @@ def dense_matmul(x, kernel, accumulation, fixed_order: bool = False):
     ):
         y = tf.matmul(tf.reshape(x, [-1, cin]), kernel)
     else:
-        x4 = tf.reshape(x, [-1, 1, 1, cin])  # 0 rows give an empty batch
+        rows = x.shape[1:-1].num_elements() if x.shape.rank is not None else 1
+        if rows is None:  # sizes in full: a -1 cannot be inferred for an empty tensor
+            shape = tf.shape(x)
+            r = tf.reduce_prod(shape[1:-1])  # R = 0: [0, 1, 1, Cin] (the op takes no height 0)
+            x4 = tf.reshape(x, tf.stack([tf.where(r > 0, shape[0], 0), tf.maximum(r, 1), 1, cin]))
+        else:
+            x4 = tf.reshape(x, [-1, max(rows, 1), 1, cin])  # R = 0: the batch takes the 0 rows
         y = ops._run_conv_op(
             "Fp16Conv2D", None, attrs, stock=False, input=x4, filters=tf.reshape(kernel, w4)
         )

@@ -372,6 +372,27 @@ def test_dense_float16_bit_exact(case):
     _eq(dw, reference.matmul_backprop_filter(x2, dy2))
 
 
+def test_dense_float16_traced_with_unknown_dims_is_bit_exact():
+    """A Dense traced on [None, None, Cin] (its rows per example unknown: the product runs on
+    [batch, rows, 1, Cin] built from the run-time shape) and on [None, 3, Cin] gives the
+    reference's bits for every batch, empty batches and empty middle dimensions included."""
+    layer = L.Dense(5, accumulation="float16", dtype="float16")
+    rng = np.random.default_rng(51)
+    layer(np.zeros((1, 2, 6), np.float16))
+    layer.set_weights([rng.standard_normal((6, 5)).astype(np.float16), np.zeros(5, np.float16)])
+    (w, _) = layer.get_weights()
+    for spec in ((None, None, 6), (None, 3, 6)):
+        f = tf.function(layer).get_concrete_function(tf.TensorSpec(spec, tf.float16))
+        for shape in ((2, 3, 6), (0, 3, 6), (4, 3, 6)) + (
+            ((2, 0, 6), (3, 7, 6)) if spec[1] is None else ()
+        ):
+            x = rng.standard_normal(shape).astype(np.float16)
+            y = f(tf.constant(x)).numpy()
+            assert y.shape == shape[:-1] + (5,)
+            want = reference.matmul(x.reshape(-1, 6), w).astype(np.float16).reshape(y.shape)
+            _eq(y, want)
+
+
 def test_dense_long_reduction_rounds_in_float16():
     """Cin = 4096 terms of 1.0 * 1.0: the binary16 accumulator stops at 2048 (2048 + 1 rounds to
     2048, ties to even), the float32 one reaches 4096 -- hand values, not only the reference."""

@@ -170,9 +170,9 @@ def test_audit_reports_every_converted_layer_type_as_fp16_accumulate(tmp_path):
         "d": {("Fp16Conv2D", "fp16", "fp16-accumulate")},
     }
     assert all(f.to_dict()["accumulation_reason"].startswith("Tacc=half") for f in report.findings)
-    # The Dense product (Conv1D's 5 channels to 4 units) as 1x1 images [rows, 1, 1, 5] has its
-    # extents known but the rows (batch unknown: counted as 1, as the audit counts a MatMul's
-    # unknown rows): 2 * 5 * 4 FLOPs.
+    # The Dense product (Conv1D's 5 channels to 4 units on 16 positions) as images of one column
+    # [batch, 16, 1, 5]: the FLOPs of one example of the unknown batch, 2 * 16 * 5 * 4, as a
+    # Conv2D's.
     dense = [d for d in map(lambda f: f.to_dict(), report.findings) if "/d_" in d["node"]]
-    assert dense and all(d["flops"] == 2 * 5 * 4 for d in dense), [d["flops"] for d in dense]
+    assert dense and all(d["flops"] == 2 * 16 * 5 * 4 for d in dense), [d["flops"] for d in dense]
     assert all(f.to_dict()["flops"] is not None for f in report.findings)
