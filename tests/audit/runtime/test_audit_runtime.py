@@ -82,6 +82,9 @@ def test_verdicts():
         ("Fp16DepthwiseConv2D", "half", "half", "fp16"),
         ("Fp16DepthwiseConv2D", "half", "float", "fp32"),
         ("Fp16DepthwiseConv2D", "float", "float", "fp32"),
+        ("Fp16MatMul", "half", "half", "fp16"),
+        ("Fp16MatMul", "half", "float", "fp32"),
+        ("Fp16MatMul", "float", "float", "fp32"),
         ("Conv2D", "float", None, "fp32"),
     ],
 )

@@ -14,9 +14,9 @@ sum_i a_i * b_i, term 0 first in the op's natural order:
     [1, 1, 1, N] (depthwise: channel multiplier N), input_sizes [1, 1, 1, 1];
   * wgrad (...BackpropFilter): along the width positions, input and out_backprop [1, 1, N, 1],
     filter_sizes [1, 1, 1, 1];
-  * the matmul family: a [1, N] times b [N, 1] (MatMul; _FusedMatMul as MatMul + BiasAdd(0) +
-    Relu for grappler's remapper), [1, 1, N] times [1, N, 1] (BatchMatMul, V2, V3), and
-    einsum "ij,jk->ik" on [1, N] and [N, 1] (Einsum).
+  * the matmul family: a [1, N] times b [N, 1] (MatMul and this package's Fp16MatMul;
+    _FusedMatMul as MatMul + BiasAdd(0) + Relu for grappler's remapper), [1, 1, N] times
+    [1, N, 1] (BatchMatMul, V2, V3), and einsum "ij,jk->ik" on [1, N] and [N, 1] (Einsum).
 Operands are arguments of the probe's function (never constants), so grappler's constant folding
 cannot evaluate the op with another kernel than the model's.
 
@@ -99,7 +99,15 @@ WGRAD = {
     "DepthwiseConv2dNativeBackpropFilter",
     "Fp16Conv2DBackpropFilter",
 }
-MATMUL = {"MatMul", "_FusedMatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"}
+MATMUL = {
+    "MatMul",
+    "_FusedMatMul",
+    "BatchMatMul",
+    "BatchMatMulV2",
+    "BatchMatMulV3",
+    "Einsum",
+    "Fp16MatMul",
+}
 PROBED_OPS = FPROP | DGRAD | WGRAD | MATMUL
 PROBED_T = ("half", "float")
 
@@ -330,7 +338,7 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
         fused = op in ("_FusedConv2D", "_FusedDepthwiseConv2dNative")
         args = (x, w, np.zeros([1])) if fused else (x, w)
     elif op in MATMUL:
-        fn, args = _matmul_probe(op, av, bv, n)
+        fn, args = _matmul_probe(op, av, bv, n, config.Tacc)
     elif op in DGRAD:
         dy, w = av.reshape(1, 1, 1, n), bv.reshape(1, 1, 1, n)
         sizes = tf.constant([1, 1, 1, 1], tf.int32)
@@ -394,17 +402,21 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
     return float(out[0]), kernel
 
 
-def _matmul_probe(op: str, av, bv, n: int):
-    """(function, operands) of the matmul-family probe of `op` (see the module docstring)."""
+def _matmul_probe(op: str, av, bv, n: int, tacc: str | None = None):
+    """(function, operands) of the matmul-family probe of `op` (see the module docstring);
+    `tacc`: Fp16MatMul's Tacc."""
     import numpy as np
     import tensorflow as tf
 
-    if op in ("MatMul", "_FusedMatMul", "Einsum"):
+    if op in ("MatMul", "_FusedMatMul", "Einsum", "Fp16MatMul"):
         x, y = av.reshape(1, n), bv.reshape(n, 1)
     else:
         x, y = av.reshape(1, 1, n), bv.reshape(1, n, 1)
     if op == "MatMul":
         return (lambda x, y: tf.raw_ops.MatMul(a=x, b=y)), (x, y)
+    if op == "Fp16MatMul":
+        lib = _ours()
+        return (lambda x, y: lib.fp16_mat_mul(x, y, Tacc=_tf_dtype(tacc))), (x, y)
     if op == "_FusedMatMul":
 
         def fused(x, y, bias):
