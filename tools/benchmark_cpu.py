@@ -275,10 +275,12 @@ def graph_fp16acc(tf, tf_fp16ops, x16, w16, pad, calls: int = GRAPH_CALLS):
     xs = [tf.constant(x16) for _ in range(calls)]
     w = tf.constant(w16)
 
-    @tf.function
-    def run(xs, w):
-        return [tf_fp16ops.conv2d(x, w, 1, pad, accumulation="float16") for x in xs]
-
+    # Traced once here into a concrete function (a graph of its own per shape): calling it
+    # skips tf.function's dispatch, and TensorFlow's retracing warning, which counts the traces
+    # of every function made from the same Python code.
+    run = tf.function(
+        lambda xs, w: [tf_fp16ops.conv2d(x, w, 1, pad, accumulation="float16") for x in xs]
+    ).get_concrete_function(xs, w)
     return lambda: run(xs, w)
 
 
@@ -291,6 +293,12 @@ def float32_operands(xs, ws, pad):
     p, q = (h, wd) if pad == "SAME" else (h - kh + 1, wd - kw + 1)
     dy = np.random.default_rng(1).random((n, p, q, k)).astype(np.float16).astype(np.float32)
     return x, w, dy
+
+
+def _calls_of(body):
+    """The function `(xs, dys) -> [body(x, dy) for each pair]`, with `body` closed over (not a
+    default argument, which tf.function would take as a third input)."""
+    return lambda xs, dys: [body(a, b) for a, b in zip(xs, dys, strict=True)]
 
 
 def graph_fp32_peers(tf, tf_fp16ops, xs, ws, pad, calls: int = GRAPH_CALLS) -> dict:
@@ -320,9 +328,7 @@ def graph_fp32_peers(tf, tf_fp16ops, xs, ws, pad, calls: int = GRAPH_CALLS) -> d
     }
     out = {}
     for key, body in bodies.items():
-        fn = tf.function(
-            lambda xs, dys, body=body: [body(a, b) for a, b in zip(xs, dys, strict=True)]
-        )
+        fn = tf.function(_calls_of(body)).get_concrete_function(xs_, dys)  # as in graph_fp16acc
         out[key] = lambda fn=fn: fn(xs_, dys)
     return out
 
