@@ -328,7 +328,7 @@ def _conv(op_type: str, attrs: dict, args: list, dtype: tf.DType | None = None) 
 # path added 130-160 us to TensorFlow's op of about 480 us when each call followed another, where
 # the same Python takes about 15 us in a tight loop; each extra function call or environment
 # read about 5 us). Nothing else the choice depends on changes in a process once an op has run:
-# a visible GPU, oneDNN, the CPU vendor, and oneDNN's floating-point math mode once oneDNN has
+# a visible GPU, oneDNN, and oneDNN's floating-point math mode once oneDNN has
 # run (`stock_conv.onednn_ran`); Grappler's rewrites concern graphs only.
 _EAGER_PLANS: dict = {}
 _EAGER_PLANS_SIZE = 256

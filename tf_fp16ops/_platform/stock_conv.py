@@ -7,20 +7,21 @@ floating-point math mode, Eigen's float32 contractions), in their own order of s
 `tf_fp16ops.conv2d` and its two backprops, and the gradients registered for the op family, hand
 such a call to them where they were measured to be faster than the op library's CPU kernels
 (README, "Performance (CPU)"): while oneDNN runs TensorFlow's float32 convolutions
-(`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's `IsMklEnabled()`), the forward pass, the gradients of
-filters larger than 1x1, and on Intel CPUs those of 1x1 filters too; while Eigen runs them, the
-forward of 1x1 filters and of long sums.
+(`TF_ENABLE_ONEDNN_OPTS`, TensorFlow's `IsMklEnabled()`), the forward pass and both gradients;
+while Eigen runs them, the forward of 1x1 filters and of long sums.
 
 oneDNN's forward won on both CPUs measured: on an Intel Xeon with AVX512-FP16, 12 of 14 problems
 from 8x28x28x8 * 3x3x8x8 to 8x7x7x512 * 3x3x512x512 (ours/oneDNN 0.43x at 8x14x14x256 *
 3x3x256x256, 0.57x at 8x7x7x512 * 3x3x512x512, 0.82-0.90x on the 3x3x128 and 56x16 benchmark
 shapes; a tie at 0.94-1.12x on 8x28x28x8 * 3x3x8x8 and 8x14x14x256 * 1x1x256x1024), and on an
 AMD EPYC (Zen 4) on the four benchmark shapes (0.65-1.02x across runs, the 3x3x128 and 56x16
-shapes below 0.93x on every run). Its 1x1 gradients (one product over all positions) beat
-oneDNN's on an AMD EPYC (Zen 4; dgrad 1.02x, wgrad 1.55x on 8x28x28x128 * 1x1x128x128) but lost
-on an Intel Xeon with AVX512-FP16 (dgrad 0.64-0.94x, wgrad 0.53-0.76x on five of six 1x1
-problems from 4x7x7x512 to 8x56x56x256; the sixth wgrad, 4x7x7x512 -> 512, 1.28x), so the 1x1
-gradient rule follows the CPU's vendor (`cpu_vendor`).
+shapes below 0.93x on every run). So did its gradients, those of 1x1 filters (the op library's:
+one product over all positions) included: on the Xeon, dgrad 0.64-0.94x and wgrad 0.53-0.76x on
+five of six 1x1 problems from 4x7x7x512 to 8x56x56x256 (the sixth wgrad, 4x7x7x512 -> 512,
+1.28x); on the Zen 4, in a tf.function (8 calls per call, two runs, CPU seconds), dgrad
+0.85-0.94x on all five 1x1 problems from 32x7x7x1024 -> 256 to 8x56x56x256 -> 64, wgrad
+0.81-0.96x on three of them, 1.00-1.03x on 8x14x14x512 -> 512 and 1.09-1.12x on the
+benchmark's 8x28x28x128 -> 128.
 
 Against Eigen's kernels (`TF_ENABLE_ONEDNN_OPTS=0`) the op library's won the gradients of every
 benchmark shape (1.1-2.8x, Xeon, its AVX-512 path) and keep them; the forward goes to Eigen for
@@ -65,20 +66,6 @@ FPMATH_VARIABLES = (
 @functools.cache
 def _no_gpu() -> bool:
     return not tf.config.list_physical_devices("GPU")
-
-
-@functools.cache
-def cpu_vendor() -> str:
-    """The x86 CPU vendor as Linux reports it (/proc/cpuinfo `vendor_id`: 'GenuineIntel',
-    'AuthenticAMD'), '' where unknown."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 @functools.cache
@@ -179,8 +166,6 @@ def stock_wins(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs: d
         return False
     taps = w_shape[0] * w_shape[1]
     if onednn_runs_float32_convs():
-        if pass_ != "fprop" and taps == 1 and cpu_vendor() != "GenuineIntel":
-            return False
         if not strict_fpmath():
             return False
     elif pass_ != "fprop" or (taps != 1 and taps * w_shape[2] < EIGEN_FPROP_MIN_TERMS):
