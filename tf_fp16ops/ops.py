@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import reprlib
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 import tensorflow as tf
@@ -41,11 +43,34 @@ from tf_fp16ops._platform import stock_conv
 from tf_fp16ops._platform.xla import check_not_in_xla
 
 _ops = _library.load()
-# The op library's generated op functions (`tf.load_op_library`'s module: fp16_conv2d,
-# fp16_conv2d_backprop_input, fp16_conv2d_backprop_filter, fp16_depthwise_conv2d, fp16_mat_mul,
-# ...), which always run the op library's own kernels; they take the ops' attrs as keywords
-# (Tacc, strides, padding, explicit_paddings, data_format, dilations).
-raw_ops = _ops
+_raw_ops_doc = """The op library's generated op functions (`tf.load_op_library`'s: fp16_conv2d,
+fp16_conv2d_backprop_input, fp16_conv2d_backprop_filter, fp16_depthwise_conv2d, fp16_mat_mul, ...,
+and Fp16Conv2D, ... as in `tf.raw_ops`), which always run the op library's own kernels; they take
+the ops' attrs as keywords (Tacc, strides, padding, explicit_paddings, data_format, dilations)."""
+
+
+def _raw_ops_module(ops_module):
+    """The public face of `tf.load_op_library`'s module: its op functions (fp16_conv2d, ...,
+    and the CamelCase Fp16Conv2D, ...), marked for AutoGraph not to convert. Their code is
+    generated at load time with no source file, so AutoGraph, which converts the functions a
+    `tf.function` calls unless their module is TensorFlow's own, printed "AutoGraph could not
+    transform <function fp16_conv2d ...>" when a traced function called one. The package's own
+    calls use `_ops` directly."""
+    module = ModuleType(f"{__name__}.raw_ops", _raw_ops_doc)
+    for name in dir(ops_module):
+        fn = getattr(ops_module, name)
+        if (
+            name.startswith("_")
+            or name.endswith("_eager_fallback")
+            or not inspect.isfunction(fn)
+            or fn.__module__ != ops_module.__name__
+        ):
+            continue
+        setattr(module, name, tf.autograph.experimental.do_not_convert(fn))
+    return module
+
+
+raw_ops = _raw_ops_module(_ops)
 
 IntOrList = int | Sequence[int]
 
