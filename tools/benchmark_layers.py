@@ -33,6 +33,7 @@ import datetime
 import os
 import platform
 import subprocess
+import sys
 import time
 
 from tf_fp16ops._platform.quiet import import_tensorflow
@@ -126,7 +127,6 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
-    import sys
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from benchmark_cpu import ceiling_rate, steady_in_turn
@@ -138,7 +138,11 @@ def main(argv=None) -> None:
     isa, probe_rate = ceiling_rate(threads, seconds=0.05)
     ceilings = []
     rows, train_rows = [], []
-    progress = keras.utils.Progbar(len(CASES), unit_name="layer type")
+    # A bar on a terminal only: Keras draws it with carriage returns and colour codes on any
+    # POSIX stdout, which would land in a redirected table.
+    progress = (
+        keras.utils.Progbar(len(CASES), unit_name="layer type") if sys.stdout.isatty() else None
+    )
     for i, (name, keras_cls, ours_cls, kw, shape, macs) in enumerate(CASES):
         x = tf.constant(np.random.default_rng(0).normal(size=shape).astype(x_dtype))
         ref = keras_cls(**kw)
@@ -226,7 +230,8 @@ def main(argv=None) -> None:
             )
         )
         rows.append((name, gflops))
-        progress.update(i + 1)
+        if progress is not None:
+            progress.update(i + 1)
     cpu = _cpu_model()
     header = (
         f"CPU: {cpu} ({os.cpu_count()} logical CPUs), TensorFlow {tf.__version__}, "
