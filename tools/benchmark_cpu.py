@@ -25,15 +25,17 @@ median, the probe's best), so that a change of the machine's speed during the ru
 A fraction above 100% means the ceiling did not measure the kernel the convolution ran: it is
 printed as a benchmark error (and the exit status is 1), never as a figure. The fraction is given
 twice: for eager calls (Python dispatch and .numpy() included, as a user calling the op from
-Python pays them; each call timed in turn with the probe as above) and for calls made GRAPH_CALLS
-at a time back to back in one tf.function in steady state (the per-call cost inside a model's
-graph: `steady_in_turn`, the probe in turn with each batch of timed calls). The float32 ratios
-are given again for GRAPH_CALLS calls per tf.function call of each peer (`graph_fp32_peers`),
-where no per-call Python runs: what a model's graph sees.
-`--calls C` times the eager peers of the GFLOP/s, fp32 and gradient tables C calls at a time
-back to back (each call with its .numpy(), the time per call reported): one call per timing
-(the default) measures a lone call, C calls the rate of a loop of them, whose medians move much
-less between runs on a small shared machine (the peers still in turn within every repeat).
+Python pays them) and for calls made GRAPH_CALLS at a time back to back in one tf.function in
+steady state (the per-call cost inside a model's graph: `steady_in_turn`, the probe in turn with
+each batch of timed calls). The float32 ratios are given again for GRAPH_CALLS calls per
+tf.function call of each peer (`graph_fp32_peers`), where no per-call Python runs: what a
+model's graph sees.
+`--calls C` times the eager peers (the ceiling fraction's, in turn with the probe, and those of
+the GFLOP/s, fp32 and gradient tables) C calls at a time back to back (each call with its
+.numpy(), the time per call reported): one call per timing (the default) measures a lone call
+(for the ceiling fraction: after the probe's 20 ms pause, TensorFlow's pool threads asleep), C
+calls the rate of a loop of them, whose medians move much less between runs on a small shared
+machine (the peers still in turn within every repeat).
 Usage: python tools/benchmark_cpu.py [--repeats R] [--calls C] [--markdown FILE]
 """
 
@@ -448,11 +450,18 @@ def main(argv=None) -> int:
             time.sleep(0.02)
             r.append(probe_rate())
 
+        # The eager calls --calls at a time back to back, as the eager peers above; the probe
+        # once after each batch.
+        fp16acc = fns["ours fp16 in, fp16 acc"]
         pair = interleaved(
-            {"ours": fns["ours fp16 in, fp16 acc"], "probe": probe_after_pause}, args.repeats
+            {
+                "ours": lambda f=fp16acc: [f() for _ in range(args.calls)],
+                "probe": probe_after_pause,
+            },
+            args.repeats,
         )
         ceiling = max(rates[1:])  # [0]: the warm-up run
-        frac = fl / 2 / pair["ours"][1] / ceiling
+        frac = fl / 2 / (pair["ours"][1] / args.calls) / ceiling
         # The same calls GRAPH_CALLS at a time in one tf.function, in steady state: the per-call
         # cost inside a model's graph, not of eager calls.
         graph_cpu, graph_ceiling = steady_in_turn(
