@@ -349,9 +349,11 @@ def test_wgrad_output_channel_lanes_are_exact(isa):
 
 
 # The depthwise forward with channels as lanes (on AVX512-FP16 32 binary16 lanes per step, up to
-# 12 output positions per tile, padded taps reading zeros): whole 32-lane blocks and rests,
-# output rows longer than one tile, strides, dilations; infinities and NaN, and an infinite
-# weight that meets padding (0 * inf gives NaN). Bits against the NumPy reference.
+# 12 output positions per tile, padded taps reading zeros; on AVX-512 and AVX2, stride and
+# dilation 1 along W, the sliding kernels on zero-padded float rows): whole 32-lane blocks and
+# rests, output rows longer than one tile, strides, dilations; infinities and NaN, and an
+# infinite weight that meets padding (0 * inf gives NaN; with stride 2 and, in the last case,
+# on the sliding kernels). Bits against the NumPy reference.
 DEPTHWISE_LANES_SCRIPT = r"""
 import sys, numpy as np
 sys.path.insert(0, {tests!r})
@@ -364,7 +366,8 @@ cases = [(2, 7, 29, 32, 3, 3, 1, 1, "SAME"),
          (1, 9, 14, 144, 3, 3, 1, 1, "SAME"),
          (2, 8, 25, 64, 5, 3, 2, 1, "SAME"),
          (1, 10, 26, 100, 3, 3, 1, 2, "SAME"),
-         (3, 5, 13, 33, 2, 4, 1, 1, "VALID")]
+         (3, 5, 13, 33, 2, 4, 1, 1, "VALID"),
+         (2, 6, 19, 48, 3, 3, 1, 1, "SAME")]
 for trial, (n, h, wd, c, kh, kw, s, d, pad) in enumerate(cases):
     xs, ws = (n, h, wd, c), (kh, kw, c, 1)
     kind = trial % 3
