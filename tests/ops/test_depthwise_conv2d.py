@@ -182,7 +182,7 @@ def test_float16_bit_exact_native_isa_path(capsys):
     assert int(out["negzero"]) > 0, out  # the -0 results the sliding-window case is there for
 
 
-@pytest.mark.parametrize("isa", ["avx2", "scalar"])
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "scalar"])
 def test_float16_bit_exact_capped_isa_path(isa):
     env = dict(os.environ, TF_FP16OPS_CPU_ISA=isa)
     proc = subprocess.run(
@@ -194,8 +194,8 @@ def test_float16_bit_exact_capped_isa_path(isa):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
-    if isa == "avx2" and lines["isa"] != "avx2":
-        pytest.skip(f"this CPU has no AVX2 path (runs {lines['isa']})")
+    if isa != "scalar" and lines["isa"] != isa:
+        pytest.skip(f"this CPU has no {isa} path (runs {lines['isa']})")
     assert lines["isa"] == isa and lines["mismatches"] == "0" and int(lines["compared"]) > 1000
 
 

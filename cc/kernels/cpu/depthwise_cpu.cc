@@ -737,11 +737,12 @@ namespace {
 
 // dgrad of a problem with one input channel per group on rows of C lanes: dy [N, P, Q, M, C] and
 // w [KH, KW, M, C] (M = 1: the op's own layouts; M > 1: the transposed copies of DepthwiseDgrad).
-// `slide` (binary16 buffers on AVX2, M = 1, stride and dilation 1 along W, KH * KW <= kTermChunk,
-// the row copies within kRowCacheFloats): the columns that every filter column reaches run
-// SlideRows256 on float copies of the dy rows and of the filter. Column wi + i takes, for tap kw,
-// dy at q = wi + i + pad_left - kw: row pointer dy(q = wi + pad_left), step C per output and -C
-// per tap, so the kernel's taps (kh, kw) ascending from +0 are this function's.
+// `slide` (binary16 buffers on AVX2 or AVX-512, M = 1, stride and dilation 1 along W,
+// KH * KW <= kTermChunk, the row copies within kRowCacheFloats): the columns that every filter
+// column reaches run SlideRows256 or SlideRows512 on float copies of the dy rows and of the filter.
+// Column wi + i takes, for tap kw, dy at q = wi + i + pad_left - kw: row pointer dy(q = wi +
+// pad_left), step C per output and -C per tap, so the kernel's taps (kh, kw) ascending from +0 are
+// this function's.
 template <typename E, typename Rows>
 void DgradRows(const ConvGeometry& g, int64_t M, const E* dyc, const E* wc, E* dx,
                const ParallelFor& parallel_for, const Rows& rows_fn, bool slide) {
@@ -834,11 +835,14 @@ void DgradRows(const ConvGeometry& g, int64_t M, const E* dyc, const E* wc, E* d
         if constexpr (std::is_same<E, uint16_t>::value) {
           if (slide && wi >= inner_lo && wi < inner_hi) {
             flush();
-            const int m = static_cast<int>(std::min<int64_t>(kSlideRows, inner_hi - wi));
+            const bool wide = ChosenPath() == Path::kAvx512;
+            const int m = static_cast<int>(
+                std::min<int64_t>(wide ? kSlideRows512 : kSlideRows, inner_hi - wi));
             const int64_t kh_n = static_cast<int64_t>(khs.size());
             for (int64_t a = 0; a < kh_n; ++a) xq[a] = sx[a] + (wi + g.pad_left) * C;
             for (int i = 0; i < m; ++i) accs[i] = dxrow + (wi + i) * C;
-            kSlideRows256[m - 1](accs, C, xq.data(), C, -C, sw.data(), kh_n, g.KW);
+            (wide ? kSlideRows512Fns : kSlideRows256)[m - 1](accs, C, xq.data(), C, -C, sw.data(),
+                                                             kh_n, g.KW);
             wi += m - 1;
             continue;
           }
@@ -1070,7 +1074,7 @@ bool DepthwiseDgradHalfBuffers(const ConvGeometry& g, const uint16_t* dy, const 
     return true;
   }
 #if defined(__x86_64__)
-  const bool slide = ChosenPath() == Path::kAvx2 && g.stride_w == 1 && g.dilation_w == 1 &&
+  const bool slide = ChosenPath() != Path::kScalar && g.stride_w == 1 && g.dilation_w == 1 &&
                      g.KH * g.KW <= kTermChunk &&
                      // the dy rows' copies and the filter's, per worker thread
                      static_cast<double>(g.KH) *
