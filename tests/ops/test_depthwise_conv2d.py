@@ -139,17 +139,20 @@ for shape, fshape, pad in (((1, 24, 30, 19), (23, 23, 19, 1), "VALID"),
         same = (got.view(np.uint16) == ref.view(np.uint16)) | (np.isnan(got) & np.isnan(ref))
         bad += int((~same).sum())
         compared += same.size
-# Stride 1 along W with one filter per channel (the AVX2 sliding-window kernels of the forward
-# pass and of dgrad, on float copies of the rows that the next output row reuses): blocks of 4
-# outputs and remainders, a lane tail, rows of padding above and below, stride 2 and dilation 2
-# along H (2x3 with dilation 2: rows whose index mod KH repeats within one output row), and tiny
-# binades whose steps underflow to -0 before padded (zero) terms turn them into +0 (forward) or
-# stay -0 (dgrad skips the terms that do not exist).
-for kh, kw, sh, dh, pad in ((3, 3, 1, 1, "SAME"), (3, 5, 1, 2, "SAME"), (2, 4, 1, 1, "VALID"),
-                            (2, 3, 1, 2, "SAME"), (3, 3, 2, 1, "SAME"), (2, 3, 2, 2, "VALID")):
-    shape = (2, 6, 13, 19)
+# Stride 1 along W with one filter per channel (the AVX2 and AVX-512 sliding-window kernels of
+# the forward pass, dgrad and wgrad, on float copies of the rows that the next output row
+# reuses): blocks of 4 (AVX2) or 8 (AVX-512) outputs and remainders, a lane tail, rows of padding
+# above and below, stride 2 and dilation 2 along H (2x3 with dilation 2: rows whose index mod KH
+# repeats within one output row), and tiny binades whose steps underflow to -0 before padded
+# (zero) terms turn them into +0 (forward) or stay -0 (dgrad skips the terms that do not exist).
+# Channels: 19 (a 16-lane vector and a tail), 40 and 64 (wgrad's 32-lane blocks: whole blocks of
+# two 16-lane vectors, then a tail block).
+for kh, kw, sh, dh, pad, c in ((3, 3, 1, 1, "SAME", 19), (3, 5, 1, 2, "SAME", 40),
+                               (2, 4, 1, 1, "VALID", 19), (2, 3, 1, 2, "SAME", 64),
+                               (3, 3, 2, 1, "SAME", 40), (2, 3, 2, 2, "VALID", 19)):
+    shape = (2, 6, 13, c)
     x = rng.integers(-8, 8, shape) * 2.0 ** rng.integers(-24, -8, shape)
-    w = rng.integers(-8, 8, (kh, kw, 19, 1)) * 2.0 ** rng.integers(-8, 0, (kh, kw, 19, 1))
+    w = rng.integers(-8, 8, (kh, kw, c, 1)) * 2.0 ** rng.integers(-8, 0, (kh, kw, c, 1))
     x, w = x.astype(np.float16), w.astype(np.float16)
     ref = R.depthwise_conv2d(x, w, (sh, 1), (dh, 1), pad, "half")
     dy = rng.integers(-8, 8, ref.shape) * 2.0 ** rng.integers(-24, -8, ref.shape)
@@ -159,7 +162,7 @@ for kh, kw, sh, dh, pad in ((3, 3, 1, 1, "SAME"), (3, 5, 1, 2, "SAME"), (2, 4, 1
         tape.watch([xt, wt_])
         y = ops.depthwise_conv2d(xt, wt_, [sh, 1], pad, [1, dh, 1, 1], accumulation="float16")
     dx, dw = tape.gradient(y, [xt, wt_], output_gradients=tf.constant(dy))
-    wg = w.reshape(kh, kw, 1, 19)
+    wg = w.reshape(kh, kw, 1, c)
     ref_dx = R.conv2d_backprop_input(x.shape, wg, dy, (sh, 1), (dh, 1), pad, "half")
     ref_dw = R.conv2d_backprop_filter(x, wg.shape, dy, (sh, 1), (dh, 1), pad, "half")
     ref_dw = ref_dw.reshape(w.shape)

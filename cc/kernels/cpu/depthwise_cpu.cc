@@ -460,6 +460,61 @@ constexpr WgradSlideFn kWgradSlide256[kWgradSlideTaps] = {
     &WgradSlide256<1>, &WgradSlide256<2>, &WgradSlide256<3>, &WgradSlide256<4>,
     &WgradSlide256<5>, &WgradSlide256<6>, &WgradSlide256<7>, &WgradSlide256<8>};
 
+// WgradSlide256 with 16 lanes per vector (HalfStep512, the same steps in the same order): V = 2
+// vectors (R * 2 accumulators, 16 at most, with the two dy vectors and the step's constants
+// within the 32 registers) over a whole 32-lane block, else one vector at a time, the last one
+// masked. On AVX-512 without this kernel the wgrad ran MultiHalf512, which widens every operand
+// as it loads it.
+template <int R, int V>
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) inline void WgradSlideBlock512(
+    float* acc, int64_t len, int64_t l, __mmask16 mask, const float* const* xr, int64_t x_step,
+    const float* dyr, int64_t q_n) {
+  __m512 a[R][V];
+  const float* x[R];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) a[i][v] = _mm512_maskz_loadu_ps(mask, acc + i * len + l + 16 * v);
+    x[i] = xr[i] + l;
+  }
+  const float* d = dyr + l;
+  for (int64_t q = 0; q < q_n; ++q, d += len) {
+    __m512 dv[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) dv[v] = _mm512_maskz_loadu_ps(mask, d + 16 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) {
+        a[i][v] = HalfStep512(a[i][v], _mm512_maskz_loadu_ps(mask, x[i] + 16 * v), dv[v]);
+      }
+      x[i] += x_step;
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(acc + i * len + l + 16 * v, mask, a[i][v]);
+  }
+}
+
+template <int R>
+__attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void WgradSlide512(
+    float* acc, int64_t len, const float* const* xr, int64_t x_step, const float* dyr,
+    int64_t q_n) {
+  const __mmask16 all = static_cast<__mmask16>(0xFFFF);
+  int64_t l = 0;
+  for (; l + 32 <= len; l += 32) WgradSlideBlock512<R, 2>(acc, len, l, all, xr, x_step, dyr, q_n);
+  for (; l < len; l += 16) {
+    const int64_t n = len - l;
+    const __mmask16 mask = n >= 16 ? all : static_cast<__mmask16>((1u << n) - 1u);
+    WgradSlideBlock512<R, 1>(acc, len, l, mask, xr, x_step, dyr, q_n);
+  }
+}
+constexpr WgradSlideFn kWgradSlide512[kWgradSlideTaps] = {
+    &WgradSlide512<1>, &WgradSlide512<2>, &WgradSlide512<3>, &WgradSlide512<4>,
+    &WgradSlide512<5>, &WgradSlide512<6>, &WgradSlide512<7>, &WgradSlide512<8>};
+
 // `runs` runs of `lanes` binary16 values, run j at src + j * src_stride, widened (exactly) to
 // dst + j * lanes: contiguous runs by HalfToFloat; strided runs (wgrad's 32-lane runs, one call
 // per position) inline: a HalfToFloat call per run measured slower (8x56x56x144 wgrad at
@@ -920,16 +975,16 @@ void WgradRows(const ConvGeometry& g, const E* xs, const E* dy, E* dw,
 }
 
 #if defined(__x86_64__)
-// wgrad on binary16 buffers on AVX2 (M = 1): the units of WgradRows (up to kElemRows taps x one
-// lane block), each running WgradSlide256 over the dy rows (n, p) ascending on float copies of
-// the dy row's lanes and of the x rows its taps read, padded with +0 to the positions
-// q * stride_w + kw * dilation_w (q < Q, kw < KW) an output row reads. The rows of one unit stay
-// within kRowCacheFloats (`WgradSlideFits`). The units are the lane blocks alone, so 32 channels
-// or fewer run on one thread: splitting the taps too (each group widening its own dy rows and
-// reading all of x and dy again) measured worse on a Zen 1 for 8x112x112x32 (CPU 21 -> 33-45 ms,
-// wall 21 -> 18-24 ms; the kernels before these copies: 27 ms wall, 47 ms CPU).
-// The lanes of one unit: 64 bytes of binary16, a whole cache line of each position it reads
-// (each unit reads all of x and dy on its lanes; 16 lanes read half lines and ran at 0.8x).
+// wgrad on binary16 buffers on AVX2 or AVX-512 (M = 1): the units of WgradRows (up to kElemRows
+// taps x one lane block), each running WgradSlide256 or WgradSlide512 over the dy rows (n, p)
+// ascending on float copies of the dy row's lanes and of the x rows its taps read, padded with +0
+// to the positions q * stride_w + kw * dilation_w (q < Q, kw < KW) an output row reads. The rows of
+// one unit stay within kRowCacheFloats (`WgradSlideFits`). The units are the lane blocks alone, so
+// 32 channels or fewer run on one thread: splitting the taps too (each group widening its own dy
+// rows and reading all of x and dy again) measured worse on a Zen 1 for 8x112x112x32 (CPU 21 ->
+// 33-45 ms, wall 21 -> 18-24 ms; the kernels before these copies: 27 ms wall, 47 ms CPU). The lanes
+// of one unit: 64 bytes of binary16, a whole cache line of each position it reads (each unit reads
+// all of x and dy on its lanes; 16 lanes read half lines and ran at 0.8x).
 constexpr int64_t kWgradLanes = 32;
 int64_t WgradSlidePositions(const ConvGeometry& g) {
   return (g.Q - 1) * g.stride_w + (g.KW - 1) * g.dilation_w + 1;
@@ -952,6 +1007,7 @@ void WgradSlideHalf(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy
   const int64_t taps_per = (T + tap_batches - 1) / tap_batches;  // balanced
   const int64_t lane_blocks = (L + kWgradLanes - 1) / kWgradLanes;
   const int64_t positions = WgradSlidePositions(g);
+  const bool wide = ChosenPath() == Path::kAvx512;
   // Input columns 0 .. W-1 at positions pad_left .. (those an output row reads: < positions).
   const int64_t w_lo = std::max<int64_t>(0, -g.pad_left);
   const int64_t w_hi = std::min<int64_t>(g.W, positions - g.pad_left);
@@ -990,8 +1046,8 @@ void WgradSlideHalf(const ConvGeometry& g, const uint16_t* x, const uint16_t* dy
               const int64_t kh = (t0 + i) / g.KW, kw = (t0 + i) % g.KW;
               xr[i] = xrow[kh] + kw * g.dilation_w * len;
             }
-            kWgradSlide256[m - 1](acc.data() + t0 * len, len, xr, g.stride_w * len, dyf.data(),
-                                  g.Q);
+            (wide ? kWgradSlide512 : kWgradSlide256)[m - 1](acc.data() + t0 * len, len, xr,
+                                                            g.stride_w * len, dyf.data(), g.Q);
           }
         }
       }
@@ -1109,7 +1165,7 @@ bool DepthwiseWgradHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
     return true;
   }
 #if defined(__x86_64__)
-  if (ChosenPath() == Path::kAvx2 && WgradSlideFits(g)) {
+  if (ChosenPath() != Path::kScalar && WgradSlideFits(g)) {
     WgradSlideHalf(g, x, dy, dw, parallel_for);
     return true;
   }
