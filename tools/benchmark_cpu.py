@@ -9,7 +9,8 @@ targets: ours fp16-accumulate vs TF's fp16-accumulate path, ours float vs tf.nn.
 as a ratio of wall time and of the process's CPU seconds. For float32 inputs "ours" is the public
 function (`tf_fp16ops.conv2d` and its gradients), which runs TensorFlow's own op where that is
 faster (tf_fp16ops/_platform/stock_conv.py), and "kernel" the op library's own CPU kernel
-(`tf_fp16ops.ops.raw_ops`), both reported. Peers are timed in turn within every
+(`tf_fp16ops.ops.raw_ops`: the generated op functions behind AutoGraph's do_not_convert, about
+2.5 us a call), both reported. Peers are timed in turn within every
 repeat (see `interleaved`).
 
 The ceiling of each instruction-set path (AVX512-FP16, AVX-512, AVX2, scalar; one subprocess

@@ -173,3 +173,17 @@ def test_raw_ops_trace_in_a_function_without_autograph_warnings(tmp_path):
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.split()[-1]) == 122.0
     assert "AutoGraph" not in out.stderr, out.stderr
+
+
+def test_raw_ops_help_lists_the_op_functions():
+    """help(ops.raw_ops) lists every op function of the library (pydoc lists a module's functions
+    whose __module__ is the module's own name): both spellings of each of the six ops."""
+    import pydoc
+
+    text = pydoc.render_doc(ops.raw_ops, renderer=pydoc.plaintext)
+    names = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "depthwise_conv2d"]
+    names += ["mat_mul", "ops_cpu_isa"]
+    for name in names:
+        assert f"fp16_{name}(" in text, name
+    assert len(ops.raw_ops.__all__) == 12
+    assert {n for n in ops.raw_ops.__all__ if n.islower()} == {f"fp16_{n}" for n in names}
