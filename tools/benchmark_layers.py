@@ -127,6 +127,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    # Checked before the run, not when the tables are written at its end.
+    if args.out is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        parser.error(f"--out: no directory {os.path.dirname(os.path.abspath(args.out))!r}")
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from benchmark_cpu import ceiling_rate, steady_in_turn

@@ -34,3 +34,16 @@ def test_redirected_output_is_the_tables_alone(tmp_path):
     ):
         assert sum(ln.startswith(f"| {layer}") for ln in lines) >= 2, layer
     assert out_md.read_text().strip()
+
+
+def test_an_out_file_in_a_missing_directory_is_refused_before_the_run(tmp_path):
+    out_md = tmp_path / "missing" / "layers.md"
+    run = subprocess.run(
+        [sys.executable, ROOT / "tools/benchmark_layers.py", "--repeats", "1", "--out", out_md],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert f"--out: no directory {str(out_md.parent)!r}" in run.stderr.splitlines()[-1]
+    assert run.stdout == ""
