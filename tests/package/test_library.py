@@ -211,3 +211,32 @@ def test_dir_lists_no_helper_modules():
     names = dir(tf_fp16ops)
     assert not {"importlib", "sys", "annotations"} & set(names), names
     assert {"conv2d", "convert", "layers", "sensitivity", "__version__"} <= set(names)
+
+
+@pytest.mark.parametrize("value", ["bogus", "SCALAR", " avx2", "avx512f", "avx-512"])
+def test_an_unknown_cpu_isa_cap_is_a_value_error(value):
+    """Any TF_FP16OPS_CPU_ISA but the four caps (or nothing) ran the AVX2 path silently."""
+    with pytest.raises(ValueError) as e:
+        _library.check_cpu_isa_cap({"TF_FP16OPS_CPU_ISA": value})
+    assert str(e.value) == (
+        "tf_fp16ops: TF_FP16OPS_CPU_ISA must be one of 'avx512fp16', 'avx512', 'avx2', 'scalar' "
+        f"or empty, got {value!r}"
+    )
+
+
+@pytest.mark.parametrize("value", ["", "avx512fp16", "avx512", "avx2", "scalar"])
+def test_the_known_cpu_isa_caps_load(value):
+    assert _library.check_cpu_isa_cap({"TF_FP16OPS_CPU_ISA": value}) is None
+    assert _library.check_cpu_isa_cap({}) is None
+
+
+def test_loading_with_an_unknown_cap_fails_in_one_line():
+    env = dict(os.environ, TF_FP16OPS_CPU_ISA="Scalar", TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run(
+        [sys.executable, "-c", "import tf_fp16ops.ops"], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        "ValueError: tf_fp16ops: TF_FP16OPS_CPU_ISA must be one of 'avx512fp16', 'avx512', "
+        "'avx2', 'scalar' or empty, got 'Scalar'"
+    )

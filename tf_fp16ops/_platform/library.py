@@ -142,6 +142,23 @@ def loaded() -> Library | None:
     return _loaded
 
 
+# The values of TF_FP16OPS_CPU_ISA, which caps the CPU kernels' instruction set (read once by the
+# library, cc/kernels/cpu/accumulate.cc `DetectIsa`): unset or empty for the best path.
+CPU_ISA_CAPS = ("avx512fp16", "avx512", "avx2", "scalar")
+
+
+def check_cpu_isa_cap(environ=os.environ) -> None:
+    """Raises ValueError, naming the variable and its value, when TF_FP16OPS_CPU_ISA holds
+    anything but one of CPU_ISA_CAPS or nothing: the library takes every other value as `avx2`,
+    so a misspelt cap (`SCALAR`) would run another path than the one asked for, silently."""
+    value = environ.get("TF_FP16OPS_CPU_ISA", "")
+    if value and value not in CPU_ISA_CAPS:
+        choices = ", ".join(repr(c) for c in CPU_ISA_CAPS)
+        raise ValueError(
+            f"tf_fp16ops: TF_FP16OPS_CPU_ISA must be one of {choices} or empty, got {value!r}"
+        )
+
+
 @functools.cache
 def load() -> ModuleType:
     """Returns the op module made by `tf.load_op_library` for the library built for the installed
@@ -150,11 +167,13 @@ def load() -> ModuleType:
     kept).
 
     Raises:
+      ValueError: TF_FP16OPS_CPU_ISA holds a value the library does not know (`check_cpu_isa_cap`).
       OpLibraryError (an ImportError): no library was built for the installed TensorFlow's
         minor, or it fails to load; the one-line message names the installed TensorFlow, the
         version(s) the library was built for and the fix (see `find`).
     """
     global _loaded
+    check_cpu_isa_cap()
     installed = tf.__version__
     lib = find(installed)
     try:
