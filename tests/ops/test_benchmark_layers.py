@@ -24,7 +24,7 @@ def test_redirected_output_is_the_tables_alone(tmp_path):
     assert "\r" not in run.stdout and "\x1b" not in run.stdout
     assert "\r" not in run.stderr and "\x1b" not in run.stderr
     lines = run.stdout.splitlines()
-    # One row per layer type in each of the two tables (6 layer types).
+    # Each layer type has a row in each of the two tables (DepthwiseConv2D two: two shapes).
     for layer in (
         "DepthwiseConv2D 3x3 M=1",
         "SeparableConv2D",
