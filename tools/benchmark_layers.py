@@ -14,7 +14,12 @@ CPU second of the process. The ceiling of each row is the probe timed in turn wi
 calls (the best of those runs), so that a machine whose speed drifts during the run moves both
 alike. Both fractions are also given in steady state (the calls back to back for 50 ms untimed,
 then timed, the probe in turn: tools/benchmark_cpu.py `steady_in_turn`), as a model's layers run:
-the first calls after an idle moment or a probe run are slower.
+the first calls after an idle moment or a probe run are slower. With `--calls C` every timed
+tf.function runs the layer C times, on C distinct input tensors of equal values (so that Grappler
+merges no call; the train step takes the gradient of all C outputs, the weights' gradients summed
+as a model that reuses a layer gets them), and the figures count C calls: the fixed cost of one
+tf.function call (about 0.25 ms of CPU here, as much as a small layer's whole forward) is then
+shared by C layer calls, as in a model, whose graph runs all its layers in one call.
 Multiply-adds per call:
   DepthwiseConv2D   N*P*Q*C*M*KH*KW
   SeparableConv2D   depthwise + N*P*Q*(C*M)*filters
@@ -22,7 +27,7 @@ Multiply-adds per call:
   Conv1D            N*L'*K*C*filters
   Dense             rows*Cin*units
 
-    .venv/bin/python tools/benchmark_layers.py [--repeats 9] [--policy mixed_float16]
+    .venv/bin/python tools/benchmark_layers.py [--repeats 9] [--calls 1] [--policy mixed_float16]
         [--out benchmarks/results/layers_DATE.md]
 """
 
@@ -114,9 +119,33 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def _forward_fn(layer, xs):
+    """The layer's inference on each of `xs` in one tf.function, traced once: `xs -> outputs`."""
+    return tf.function(lambda xs: [layer(x) for x in xs]).get_concrete_function(xs)
+
+
+def _train_fn(layer, xs, dys):
+    """The training step of `layer` on each of `xs` in one tf.function, traced once: forward,
+    input gradients and the weights' gradients (summed over the calls) for the output gradients
+    `dys`. The outputs are returned too: unused, the forward op would be pruned (the gradients of
+    a linear op do not read its output)."""
+
+    def step(xs):
+        with tf.GradientTape() as tape:
+            tape.watch(xs)
+            outs = [layer(x) for x in xs]
+        grads = tape.gradient(outs, xs + layer.trainable_weights, output_gradients=dys)
+        return outs + grads
+
+    return tf.function(step).get_concrete_function(xs)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument(
+        "--calls", type=int, default=1, help="layer calls per tf.function call (default 1)"
+    )
     parser.add_argument("--out", default=None, help="write the Markdown table here")
     parser.add_argument(
         "--policy",
@@ -127,6 +156,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    if args.calls < 1:
+        parser.error(f"--calls must be >= 1, got {args.calls}")
     # Checked before the run, not when the tables are written at its end.
     if args.out is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
         parser.error(f"--out: no directory {os.path.dirname(os.path.abspath(args.out))!r}")
@@ -148,6 +179,9 @@ def main(argv=None) -> None:
     )
     for i, (name, keras_cls, ours_cls, kw, shape, macs) in enumerate(CASES):
         x = tf.constant(np.random.default_rng(0).normal(size=shape).astype(x_dtype))
+        # The C inputs of one call: distinct tensors of equal values.
+        xs = [tf.identity(x) for _ in range(args.calls)]
+        macs *= args.calls
         ref = keras_cls(**kw)
         ref(x)
         peers = {"keras": ref}
@@ -156,14 +190,14 @@ def main(argv=None) -> None:
             layer(x)
             layer.set_weights(ref.get_weights())
             peers[acc] = layer
-        fns = {k: tf.function(v) for k, v in peers.items()}
+        fns = {k: _forward_fn(v, xs) for k, v in peers.items()}
         for f in fns.values():
-            f(x).numpy()
+            [r.numpy() for r in f(xs)]
         times = {k: [] for k in fns}
         for _ in range(args.repeats):
             for k, f in fns.items():
                 t = time.perf_counter()
-                f(x).numpy()
+                [r.numpy() for r in f(xs)]
                 times[k].append(time.perf_counter() - t)
         gflops = {k: 2 * macs / float(np.median(v)) / 1e9 for k, v in times.items()}
 
@@ -175,27 +209,14 @@ def main(argv=None) -> None:
         dy = tf.constant(
             np.random.default_rng(1).normal(size=ref(x).shape).astype(ref.compute_dtype)
         )
-
-        def step_fn(layer, dy=dy):
-            @tf.function
-            def step(inp):
-                with tf.GradientTape() as tape:
-                    tape.watch(inp)
-                    out = layer(inp)
-                # The output is returned too: unused, the forward op would be pruned (the
-                # gradients of a linear op do not read its output).
-                grads = tape.gradient(out, [inp] + layer.trainable_weights, output_gradients=dy)
-                return [out] + grads
-
-            return step
-
+        dys = [dy] * args.calls
         cpu_fns = {
             "fwd16": fns["float16"],
-            "train_keras": step_fn(ref),
-            "train16": step_fn(peers["float16"]),
+            "train_keras": _train_fn(ref, xs, dys),
+            "train16": _train_fn(peers["float16"], xs, dys),
         }
         for f in cpu_fns.values():
-            [t.numpy() for t in tf.nest.flatten(f(x))]
+            [t.numpy() for t in tf.nest.flatten(f(xs))]
         cpu = {k: [] for k in cpu_fns}
         wall = {k: [] for k in cpu_fns}
         probe_rate()  # warm-up, not counted
@@ -203,7 +224,7 @@ def main(argv=None) -> None:
         for _ in range(args.repeats):
             for k, f in cpu_fns.items():
                 t, c = time.perf_counter(), time.process_time()
-                [r.numpy() for r in tf.nest.flatten(f(x))]
+                [r.numpy() for r in tf.nest.flatten(f(xs))]
                 cpu[k].append(time.process_time() - c)
                 wall[k].append(time.perf_counter() - t)
             # The ceiling in turn with the calls, 20 ms after them (TensorFlow's pool threads
@@ -218,7 +239,7 @@ def main(argv=None) -> None:
         # probe in turn; tools/benchmark_cpu.py `steady_in_turn`), as a model's layers run.
         steady = {
             k: steady_in_turn(
-                lambda f=cpu_fns[k], x=x: tf.nest.flatten(f(x)), probe_rate, args.repeats
+                lambda f=cpu_fns[k], xs=xs: tf.nest.flatten(f(xs)), probe_rate, args.repeats
             )
             for k in ("fwd16", "train16")
         }
@@ -239,6 +260,7 @@ def main(argv=None) -> None:
     header = (
         f"CPU: {cpu} ({os.cpu_count()} logical CPUs), TensorFlow {tf.__version__}, "
         f"ops ISA path {tf_fp16ops.ops.cpu_isa()}, median of {args.repeats}, "
+        f"{args.calls} layer call{'s' if args.calls > 1 else ''} per tf.function call, "
         f"{datetime.date.today().isoformat()}; GFLOP/s = 2 * multiply-adds / median time"
     )
     lines = [
