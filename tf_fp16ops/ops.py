@@ -16,11 +16,14 @@ Numerics contract (README "Numerics"; docs/design.md "Numerics contract"):
     Intrinsics"), over (kh, kw, in_channel) ascending on the CPU. The forward result of the
     float16 path is bit-exact against a NumPy reference (tests/support/reference.py).
 
-Sizes: output sizes follow tf.nn.conv2d's shape function; zero-size inputs give empty outputs
-(zeros for an empty sum); there is no limit on filter size x dilation other than padded extents
-and effective filter sizes of at most 2**62. On the CPU, accumulation="float32" with float32
-inputs flushes float32 subnormals to zero under TensorFlow's thread settings (FTZ/DAZ);
-accumulation="float16" keeps float16 subnormals exactly (docs/numerics.md).
+Sizes: output sizes follow tf.nn.conv2d's shape function; a zero batch, zero output channels or
+an input height or width of zero that the padding allows (SAME) give empty outputs (zeros for an
+empty sum), while a filter with zero KH, KW or input channels is an InvalidArgumentError, as in
+TensorFlow's Conv2D ("filter must not have zero elements"); there is no limit on filter size x
+dilation other than padded extents and effective filter sizes of at most 2**62. On the CPU,
+accumulation="float32" with float32 inputs flushes float32 subnormals to zero under TensorFlow's
+thread settings (FTZ/DAZ); accumulation="float16" keeps float16 subnormals exactly
+(docs/numerics.md).
 """
 
 from __future__ import annotations

@@ -489,3 +489,33 @@ def test_empty_shapes_match_tensorflow(x_shape, w_shape, padding):
         )
         assert dx.shape == tf_dx.shape and dw.shape == tf_dw.shape
         assert not np.any(dx.numpy()) and not np.any(dw.numpy())
+
+
+@pytest.mark.parametrize("w_shape", [(1, 1, 0, 3), (0, 3, 4, 2), (3, 0, 4, 2)])
+def test_a_filter_without_elements_is_refused_as_tensorflow_refuses_it(w_shape):
+    # KH, KW or in_channels 0: no empty output but an InvalidArgumentError (ops.py's "Sizes"),
+    # as TensorFlow's Conv2D kernels ("filter must not have zero elements") refuse it too.
+    import tensorflow as tf
+
+    import tf_fp16ops
+
+    x_shape = (2, 5, 5, w_shape[2])
+    x = tf.zeros(x_shape, tf.float16)
+    w = tf.zeros(w_shape, tf.float16)
+    dy = tf.zeros((2, 5, 5, w_shape[3]), tf.float16)
+    calls = {
+        "conv2d": lambda acc: tf_fp16ops.conv2d(x, w, 1, "SAME", accumulation=acc),
+        "dgrad": lambda acc: tf_fp16ops.conv2d_backprop_input(
+            x_shape, w, dy, 1, "SAME", accumulation=acc
+        ),
+        "wgrad": lambda acc: tf_fp16ops.conv2d_backprop_filter(
+            x, w_shape, dy, 1, "SAME", accumulation=acc
+        ),
+    }
+    for name, call in calls.items():
+        for acc in ("float16", "float32"):
+            with pytest.raises(tf.errors.InvalidArgumentError, match=r"filter sizes .* positive"):
+                call(acc)
+                pytest.fail(f"{name} accumulation={acc}: no error")
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.nn.conv2d(tf.cast(x, tf.float32), tf.cast(w, tf.float32), 1, "SAME")
