@@ -210,6 +210,15 @@ def test_progress_bar_counts_batches(digits, capsys):
     assert "batch" in out and "6/6" in out and "7/6" not in out
 
 
+def test_no_progress_bar_by_default_when_stdout_is_not_a_terminal(digits, capsys):
+    # pytest's captured stdout is not a terminal: Keras would draw its bar there with carriage
+    # returns and colour codes.
+    model, x, _ = digits
+    sensitivity(model, x[:40], tolerance=1.0, layers=[model.layers[-1].name], batch_size=16)
+    out = capsys.readouterr().out
+    assert "\r" not in out and "\x1b" not in out and "batch" not in out
+
+
 def test_bad_arguments(digits):
     model, x, y = digits
     with pytest.raises(ValueError, match="tolerance must be a positive number, got -1"):
@@ -565,6 +574,8 @@ def test_reuse_gives_the_results_of_full_runs(others, digits):
         assert new.fp16_set == old.fp16_set and new.set_max_rel == old.set_max_rel
     with pytest.raises(ValueError, match="reuse must be True, False or 'stacked', got 1"):
         sensitivity(cases[0][0], cases[0][1], reuse=1, progress=False)
+    with pytest.raises(TypeError, match="progress must be True, False or None, got 'yes'"):
+        sensitivity(cases[0][0], cases[0][1], progress="yes")
 
 
 @pytest.mark.parametrize("others", ["float32", "original"])

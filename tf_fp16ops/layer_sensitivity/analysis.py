@@ -102,6 +102,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Callable
 
 import keras
@@ -185,7 +186,7 @@ def sensitivity(
     layers: LayerSelection = None,
     search: str = "greedy",
     batch_size: int | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     logdir: str | None = None,
     reuse: bool = True,
     strategy=None,
@@ -216,7 +217,9 @@ def sensitivity(
       batch_size: samples per global batch for arrays (default 32; with a strategy each replica
         takes its share); None for a Dataset, whose elements are the batches.
       progress: show a keras.utils.Progbar counting batches over all passes (on stdout; its
-        total is unknown until a Dataset of unknown cardinality has been read once).
+        total is unknown until a Dataset of unknown cardinality has been read once). None
+        (default): only when stdout is a terminal, since Keras draws the bar with carriage
+        returns and colour codes on any POSIX stdout, which would land in a redirected output.
       logdir: if given, `write_summaries(logdir)` is called on the result.
       reuse: True: keep the baseline's activations of the batch and recompute only downstream
         of the switched layer in the sweep (module docstring, "Reuse"); the results equal full
@@ -273,6 +276,10 @@ def sensitivity(
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     if batch_size is not None:
         batch_size = int(batch_size)
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(f"progress must be True, False or None, got {progress!r}")
+    if progress is None:
+        progress = sys.stdout.isatty()
     if not (isinstance(reuse, bool) or (isinstance(reuse, str) and reuse == "stacked")):
         raise ValueError(f"reuse must be True, False or 'stacked', got {reuse!r}")
     if metric is not None and not callable(metric):
