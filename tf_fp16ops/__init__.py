@@ -18,7 +18,10 @@ When TensorFlow is already imported, `import tf_fp16ops` loads the library and r
 Keras layer at once, so SavedModels and .keras files holding them load right after the import
 (`import tensorflow as tf; import tf_fp16ops; tf.saved_model.load(...)`); a missing or
 mismatched library does not fail that import, its OpLibraryError is raised at the first attribute
-access. Otherwise `import tf_fp16ops.layers` (or any attribute) registers them explicitly.
+access. Imported before TensorFlow (as `tf_fp16ops.quiet_stderr()` wants), the package does the
+same as soon as the import of TensorFlow or Keras that comes later has finished (a finder on
+`sys.meta_path`, `_RegisterAfterImport`, removed once it has run), so the order of the imports
+does not matter; `import tf_fp16ops.layers` (or any attribute) also registers them.
 """
 
 from __future__ import annotations
@@ -100,8 +103,58 @@ def __dir__():
     return sorted((set(globals()) - {"annotations"}) | set(__all__))
 
 
-if "tensorflow" in _sys.modules:
+def _register_layers() -> None:
     try:
         _importlib.import_module(f"{__name__}.layers")  # loads the op library, registers the layer
     except ImportError:
         pass  # raised again, with its message, at the first attribute access
+
+
+class _RegisterAfterImport:
+    """A `sys.meta_path` finder that registers the layers once an import of TensorFlow or Keras
+    made after this package's has finished: the outermost one, since each imports the other
+    (Keras 3 imports TensorFlow as its backend, TensorFlow imports Keras for `tf.keras`), and the
+    layers' module needs both complete. It finds nothing itself: it asks the finders after it and
+    wraps the loader's `exec_module`. It leaves `sys.meta_path` when it registers; an import that
+    fails registers nothing and leaves it in place."""
+
+    WATCHED = ("tensorflow", "keras")
+
+    def __init__(self) -> None:
+        self._depth = 0  # imports of WATCHED modules under way
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self.WATCHED:
+            return None
+        for finder in list(_sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader.exec_module = self._wrap(spec.loader.exec_module)
+        return spec
+
+    def _wrap(self, exec_module):
+        def run(module):
+            self._depth += 1
+            try:
+                exec_module(module)
+            finally:
+                self._depth -= 1
+            if self._depth == 0 and self in _sys.meta_path:
+                _sys.meta_path.remove(self)
+                _register_layers()
+
+        return run
+
+
+if "tensorflow" in _sys.modules:
+    _register_layers()
+elif not any(type(f).__qualname__ == "_RegisterAfterImport" for f in _sys.meta_path):
+    # (by name: a reload of this module defines the class anew)
+    _sys.meta_path.insert(0, _RegisterAfterImport())
