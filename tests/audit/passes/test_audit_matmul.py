@@ -158,17 +158,96 @@ def test_keras_archive_dense_is_a_matmul_with_its_layer(tmp_path):
 def test_transformer_block_flops_by_hand(encoders):
     r = audit(encoders["mixed_float16"], CPU, signature="serve")
     # per example: Q, K, V and output projections 2*S*D*(HEADS*KEY_DIM) each, scores and context
-    # 2*HEADS*S*S*KEY_DIM each; the FFN's Tensordot MatMuls run on flattened rows of unknown count,
-    # so they are per row: 2*D*FF each.
+    # 2*HEADS*S*S*KEY_DIM each; the FFN's Tensordot MatMuls run on rows [B*S, D] reshaped from
+    # [B, S, D], so S rows per example: 2*S*D*FF each.
     proj = 2 * S * D * HEADS * KEY_DIM
     att = 2 * HEADS * S * S * KEY_DIM
-    assert sorted(f.flops for f in r.findings) == sorted([proj] * 4 + [att] * 2 + [2 * D * FF] * 2)
-    assert r.summary.total_flops == 4 * proj + 2 * att + 4 * D * FF
-    notes = {f.flops_note for f in r.findings}
-    assert notes == {
-        "per example (batch size unknown)",
-        "per row (M unknown: the row count is a run-time value)",
-    }
+    ffn = 2 * S * D * FF
+    assert sorted(f.flops for f in r.findings) == sorted([proj] * 4 + [att] * 2 + [ffn] * 2)
+    assert r.summary.total_flops == 4 * proj + 2 * att + 2 * ffn
+    assert {f.flops_note for f in r.findings} == {"per example (batch size unknown)"}
+
+
+def test_rows_of_unknown_count_per_example_stay_per_row(tmp_path):
+    # A sequence of unknown length: the Tensordot's rows [B*T, D] come from [B, T, D] with two
+    # unknown sizes, so the rows per example are a run-time value: 2*D*FF per row.
+    inp = keras.Input((None, D))
+    keras.Model(inp, keras.layers.Dense(FF, name="ffn")(inp)).export(
+        str(tmp_path / "sm"), verbose=False
+    )
+    r = audit(str(tmp_path / "sm"), CPU, signature="serve")
+    assert [(f.flops, f.flops_note) for f in r.findings] == [
+        (2 * D * FF, "per row (M unknown: the row count is a run-time value)")
+    ]
+
+
+def _reshaped_matmul_graph(x_shape, rows_shape, w_shape, via=(), op="MatMul") -> graph_pb2.GraphDef:
+    """x (Placeholder x_shape) -> Reshape (recorded output shape rows_shape) -> `via` ops
+    (Identity, Cast) -> `op` with w (Placeholder w_shape), float32, built by hand."""
+    gd = graph_pb2.GraphDef()
+    for name, shape in (("x", x_shape), ("w", w_shape)):
+        n = add_node(gd.node, name, "Placeholder", dtype="DT_FLOAT")
+        for d in shape:
+            n.attr["shape"].shape.dim.add().size = d
+    add_node(gd.node, "to", "Const", dtype="DT_INT32")
+    r = add_node(gd.node, "r", "Reshape", ["x", "to"], T="DT_FLOAT")
+    recorded = r.attr["_output_shapes"].list.shape.add()
+    for d in rows_shape:
+        recorded.dim.add().size = d
+    prev = "r"
+    for i, step in enumerate(via):
+        extra = {"SrcT": "DT_FLOAT", "DstT": "DT_FLOAT"} if step == "Cast" else {"T": "DT_FLOAT"}
+        add_node(gd.node, f"v{i}", step, [prev], **extra)
+        prev = f"v{i}"
+    add_node(gd.node, "mm", op, [prev, "w"], T="DT_FLOAT")
+    return gd
+
+
+PER_EXAMPLE = "per example (batch size unknown)"
+PER_ROW = "per row (M unknown: the row count is a run-time value)"
+
+
+@pytest.mark.parametrize(
+    "x_shape, rows_shape, w_shape, via, want",
+    [
+        # [B, 6, 4] -> [B*6, 4]: 6 rows per example, by hand 2*6*4*3.
+        ((-1, 6, 4), (-1, 4), (4, 3), (), (2 * 6 * 4 * 3, PER_EXAMPLE)),
+        # The Reshape's output records no size at all: K comes from w.
+        ((-1, 6, 4), (-1, -1), (4, 3), ("Identity", "Cast"), (2 * 6 * 4 * 3, PER_EXAMPLE)),
+        # Two unknown sizes before the Reshape: rows per example unknown.
+        ((-1, -1, 4), (-1, 4), (4, 3), (), (2 * 4 * 3, PER_ROW)),
+        # Sizes that do not divide (20 elements per example in rows of 8): left per row.
+        ((-1, 5, 4), (-1, 8), (8, 3), (), (2 * 8 * 3, PER_ROW)),
+    ],
+)
+def test_rows_reshaped_from_a_batch_count_per_example(x_shape, rows_shape, w_shape, via, want):
+    (f,) = audit(_reshaped_matmul_graph(x_shape, rows_shape, w_shape, via), CPU).findings
+    assert (f.flops, f.flops_note) == want
+
+
+def test_rows_are_not_scaled_when_the_output_has_other_unknown_sizes():
+    # BatchMatMulV2 of the rows [B*6, 4] with w [?, 4, 3]: the output [?, B*6, 3] has two
+    # unknown sizes, so the rows are not scaled (each unknown size counts 1, as before).
+    gd = _reshaped_matmul_graph((-1, 6, 4), (-1, 4), (-1, 4, 3), op="BatchMatMulV2")
+    (f,) = audit(gd, CPU).findings
+    assert (f.flops, f.flops_note) == (2 * 4 * 3, PER_EXAMPLE)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_fp16_einsum_flops_per_example_as_the_keras_block(tmp_path, policy):
+    """tf_fp16ops.einsum flattens labels into one Fp16MatMul ([B*S, D] rows, [B*HEADS, S, KEY_DIM]
+    batches): its FLOPs per example are the block's, by hand as above."""
+    import tf_fp16ops
+
+    converted = tf_fp16ops.convert(_encoder_block(policy), accumulation="float16")
+    converted.export(str(tmp_path / "sm"), verbose=False)
+    r = audit(str(tmp_path / "sm"), CPU, signature="serve")
+    proj = 2 * S * D * HEADS * KEY_DIM
+    att = 2 * HEADS * S * S * KEY_DIM
+    ffn = 2 * S * D * FF
+    assert {f.op for f in r.findings} == {"Fp16MatMul", "Fp16Conv2D"}
+    assert sorted(f.flops for f in r.findings) == sorted([proj] * 4 + [att] * 2 + [ffn] * 2)
+    assert {f.flops_note for f in r.findings} == {"per example (batch size unknown)"}
 
 
 def test_transformer_block_classes_per_context(encoders):

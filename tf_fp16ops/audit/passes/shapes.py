@@ -406,13 +406,21 @@ def invalid_matmul_attrs(attrs, info, named_shapes) -> list[str]:
     return bad
 
 
-def analyse_matmul(info, T: str | None, accumulation: str, a_shape, b_shape, out_shape, attrs):
+def analyse_matmul(
+    info, T: str | None, accumulation: str, a_shape, b_shape, out_shape, attrs, a_batch=None
+):
     """Shapes, FLOPs and shape flags of one op of the matmul family (see the section comment).
 
     `attrs` reads the op's attrs (`.ints`, `.str`, `.get`, `.kind`); returns ShapeFacts with
     input_shape = a's shape, filter_shape = b's shape, output_shape = the product's. Attrs or
     shapes no kernel accepts (`invalid_matmul_attrs`) give the flag "invalid-attrs(...)" and
     unknown FLOPs; element counts or FLOPs beyond int64 give "size-overflow" and unknown FLOPs.
+    `a_batch` (MatMul, BatchMatMul and Fp16MatMul): the shape a was reshaped from, when its only
+    unknown dimension is its first, the batch (`sites.reshaped_batch`). Element counts agree, so
+    when a has one unknown dimension (its contracted size taken from b where a leaves it
+    unknown) that dimension is the batch times the quotient of the known sizes; when it is the
+    output's only unknown dimension (rows M or a batch dimension), the FLOPs are given per
+    example, as for a conv with an unknown batch, instead of per row.
     """
     flags: list[Flag] = []
     flops, note, k, n = None, "shapes unknown", None, None
@@ -461,6 +469,10 @@ def analyse_matmul(info, T: str | None, accumulation: str, a_shape, b_shape, out
             elif y[-2] < 0:
                 note = "per row (M unknown: the row count is a run-time value)"
             flops = 2 * math.prod(max(d, 1) for d in y) * k
+            scale = _batch_scale(a_batch, a_shape, ta, k, y)
+            if scale is not None:
+                note = "per example (batch size unknown)"
+                flops *= scale
     if any(_too_big(t) for t in (a_shape, b_shape, y, computed)) or (
         flops is not None and flops > INT64_MAX
     ):
@@ -473,6 +485,35 @@ def analyse_matmul(info, T: str | None, accumulation: str, a_shape, b_shape, out
         if bad:
             flags.append(flag("tensor-core-unfriendly", **bad))
     return ShapeFacts(a_shape, b_shape, y, flops, note, tuple(flags))
+
+
+def _batch_scale(pre, a_shape, ta: bool, k: int | None, y) -> int | None:
+    """The batch factor of `analyse_matmul`'s `a_batch`, or None: a's one unknown dimension
+    (after its contracted size is filled in from `k`) is the batch times prod(pre[1:]) / the
+    product of a's known sizes when that quotient is a whole number, and counts only when it is
+    the output's one unknown dimension (a's rows M -> the output's rows, a's batch dimensions ->
+    the output's, right-aligned)."""
+    if pre is None or a_shape is None or len(a_shape) < 2:
+        return None
+    a = list(a_shape)
+    kpos = len(a) - 2 if ta else len(a) - 1
+    if a[kpos] < 0 and k is not None and k >= 0:
+        a[kpos] = k
+    unknown = [i for i, d in enumerate(a) if d < 0]
+    if len(unknown) != 1:
+        return None
+    known_pre = math.prod(pre[1:])
+    known_a = math.prod(d for d in a if d >= 0)
+    if known_a <= 0 or known_pre < known_a or known_pre % known_a:
+        return None
+    pos = unknown[0]
+    if pos == (len(a) - 1 if ta else len(a) - 2):
+        at = len(y) - 2
+    elif pos < len(a) - 2:
+        at = len(y) - 2 - (len(a) - 2 - pos)
+    else:
+        return None  # the contracted dimension
+    return known_pre // known_a if [i for i, d in enumerate(y) if d < 0] == [at] else None
 
 
 def _flag(attrs, key: str | None) -> bool:

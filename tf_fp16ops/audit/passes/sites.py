@@ -9,7 +9,7 @@ from ..context import RuntimeContext
 from ..findings import ConvFinding, make
 from ..graph import AuditGraph, CallSite
 from ..model import KerasLayer
-from ..opsets import MATMUL_OPS, SITE_OPS
+from ..opsets import CAST_OPS, IDENTITY_LIKE, MATMUL_OPS, SITE_OPS
 from . import accumulation, amp, classify, policy, provenance, shapes
 from .attrs import NodeAttrs
 
@@ -258,6 +258,42 @@ def finding(
     )
 
 
+# Ops between a Reshape and the matmul that keep the shape (a cast keeps it too).
+_SHAPE_KEEPING = (IDENTITY_LIKE - {"IdentityN"}) | CAST_OPS
+_MAX_HOPS = 16
+
+
+def reshaped_batch(ag: AuditGraph, site: CallSite, input_index: int) -> tuple[int, ...] | None:
+    """The shape input `input_index` of the matmul at `site` was reshaped from, through identities
+    and casts in the site's own function, when that shape's only unknown dimension is its first
+    (the batch); None otherwise (no Reshape, a function argument, other unknown sizes).
+    `shapes.analyse_matmul` (`a_batch`) relates the operand's unknown size to the batch with it:
+    e.g. a Tensordot's or `tf_fp16ops.einsum`'s rows [B*T, C] from [B, T, C], or its batch
+    [B*H, T, D] from [B, H, T, D]."""
+    scope = ag.scopes.get(site.scope)
+    p = ag.producer((site.scope, site.node), input_index)
+    for _ in range(_MAX_HOPS):
+        if scope is None or p is None or scope.index.get(p[0][1]) is None:
+            return None
+        op = scope.op_of(p[0][1])
+        if op == "Reshape":
+            break
+        if op not in _SHAPE_KEEPING:
+            return None
+        p = ag.producer(p[0], 0)
+    else:
+        return None
+    src = ag.producer(p[0], 0)
+    if src is None or scope.index.get(src[0][1]) is None:
+        return None
+    pre = NodeAttrs(scope.index[src[0][1]], site.bindings).output_shape(
+        scope.op_of(src[0][1]), src[1]
+    )
+    if pre is None or [d < 0 for d in pre] != [True] + [False] * (len(pre) - 1):
+        return None
+    return pre
+
+
 def _matmul_finding(ag, site, ctx, layers, model_name, memo, scope, nd, op, info) -> ConvFinding:
     """The finding of one matmul-family call site: operand a as `data`, b as `filter`."""
     na = NodeAttrs(nd, site.bindings)
@@ -285,6 +321,7 @@ def _matmul_finding(ag, site, ctx, layers, model_name, memo, scope, nd, op, info
         b.shape if b else None,
         na.output_shape(op, 0),
         na,
+        a_batch=reshaped_batch(ag, site, info.a_input) if info.family != "einsum" else None,
     )
     flags = list(classify.provenance_flags(T, a, b, ("a", "b"))) + list(sh.flags)
     return _record(
