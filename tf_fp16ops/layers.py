@@ -64,11 +64,19 @@ def layer_accumulation(accumulation) -> str:
     """A layer's accumulation state: KERAS for "keras", else `canonical_accumulation`'s name.
 
     Raises:
-      ValueError: as `canonical_accumulation`.
+      ValueError: names `accumulation`, the states a layer takes ('keras' among them) and the
+        bad value.
     """
     if isinstance(accumulation, str) and accumulation == KERAS:
         return KERAS
-    return canonical_accumulation(accumulation)
+    try:
+        return canonical_accumulation(accumulation)
+    except ValueError:
+        raise ValueError(
+            "accumulation must be 'float16', 'float32' (or tf.float16, tf.float32, np.float16, "
+            f"np.float32) or {KERAS!r} (the Keras class's own computation), got "
+            f"{ops._shown(accumulation)}"
+        ) from None
 
 
 class _Fp16AccumulationMixin:

@@ -501,6 +501,9 @@ def test_bad_arguments(cls, args):
         cls(*args, dtype="bfloat16")
     with pytest.raises(ValueError, match="accumulation must be .* got 'half'"):
         cls(*args, accumulation="half")
+    # The message lists every state the layer takes, 'keras' included.
+    with pytest.raises(ValueError, match=r"float32'.* or 'keras' .*, got 'Keras'$"):
+        cls(*args, accumulation="Keras")
     config = cls(*args, accumulation=np.float16).get_config()
     assert config["accumulation"] == "float16"
     assert (
