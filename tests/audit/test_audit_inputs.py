@@ -124,6 +124,24 @@ def test_graph_def_binary_and_frozen_shapes(tmp_path):
     assert f.flops_note == "for the graph's batch size"
 
 
+def test_a_graph_def_without_shapes_says_how_to_record_them(tmp_path):
+    # as_graph_def() without add_shapes=True: no _output_shapes, placeholders without shapes.
+    gd = graph_pb2.GraphDef()
+    add_node(gd.node, "x", "Placeholder", dtype="DT_FLOAT")
+    add_node(gd.node, "w", "Placeholder", dtype="DT_FLOAT")
+    add_node(
+        gd.node, "c", "Conv2D", ["x", "w"], T="DT_FLOAT", strides=[1, 1, 1, 1], padding=b"SAME"
+    )
+    p = tmp_path / "noshapes.pb"
+    p.write_bytes(gd.SerializeToString())
+    r = audit(str(p), CPU)
+    assert [f.flops for f in r.findings] == [None]
+    assert any("as_graph_def(add_shapes=True)" in n for n in r.notes), r.notes
+    # With shapes the note is not given.
+    p.write_bytes(conv_graph().SerializeToString())
+    assert not any("add_shapes" in n for n in audit(str(p), CPU).notes)
+
+
 @pytest.mark.parametrize(
     "name,content,needle",
     [

@@ -91,6 +91,11 @@ def analyze(
             "auto mixed precision requested: the rewrite happens at run time inside grappler; "
             "the graph still shows T=float, and amp columns are predictions"
         )
+    if model.format == "graph_def" and findings and all(f.flops is None for f in findings):
+        notes.append(
+            "FLOPs unknown at every call site: this GraphDef records no tensor shapes "
+            "(_output_shapes); write it with graph.as_graph_def(add_shapes=True)"
+        )
     if model.format == "keras":
         notes.append(
             "Keras config read statically: conv nodes are reconstructed from layer configs "
