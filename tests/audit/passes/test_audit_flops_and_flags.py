@@ -378,3 +378,30 @@ def test_a_shape_beyond_a_shape_op_is_not_the_convs(shape_op):
         shp.dim.add().size = d
     (f,) = audit(gd, CPU).findings
     assert (f.output_shape, f.flops) == ((1, 18, 18, 8), 2 * 18 * 18 * 8 * 3 * 3 * 1), f.to_dict()
+
+
+def test_long_node_names_keep_the_scopes_that_tell_sites_apart():
+    # Two depthwise layers' nodes differ only in their layer scope; cut from the left, both
+    # read "…Fp16DepthwiseConv2D/Fp16DepthwiseConv2D" in the 40-column node cell.
+    from tf_fp16ops.audit.render.terminal import render_terminal
+
+    gd = protos.GraphDef()
+    for name in ("x", "w"):
+        n = add_node(gd.node, name, "Placeholder", dtype="DT_FLOAT")
+        n.attr["shape"].shape.dim.add().size = 2
+    names = [
+        f"model_1/{layer}_1/Fp16DepthwiseConv2D/Fp16DepthwiseConv2D" for layer in ("dw", "sep")
+    ]
+    for name in names:
+        add_node(gd.node, name, "MatMul", ["x", "w"], T="DT_FLOAT")
+    cells = [
+        c
+        for line in render_terminal(audit(gd, CPU)).splitlines()
+        for c in line.split("  ")
+        if "Fp16DepthwiseConv2D" in c
+    ]
+    # 40 columns: 19 of the head, "…", the op's name with its "/" (20, at most half).
+    assert cells == [
+        "model_1/dw_1/Fp16De…/Fp16DepthwiseConv2D",
+        "model_1/sep_1/Fp16D…/Fp16DepthwiseConv2D",
+    ]

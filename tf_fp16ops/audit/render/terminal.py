@@ -151,7 +151,12 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
 
 
 def _cut(s: str, w: int) -> str:
-    return s if len(s) <= w else "…" + s[-(w - 1) :]
+    """`s` in `w` characters: the head (the model's and layer's name scopes, which tell sites
+    apart), "…", then the tail (the op's own name, up to half the width)."""
+    if len(s) <= w:
+        return s
+    tail = min(len(s.rsplit("/", 1)[-1]) + 1, w // 2)
+    return s[: w - 1 - tail] + "…" + s[-tail:]
 
 
 def _v(t) -> str:
