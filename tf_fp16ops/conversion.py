@@ -227,9 +227,12 @@ def convert_with_report(
                     else _not_convertible_reason(layer)
                 )
                 skipped.append(NotConverted(layer.name, type(layer).__name__, reason))
-            # Keras operations of a functional graph (`x + y`) are not layers: nothing inside.
+            # Keras operations of a functional graph (`x + y`) are not layers: nothing inside. A
+            # convertible layer left out by `layers` (MultiHeadAttention) is listed itself above,
+            # its own sublayers with it.
             flatten = getattr(layer, "_flatten_layers", None)
-            for inner in flatten(include_self=False, recursive=True) if flatten else ():
+            inside = flatten(include_self=False, recursive=True) if flatten else ()
+            for inner in () if _is_convertible(layer) else inside:
                 if _is_convolution(inner):
                     skipped.append(
                         NotConverted(

@@ -183,6 +183,19 @@ def test_sequential_model():
     assert tf_fp16ops.compare(m, new, x).max_rel < FP32_MATCH
 
 
+def test_an_attention_layer_left_out_is_listed_once_not_as_a_custom_layer():
+    # MultiHeadAttention left out by `layers`: one entry, "not selected"; its four projections
+    # are its own (converted with it when it is selected), not layers of a custom layer.
+    inp = keras.Input((4, 8))
+    x = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, name="mha")(inp, inp)
+    m = keras.Model(inp, keras.layers.Dense(3, name="head")(x))
+    r = tf_fp16ops.convert_with_report(m, "float16", layers=["head"]).report
+    assert r.converted == ("head",)
+    assert [(n.name, n.class_name, n.reason) for n in r.not_converted] == [
+        ("mha", "MultiHeadAttention", "not selected by `layers`")
+    ]
+
+
 def test_subset_by_name_and_predicate(nested):
     by_name = tf_fp16ops.convert_with_report(nested, "float16", layers=["stem", "inner_conv"])
     assert sorted(by_name.report.converted) == ["inner_conv", "stem"]
