@@ -338,3 +338,25 @@ def test_a_failed_share_gate_never_prints_as_its_threshold():
     assert gates._fraction(0.5, 1.0) == "0.5000"
     assert gates._fraction(1.0, 1.0) == "1.0000"
     assert gates._fraction(0.12345678, 0.1234568) == "0.12345678"
+
+
+def test_a_signature_asked_of_a_graph_def_says_only_saved_models_have_them(tmp_path, capsys):
+    p = tmp_path / "g.pb"
+    p.write_bytes(conv_graph().SerializeToString())
+    assert main([str(p), "--signature", "serve"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"tf-fp16-audit: error: {p}: no signature 'serve' (has: none: a GraphDef holds no "
+        "signatures, a SavedModel does)\n"
+    )
+
+
+def test_a_signature_asked_of_a_keras_file_says_only_saved_models_have_them(tmp_path, capsys):
+    import keras
+
+    p = tmp_path / "m.keras"
+    keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(3, 3)]).save(p)
+    assert main([str(p), "--signature", "serve"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "no signature 'serve' (has: none: a .keras file holds no signatures, a SavedModel does)\n"
+    )

@@ -58,10 +58,13 @@ def analyze(
         if signature not in known:
             from .errors import AuditInputError
 
-            raise AuditInputError(
-                f"{model.source}: no signature {signature!r} (has: "
-                f"{', '.join(sorted(known)) or 'none'})"
-            )
+            has = ", ".join(sorted(known))
+            if not has:
+                has = {
+                    "keras": "none: a .keras file holds no signatures, a SavedModel does",
+                    "graph_def": "none: a GraphDef holds no signatures, a SavedModel does",
+                }.get(model.format, "none")
+            raise AuditInputError(f"{model.source}: no signature {signature!r} (has: {has})")
         findings = tuple(f for f in findings if signature in f.signatures)
     notes = [as_text(n) for n in model.notes] + [as_text(n) for n in ag.notes]
     loops = sum(1 for f in findings if f.flops is not None and "in-loop" in f.codes)
