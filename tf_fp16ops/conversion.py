@@ -276,7 +276,9 @@ def convert(
         convertible layer.
 
     Returns:
-      The new keras.Model, same structure, layer names and weights. `convert_with_report` returns
+      The new keras.Model, same structure, layer names and weights; compiled as `model` was
+      (keras.models.clone_model: its compile config, a new optimizer without the original's
+      state) when `model` is compiled. `convert_with_report` returns
       the report too (converted names, convolutions not converted and why); it is also logged at
       INFO level on the "tf_fp16ops.conversion" logger. A model without convertible layers gives a
       plain copy with 0 converted.

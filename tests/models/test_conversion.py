@@ -183,6 +183,17 @@ def test_sequential_model():
     assert tf_fp16ops.compare(m, new, x).max_rel < FP32_MATCH
 
 
+def test_a_compiled_model_comes_back_compiled_with_a_fresh_optimizer():
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.125), loss="mse")
+    c = tf_fp16ops.convert(m)
+    assert c.compiled and c.loss == "mse"
+    assert type(c.optimizer) is keras.optimizers.Adam and c.optimizer is not m.optimizer
+    assert float(c.optimizer.learning_rate) == 0.125
+    bare = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    assert not tf_fp16ops.convert(bare).compiled
+
+
 def test_an_attention_layer_left_out_is_listed_once_not_as_a_custom_layer():
     # MultiHeadAttention left out by `layers`: one entry, "not selected"; its four projections
     # are its own (converted with it when it is selected), not layers of a custom layer.
