@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -306,6 +307,9 @@ def test_what_never_runs_tensorflows_op(onednn, monkeypatch, pass_):
         types(strides=[2, 1, 1, 1])
     big_pad = [[0, 0], [3, 0], [0, 0], [0, 0]]  # 3 >= KH: 9 + 3 - 3 + 1 = 10 rows, 7 columns
     assert types(dy=_data((2, 10, 7, 4)), padding=big_pad) == [OURS[pass_]]
+    # A filter taller or wider than the input (oneDNN's wgrad crashed on such a problem).
+    assert types(w=_data((10, 3, 8, 4))) == [OURS[pass_]]
+    assert types(w=_data((3, 10, 8, 4))) == [OURS[pass_]]
     with pytest.raises(ValueError):
         types(padding=[[0, 0], [1, 1], [1, 1], [0, 1]])
     if pass_ != "fprop":  # (the forward has no dy)
@@ -439,6 +443,36 @@ def test_a_math_mode_set_at_start_is_kept_when_the_variable_goes():
             check=True,
         )
         assert out.stdout.split() == [expected], start
+
+
+def test_a_filter_far_taller_than_the_input_is_computed_not_crashed(tmp_path):
+    """oneDNN's Conv2DBackpropFilter died (SIGSEGV) on a 4x4 input with a 2^24 x 2 filter under
+    SAME, where the op library's kernel is right; in a fresh process (with oneDNN on by default
+    here where the CPU has it), against the op library's kernel called directly."""
+    code = textwrap.dedent("""
+        import numpy as np, tensorflow as tf, tf_fp16ops as F
+        x, dy = tf.ones((1, 4, 4, 1)), tf.ones((1, 4, 4, 1))
+        attrs = dict(strides=[1, 1, 1, 1], padding="SAME", explicit_paddings=[],
+                     data_format="NHWC", dilations=[1, 1, 1, 1], Tacc=tf.float32)
+        got = F.conv2d_backprop_filter(x, [2**24, 2, 1, 1], dy, 1, "SAME", accumulation="float32")
+        want = F.ops.raw_ops.fp16_conv2d_backprop_filter(x, [2**24, 2, 1, 1], dy, **attrs)
+        assert np.array_equal(got.numpy(), want.numpy())
+        w = tf.ones((2**20, 16, 1, 1))
+        got = F.conv2d_backprop_input([1, 3, 3, 1], w, tf.ones((1, 3, 3, 1)), 1, "SAME",
+                                      accumulation="float32")
+        want = F.ops.raw_ops.fp16_conv2d_backprop_input([1, 3, 3, 1], w, tf.ones((1, 3, 3, 1)),
+                                                        **attrs)
+        assert np.array_equal(got.numpy(), want.numpy())
+        print("ok")
+    """)
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert r.returncode == 0 and r.stdout == "ok\n", (r.returncode, r.stderr[-2000:])
 
 
 def test_errors_stay_the_op_librarys(onednn):

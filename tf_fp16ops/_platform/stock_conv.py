@@ -213,6 +213,11 @@ def _problem_fits(pass_: str, dtype: tf.DType, x_shape, w_shape, dy_shape, attrs
         return False
     if max(pads[2:4]) >= kh or max(pads[4:6]) >= kw:
         return False
+    # A filter taller or wider than the input (most of every window padding): oneDNN's
+    # Conv2DBackpropFilter crashed (SIGSEGV) on a 4x4 input with a 2^24x2 filter under SAME, and
+    # its Conv2DBackpropInput failed to allocate ("could not create a memory object").
+    if kh > h or kw > w:
+        return False
     p = _out_size(h, kh, sh, padding, pads[2], pads[3])
     q = _out_size(w, kw, sw, padding, pads[4], pads[5])
     return p >= 1 and q >= 1 and (fprop or tuple(dy_shape[1:]) == (p, q, k))
