@@ -303,3 +303,44 @@ def test_hdf5_file_is_named_as_such(tmp_path):
         f"{p}: an HDF5 file (a Keras 2 .h5 model or weights), not a SavedModel, GraphDef or "
         ".keras archive",
     )
+
+
+def test_a_config_of_millions_of_empty_objects_is_refused_at_the_object_limit(tmp_path):
+    # 3 million `{}` in `layers`: a 9 MB config.json that json.loads alone would turn into
+    # about 0.6 GB of dicts (83 million filled 15 GB); stopped at --max-nodes objects.
+    p = tmp_path / "dicts.keras"
+    body = b'{"class_name": "Sequential", "config": {"layers": [' + b"{}," * 3_000_000 + b"{}]}}"
+    _keras_zip(p, body)
+    _one_error_line(
+        run_bounded([str(p)]),
+        "config.json holds more than 1,000,000 JSON objects, over the node limit "
+        "(raise it with --max-nodes)",
+    )
+
+
+def test_200k_layers_of_one_name_get_scopes_in_linear_time(tmp_path):
+    # Each duplicate name probed name_1, name_2, ... from 1: quadratic (20,000 took 27 s of CPU;
+    # a million, under 150 KB zipped, ran past minutes). Within the bounded run's 10 CPU s now.
+    layers = [{"class_name": "ReLU", "config": {"name": "x"}}] * 200_000
+    p = tmp_path / "same.keras"
+    _keras_zip(p, json.dumps({"class_name": "Sequential", "config": {"layers": layers}}).encode())
+    res = run_bounded(["--format", "json", str(p)])
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["findings"] == []
+
+
+def test_duplicate_layer_names_get_distinct_scopes():
+    from tf_fp16ops.audit.keras_config import static_graph_from_config
+
+    conv = {"filters": 2, "kernel_size": 1, "dtype": "float32"}
+    layers = [
+        {
+            "class_name": "Conv2D",
+            "config": {**conv, "name": n},
+            "build_config": {"input_shape": [None, 4, 4, 2]},
+        }
+        for n in ("c", "c", "c_1", "c")
+    ]
+    gd = static_graph_from_config({"class_name": "Sequential", "config": {"layers": layers}})[0]
+    convs = sorted(n.name.split("/")[0] for n in gd.node if n.op == "Conv2D")
+    assert convs == ["c", "c_1", "c_1_1", "c_2"]

@@ -25,13 +25,15 @@ CHUNK = 4 * MiB  # bytes read per call when reading a file or an archive member
 class Limits:
     """Limits of one audit. The defaults take models far beyond real ones (ResNet50: 53 call
     sites, ~600 nodes; a 200,000-node graph audits in about 1 s) and keep the audit of any input
-    within seconds and about a gigabyte.
+    within seconds; its memory follows the file size limit (`max_file_bytes`).
 
     Attributes:
       max_file_bytes: largest file (or archive member) read, in bytes (default 256 MiB;
         `--max-file-size`). Protobuf itself refuses messages over 2 GiB. Parsing takes up to
-        about 20x the file size in memory for a file of empty nodes (a 50 MB GraphDef of 6.25
-        million nodes peaked at 1.05 GB, 2-core Intel Xeon, 2026-12-01).
+        about 60x the file size in memory for a file of 2-byte empty nodes (16 MiB of them
+        peaked at 0.98 GB, 40 MiB at 2.48 GB, 2-core AMD EPYC Zen 4, 2026-12-06): 16 MiB keeps
+        any file under about a gigabyte. A `.keras` config.json may hold at most `max_nodes`
+        JSON objects.
       max_nodes: nodes indexed over all graph scopes, and nodes a `.keras` config is
         reconstructed into (default 1,000,000; `--max-nodes`; indexing a 200,000-node graph
         takes about 0.15 s).

@@ -199,7 +199,7 @@ def _load_graph_def_file(path: str, data: bytes) -> LoadedModel:
 
 
 def _load_keras(path: str, limits: Limits = DEFAULT) -> LoadedModel:
-    config = read_keras_archive(path, limits.max_file_bytes)
+    config = read_keras_archive(path, limits.max_file_bytes, limits.max_nodes)
     try:
         layers = tuple(layers_from_config(config))
         gd, notes = static_graph_from_config(
