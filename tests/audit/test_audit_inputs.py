@@ -360,3 +360,35 @@ def test_a_signature_asked_of_a_keras_file_says_only_saved_models_have_them(tmp_
     assert capsys.readouterr().err.endswith(
         "no signature 'serve' (has: none: a .keras file holds no signatures, a SavedModel does)\n"
     )
+
+
+EVIL = "evil\x1b[31mRED\x1b[0m\nFAKE LINE\r\x07name"
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_control_characters_in_node_names_are_escaped(tmp_path, capsys, fmt):
+    # A node name carrying an escape sequence, a newline, a carriage return and a bell could
+    # forge rows and drive the terminal; it is written with backslash escapes instead.
+    gd = conv_graph()
+    (conv,) = [n for n in gd.node if n.op == "Conv2D"]
+    conv.name = EVIL
+    p = tmp_path / "evil.pb"
+    p.write_bytes(gd.SerializeToString())
+    assert main([str(p), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\r\x07") and "\nFAKE LINE" not in out
+    assert "evil\\x1b[31mRED\\x1b[0m\\nFAKE LINE\\r\\x07name" in out
+    # JSON keeps the name as it is (json escapes it).
+    assert main([str(p), "--format", "json"]) == 0
+    assert [f["node"] for f in json.loads(capsys.readouterr().out)["findings"]] == [EVIL]
+
+
+def test_control_characters_in_an_error_line_are_escaped(tmp_path, capsys):
+    gd = graph_pb2.GraphDef()
+    gd.node.add().name = EVIL  # no op: a malformed GraphDef naming the node
+    p = tmp_path / "evil.pb"
+    p.write_bytes(gd.SerializeToString())
+    assert main([str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and not any(c in err for c in "\x1b\r\x07"), err
+    assert "evil\\x1b[31mRED" in err

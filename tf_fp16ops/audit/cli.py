@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     from .analyze import analyze, select_kind
     from .context import RuntimeContext
-    from .errors import AuditInputError, MalformedModelError, as_text
+    from .errors import AuditInputError, MalformedModelError, as_text, printable
     from .gates import check, check_codes
     from .loader import build_keras, load_path
     from .render.jsonfmt import render_json
@@ -439,27 +439,29 @@ def main(argv: list[str] | None = None) -> int:
         # A path that cannot be audited is one error line and exit status 2; the other paths
         # are still audited and reported (as grep and compilers do with several files).
         except MalformedModelError as e:
-            print(f"tf-fp16-audit: error: {as_text(str(e.at(path)))}", file=sys.stderr)
+            print(f"tf-fp16-audit: error: {printable(as_text(str(e.at(path))))}", file=sys.stderr)
             failed = True
             continue
         except AuditInputError as e:
-            print(f"tf-fp16-audit: error: {as_text(str(e))}", file=sys.stderr)
+            print(f"tf-fp16-audit: error: {printable(as_text(str(e)))}", file=sys.stderr)
             failed = True
             continue
         except Exception as e:  # noqa: BLE001 - last resort: a clean message instead of a traceback
             msg = " ".join(str(e).split())[:500]
             print(
                 f"tf-fp16-audit: error: internal error while auditing {as_text(path)}: "
-                f"{type(e).__name__}: {msg}",
+                f"{type(e).__name__}: {printable(msg)}",
                 file=sys.stderr,
             )
             failed = True
             continue
         for reason in report.partial:
-            print(f"tf-fp16-audit: over budget: {as_text(path)}: {reason}", file=sys.stderr)
+            print(
+                f"tf-fp16-audit: over budget: {as_text(path)}: {printable(reason)}", file=sys.stderr
+            )
         for gate in (check(report, args.fail_under, args.require), check_codes(report, fail_on)):
             if gate is not None:
-                print(f"{as_text(path)}: {gate.message}", file=sys.stderr)
+                print(f"{as_text(path)}: {printable(gate.message)}", file=sys.stderr)
                 if not gate.passed:
                     status = 1
     if failed and not reports:

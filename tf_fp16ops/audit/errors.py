@@ -41,6 +41,16 @@ def as_text(s: str) -> str:
         return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def printable(s: str) -> str:
+    """`s` with every character that is not printable (control characters such as ESC, CR, LF
+    and BEL; format characters) written as its backslash escape ("\\x1b", "\\n"): names read
+    from a model reach the terminal, Markdown and stderr through it, so that none can forge a
+    line or send an escape sequence to the terminal."""
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in s)
+
+
 def _only_escapes(s: str) -> bool:
     """Whether every surrogate in `s` is one of os.fsdecode's escapes (U+DC80..U+DCFF)."""
     return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import printable
 from ..findings import AuditReport
 from .common import (
     cpu_convs_possible,
@@ -119,4 +120,6 @@ def render_markdown(report: AuditReport) -> str:
         ]
     if report.notes:
         out += ["", "## Notes", ""] + [f"- {_esc(n)}" for n in report.notes]
-    return "\n".join(out) + "\n"
+    # Names from the model (nodes, functions, layers) with control characters escaped: none can
+    # break a table row or a line.
+    return "\n".join(printable(line) for line in out) + "\n"

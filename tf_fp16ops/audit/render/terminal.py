@@ -3,6 +3,7 @@ family), and a summary."""
 
 from __future__ import annotations
 
+from ..errors import printable
 from ..findings import AuditReport
 from .common import (
     cpu_convs_possible,
@@ -63,6 +64,7 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
             + ((observed_cell(f),) if run else ())
             + (", ".join(f.flag_texts) or "-",)
         )
+    rows = [tuple(printable(c) for c in r) for r in rows]
     widths = [
         max(len(h), *(len(r[c]) for r in rows)) if rows else len(h) for c, h in enumerate(headers)
     ]
@@ -147,7 +149,8 @@ def render_terminal(report: AuditReport, max_rows: int | None = None) -> str:
         out.append("")
         out.append("notes:")
         out.extend(f"  - {n}" for n in report.notes)
-    return "\n".join(out) + "\n"
+    # Every line once more: names from the model also reach the legend, notes and unknown ops.
+    return "\n".join(printable(line) for line in out) + "\n"
 
 
 def _cut(s: str, w: int) -> str:
