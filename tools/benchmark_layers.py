@@ -52,6 +52,9 @@ import numpy as np  # noqa: E402
 import tf_fp16ops  # noqa: E402
 from tf_fp16ops import layers as L  # noqa: E402
 
+MAX_CALLS = 16  # --calls: the MobileNetV2 row then holds 16 inputs, outputs and input gradients
+# of 14.5 MB each (float32) in one training step: about 0.7 GB
+
 # name, keras class, ours, args, input shape, multiply-adds
 CASES = [
     (
@@ -156,11 +159,14 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
-    if args.calls < 1:
-        parser.error(f"--calls must be >= 1, got {args.calls}")
+    # Every call's input and output stay alive through one tf.function call.
+    if not 1 <= args.calls <= MAX_CALLS:
+        parser.error(f"--calls must be in [1, {MAX_CALLS}], got {args.calls}")
     # Checked before the run, not when the tables are written at its end.
     if args.out is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
         parser.error(f"--out: no directory {os.path.dirname(os.path.abspath(args.out))!r}")
+    if args.out is not None and os.path.isdir(args.out):
+        parser.error(f"--out: {args.out!r} is a directory, not a file")
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from benchmark_cpu import ceiling_rate, steady_in_turn

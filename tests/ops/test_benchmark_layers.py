@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -59,15 +61,24 @@ def test_an_out_file_in_a_missing_directory_is_refused_before_the_run(tmp_path):
     assert run.stdout == ""
 
 
-def test_calls_below_one_are_refused_before_the_run():
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--calls", "0"], "--calls must be in [1, 16], got 0"),
+        (["--calls", "1000000"], "--calls must be in [1, 16], got 1000000"),
+        (["--out", "{tmp}"], "--out: '{tmp}' is a directory, not a file"),
+    ],
+)
+def test_bad_arguments_are_refused_before_the_run(tmp_path, args, message):
+    args = [a.format(tmp=tmp_path) for a in args]
     run = subprocess.run(
-        [sys.executable, ROOT / "tools/benchmark_layers.py", "--calls", "0"],
+        [sys.executable, ROOT / "tools/benchmark_layers.py", *args],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
-    assert "--calls must be >= 1, got 0" in run.stderr.splitlines()[-1]
+    assert run.stderr.splitlines()[-1].endswith(message.format(tmp=tmp_path))
     assert run.stdout == ""
 
 
