@@ -632,3 +632,18 @@ def test_unexpected_exception_becomes_internal_error(tmp_path, capsys, monkeypat
         _cli_error(capsys, [g]) == "tf-fp16-audit: error: internal error while auditing "
         f"{g}: RuntimeError: boom second line"
     )
+
+
+def test_an_invalid_attr_of_millions_of_values_is_quoted_in_short():
+    # strides of a million ones (a hostile file): the flag quoted the whole list, one line of
+    # megabytes in the table and hundreds of MB of JSON.
+    gd = conv_graph()
+    (conv,) = [n for n in gd.node if n.op == "Conv2D"]
+    del conv.attr["strides"].list.i[:]
+    conv.attr["strides"].list.i.extend([1] * 1_000_000)
+    conv.attr["padding"].s = b"P" * 100_000
+    (f,) = audit(gd, CPU).findings
+    (text,) = [t for t in f.flag_texts if t.startswith("invalid-attrs")]
+    assert "strides=[1, 1, 1, 1, 1, 1, 1, 1, ... (1,000,000 values)]" in text
+    assert f"padding={'P' * 60!r}... (100,000 characters)" in text
+    assert len(text) < 400

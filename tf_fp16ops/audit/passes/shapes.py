@@ -145,6 +145,25 @@ def _channel_problems(cin: int, cout: int) -> dict[str, int]:
     return {f"{side}_channels": n for side, n in (("input", cin), ("output", cout)) if n % 8}
 
 
+_SHOWN_VALUES = 8  # list items an invalid-attrs flag quotes (a hostile list holds millions)
+_SHOWN_CHARS = 60  # characters of a string it quotes
+
+
+def _shown_list(v) -> str:
+    """`v` as a list, its first _SHOWN_VALUES items then the count of the rest."""
+    if len(v) <= _SHOWN_VALUES:
+        return str(list(v))
+    head = ", ".join(str(x) for x in list(v[:_SHOWN_VALUES]))
+    return f"[{head}, ... ({len(v):,} values)]"
+
+
+def _shown_str(s: str) -> str:
+    """repr of `s`, cut to _SHOWN_CHARS characters with the length of the whole."""
+    if len(s) <= _SHOWN_CHARS:
+        return repr(s)
+    return f"{s[:_SHOWN_CHARS]!r}... ({len(s):,} characters)"
+
+
 def invalid_attrs(attrs, info: ConvOpInfo) -> list[str]:
     """The conv attrs no TensorFlow kernel accepts, each as "key=value" or, for a value of the
     wrong type, "key is KIND, not a list of ints/a string" (e.g. "strides=[1, -5, 2, 1]",
@@ -171,10 +190,10 @@ def invalid_attrs(attrs, info: ConvOpInfo) -> list[str]:
     for key in ("strides", "dilations"):
         v = attrs.ints(key)
         if v is not None and (len(v) != rank or any(not 1 <= x <= INT32_MAX for x in v)):
-            bad.append(f"{key}={list(v)}")
+            bad.append(f"{key}={_shown_list(v)}")
     padding = attrs.str("padding")
     if padding is not None and padding not in ("SAME", "VALID", "EXPLICIT"):
-        bad.append(f"padding={padding!r}")
+        bad.append(f"padding={_shown_str(padding)}")
     pads = attrs.ints("explicit_paddings")
     if "explicit_paddings" in wrong_type:
         pass
@@ -188,7 +207,7 @@ def invalid_attrs(attrs, info: ConvOpInfo) -> list[str]:
             or any(not 0 <= x <= INT32_MAX for x in p)
             or any(p[i] for i in outer)
         ):
-            bad.append(f"explicit_paddings={p}")
+            bad.append(f"explicit_paddings={_shown_list(p)}")
     return bad
 
 
