@@ -23,6 +23,7 @@ import tensorflow as tf
 from tf_fp16ops._platform import library as _library
 from tf_fp16ops._platform.xla import check_not_in_xla
 from tf_fp16ops.ops import _check_dtypes, accumulation_dtype
+from tf_fp16ops.ops import _shown as _shown_value
 
 _ops = _library.load()
 
@@ -85,6 +86,8 @@ def matmul(
         raise ValueError("only one of transpose_b and adjoint_b can be True")
     tacc = accumulation_dtype(accumulation)
     check_not_in_xla("Fp16MatMul")
+    if name is not None and not isinstance(name, str):  # as conv2d's, naming the value
+        raise ValueError(f"name must be a string or None, got {_shown_value(name)}")
     with tf.name_scope(name or "Fp16MatMul"):
         a = tf.convert_to_tensor(a, name="a")
         b = tf.convert_to_tensor(b, name="b")
@@ -365,6 +368,8 @@ def einsum(equation: str, a, b, *, accumulation="float16", name: str | None = No
         whose rank does not match its term (the message names the operand).
     """
     tacc = accumulation_dtype(accumulation)
+    if name is not None and not isinstance(name, str):  # as conv2d's, naming the value
+        raise ValueError(f"name must be a string or None, got {_shown_value(name)}")
     with tf.name_scope(name or "Fp16Einsum"):
         a = tf.convert_to_tensor(a, name="a")
         b = tf.convert_to_tensor(b, name="b")

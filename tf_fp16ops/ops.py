@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import itertools
 import reprlib
 from collections.abc import Sequence
 from types import ModuleType
@@ -155,24 +156,32 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-def _int_list(name: str, value, what: str) -> list[int]:
-    """A list of Python ints from a sequence of ints (no strings, floats or bools).
+_MAX_LIST = 64  # items read from an iterable argument (a generator may never end)
 
-    Each must lie within int64.
-    """
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise ValueError(f"{name} must be {what}, got {_shown(value)}")
-    values = list(value)
-    if not all(_is_int(v) for v in values):
-        raise ValueError(f"{name} must be {what}, got {_shown(value)}")
+
+def _int_list(name: str, value, what: str, shown=None) -> list[int]:
+    """A list of Python ints from a sequence of ints (no strings, floats or bools) of at most
+    _MAX_LIST items. Each must lie within int64. `shown`: the argument named in the message
+    (`value` itself by default; the whole padding for one of its pairs)."""
+    shown = value if shown is None else shown
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise ValueError(f"{name} must be {what}, got {_shown(shown)}")
+    try:
+        values = list(itertools.islice(value, _MAX_LIST + 1))
+    except TypeError:  # a 0-d array: iterable in type only
+        raise ValueError(f"{name} must be {what}, got {_shown(shown)}") from None
+    if len(values) > _MAX_LIST or not all(_is_int(v) for v in values):
+        raise ValueError(f"{name} must be {what}, got {_shown(shown)}")
     if any(abs(int(v)) > _INT64_MAX for v in values):
-        raise ValueError(f"{name} entries must fit in int64, got {_shown(value)}")
+        raise ValueError(f"{name} entries must fit in int64, got {_shown(shown)}")
     return [int(v) for v in values]
 
 
 def _window_attr(name: str, value, data_format: str) -> list[int]:
     """Expands `strides`/`dilations` as tf.nn.conv2d does: an int, 1, 2 or 4 ints."""
     what = "an int or a list of 1, 2 or 4 ints"
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
     if _is_int(value):
         values = _int_list(name, [value] * 2, what)
     else:
@@ -183,6 +192,8 @@ def _window_attr(name: str, value, data_format: str) -> list[int]:
         raise ValueError(f"{name} must be an int or a list of 1, 2 or 4 ints, got {_shown(value)}")
     if any(v < 1 for v in values):
         raise ValueError(f"{name} must be positive, got {_shown(value)}")
+    if any(v > _INT32_MAX for v in values):  # the op's list(int) attrs hold int32
+        raise ValueError(f"{name} entries must fit in int32, got {_shown(value)}")
     if len(values) == 2:
         return [1, 1] + values if data_format == "NCHW" else [1] + values + [1]
     return values
@@ -202,9 +213,8 @@ def _padding_attrs(padding) -> tuple[str, list[int]]:
             f"{_shown(padding)}"
         )
     what = "'SAME', 'VALID' or a list of 4 [before, after] pairs of ints"
-    if not hasattr(padding, "__iter__") or isinstance(padding, bytes):
-        raise ValueError(f"padding must be {what}, got {_shown(padding)}")
-    pairs = [_int_list("padding", p, what) for p in padding]
+    pairs_in = _int_pairs(padding, what)
+    pairs = [_int_list("padding", p, what, shown=padding) for p in pairs_in]
     if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
         raise ValueError(
             "explicit padding must be 4 [before, after] pairs (one per dimension), got "
@@ -213,7 +223,23 @@ def _padding_attrs(padding) -> tuple[str, list[int]]:
     flat = [v for p in pairs for v in p]
     if any(v < 0 for v in flat):
         raise ValueError(f"explicit padding must be non-negative, got {_shown(padding)}")
+    if any(v > _INT32_MAX for v in flat):  # explicit_paddings is a list(int) attr: int32
+        raise ValueError(f"explicit padding entries must fit in int32, got {_shown(padding)}")
     return "EXPLICIT", flat
+
+
+def _int_pairs(padding, what: str) -> list:
+    """The items of an explicit `padding` (at most _MAX_LIST), each to be a [before, after]
+    pair; a ValueError showing the whole argument when it is no list of lists."""
+    if isinstance(padding, (bytes, dict)) or not hasattr(padding, "__iter__"):
+        raise ValueError(f"padding must be {what}, got {_shown(padding)}")
+    try:
+        items = list(itertools.islice(padding, _MAX_LIST + 1))
+    except TypeError:  # a 0-d array
+        raise ValueError(f"padding must be {what}, got {_shown(padding)}") from None
+    if len(items) > _MAX_LIST:
+        raise ValueError(f"padding must be {what}, got {_shown(padding)}")
+    return items
 
 
 def _data_format(data_format: str) -> str:

@@ -14,7 +14,7 @@ from tensorflow.core.framework import function_pb2, graph_pb2, types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
 from support.audit_helpers import CPU, add_node, conv_graph
-from tf_fp16ops.audit import SCHEMA_VERSION, AuditInputError, audit, gates
+from tf_fp16ops.audit import SCHEMA_VERSION, AuditInputError, RuntimeContext, audit, gates
 from tf_fp16ops.audit.cli import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -392,3 +392,45 @@ def test_control_characters_in_an_error_line_are_escaped(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and not any(c in err for c in "\x1b\r\x07"), err
     assert "evil\\x1b[31mRED" in err
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(device="tpu"), ValueError, "device must be 'cpu' or 'gpu', got 'tpu'"),
+        (
+            dict(compute_capability=(8,)),
+            ValueError,
+            "compute_capability must be (major, minor), two ints in 0..99, got (8,)",
+        ),
+        (dict(compute_capability="8.0"), ValueError, "got '8.0'"),
+        (dict(cudnn_version=(9, -1)), ValueError, "cudnn_version must be a tuple of ints"),
+        (
+            dict(env={"TF_FP16_CONV_USE_FP32_COMPUTE": 0}),
+            TypeError,
+            "env must map names to strings (environment values), got "
+            "'TF_FP16_CONV_USE_FP32_COMPUTE': 0",
+        ),
+    ],
+)
+def test_runtime_context_checks_what_it_is_given(kwargs, error, words):
+    with pytest.raises(error) as e:
+        RuntimeContext(**kwargs)
+    assert words in str(e.value)
+
+
+def test_runtime_context_takes_a_mapping_and_any_case_of_the_device():
+    # device="GPU" was audited as a CPU without a word.
+    ctx = RuntimeContext(device="GPU", compute_capability=[8, 0], env={"B": "1", "A": "0"})
+    assert (ctx.device, ctx.compute_capability, ctx.env) == (
+        "gpu",
+        (8, 0),
+        (("A", "0"), ("B", "1")),
+    )
+    (f,) = audit(conv_graph(), ctx).findings
+    assert f.accumulation_reason.startswith("GPU (cuDNN) T=half: fp32 compute")
+
+
+def test_a_path_with_a_nul_character_is_an_input_error():
+    with pytest.raises(AuditInputError, match=r"^a\\x00b: a path cannot hold a NUL character$"):
+        audit("a\x00b")

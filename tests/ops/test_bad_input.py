@@ -132,6 +132,21 @@ def test_bad_attrs_and_shapes(call, message, mode):
         (dict(data_format="NCWH"), "data_format must be 'NHWC' or 'NCHW', got 'NCWH'"),
         (dict(accumulation="bfloat16"), "accumulation must be 'float16' or 'float32'"),
         (dict(accumulation=tf.int32), "accumulation must be 'float16' or 'float32'"),
+        # The whole argument is shown, not the item that failed.
+        (
+            dict(padding=[0, 0, 1, 1, 1, 1, 0, 0]),
+            "padding must be 'SAME', 'VALID' or a list of 4 [before, after] pairs of ints, got "
+            "[0, 0, 1, 1, 1, 1, 0, 0]",
+        ),
+        (dict(padding={"top": 1}), "pairs of ints, got {'top': 1}"),
+        # The op's list(int) attrs hold int32 (TensorFlow's error at run time before).
+        (dict(strides=2**40), "strides entries must fit in int32, got 1099511627776"),
+        (
+            dict(padding=[[0, 0], [2**31, 0], [0, 0], [0, 0]]),
+            "explicit padding entries must fit in int32, got [[0, 0], [2147483648, 0], [0, 0], ",
+        ),
+        # A generator that never ends is read no further than 65 items.
+        (dict(strides=iter(int, 1)), "strides must be an int or a list of 1, 2 or 4 ints, got"),
     ],
 )
 def test_python_argument_errors(kwargs, message):
@@ -140,6 +155,22 @@ def test_python_argument_errors(kwargs, message):
     with pytest.raises(ValueError) as e:
         tf_fp16ops.conv2d(X, W, **args)
     assert message in str(e.value)
+
+
+def test_a_zero_dimensional_array_is_an_int():
+    # strides=np.array(2) raised "TypeError: iteration over a 0-d array".
+    y = tf_fp16ops.conv2d(X, W, strides=np.array(2), padding="VALID", accumulation="float16")
+    assert y.shape == tf_fp16ops.conv2d(X, W, 2, "VALID", accumulation="float16").shape
+
+
+@pytest.mark.parametrize("call", ["matmul", "einsum"])
+def test_matmul_names_a_bad_name(call):
+    a = tf.ones((2, 2), tf.float16)
+    with pytest.raises(ValueError, match="^name must be a string or None, got 5$"):
+        if call == "matmul":
+            tf_fp16ops.matmul(a, a, name=5)
+        else:
+            tf_fp16ops.einsum("ij,jk->ik", a, a, name=5)
 
 
 def test_unsupported_dtypes():

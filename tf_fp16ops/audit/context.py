@@ -164,6 +164,47 @@ class RuntimeContext:
     cpu_flags: tuple[str, ...] | None = None
     cpu_onednn_fp16: bool | None = None
 
+    def __post_init__(self):
+        """Checks the fields given (the Python API builds contexts too) and brings a mapping `env`,
+        list-valued versions and the device's case to the stored form.
+
+        Raises:
+          ValueError: a device other than "cpu"/"gpu" (any case), a compute capability that is
+            not two ints (major, minor) within 0..99, a cuDNN version that is not ints.
+          TypeError: `env` neither a mapping nor (name, value) pairs of strings.
+        """
+        device = self.device.lower() if isinstance(self.device, str) else self.device
+        if device not in ("cpu", "gpu"):
+            raise ValueError(f"device must be 'cpu' or 'gpu', got {self.device!r}")
+        object.__setattr__(self, "device", device)
+        env = self.env
+        pairs = tuple(sorted(env.items())) if isinstance(env, Mapping) else env
+        try:
+            pairs = tuple((k, v) for k, v in pairs)
+        except (TypeError, ValueError):
+            raise TypeError(f"env must be a mapping of names to strings, got {env!r:.80}") from None
+        for k, v in pairs:
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise TypeError(
+                    f"env must map names to strings (environment values), got {k!r:.40}: {v!r:.40}"
+                )
+        object.__setattr__(self, "env", pairs)
+        for name, limit, size in (
+            ("compute_capability", MAX_CC_MAJOR, 2),
+            ("cudnn_version", MAX_CUDNN_PART, None),
+        ):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            ok = isinstance(v, (tuple, list)) and (size is None or len(v) == size) and len(v) > 0
+            ok = ok and all(
+                isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= limit for x in v
+            )
+            if not ok:
+                what = "(major, minor), two ints" if size == 2 else "a tuple of ints"
+                raise ValueError(f"{name} must be {what} in 0..{limit}, got {v!r:.60}")
+            object.__setattr__(self, name, tuple(v))
+
     def onednn_half(self) -> tuple[bool | None, str]:
         """(whether TensorFlow's oneDNN rewrite takes T=half convs on the target CPU, why); None
         when unknown (no CPU facts and no override)."""

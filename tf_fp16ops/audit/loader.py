@@ -41,6 +41,8 @@ def load_path(path: str, limits: Limits = DEFAULT) -> LoadedModel:
         socket), a SavedModel file that is a symlink leaving the directory, a file over
         `limits.max_file_bytes`, or an unreadable or malformed model.
     """
+    if "\0" in path:
+        raise AuditInputError(f"{ascii(path)[1:-1]}: a path cannot hold a NUL character")
     try:
         st = os.stat(path)
     except OSError as e:  # missing, or a parent directory without search permission, ...
