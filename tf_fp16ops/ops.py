@@ -611,6 +611,16 @@ def _sizes(name: str, sizes) -> tf.Tensor:
     if type(sizes) is _EagerTensor and sizes.dtype is tf.int32 and tf.executing_eagerly():
         _size_values(name, sizes.numpy())  # checked; an eager tensor is its value already
         return sizes
+    if isinstance(sizes, (list, tuple)) and any(tf.is_tensor(v) for v in sizes):
+        # [tf.shape(dy)[0], 4, 4, 1], as tf.nn.conv2d_transpose takes it: packed into one tensor.
+        try:
+            sizes = tf.convert_to_tensor(sizes)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{name} must be 4 integers (a 1-D int32 tensor), got {_shown(sizes)}"
+            ) from None
+        if sizes.shape.rank != 1:
+            raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {_shown(sizes)}")
     if not tf.is_tensor(sizes):
         return tf.constant(_size_values(name, sizes), tf.int32, name=name)
     if sizes.dtype not in (tf.int32, tf.int64):

@@ -157,6 +157,20 @@ def test_python_argument_errors(kwargs, message):
     assert message in str(e.value)
 
 
+def test_sizes_may_mix_tensors_and_ints_as_in_conv2d_transpose():
+    # [tf.shape(dy)[0], H, W, C]: refused as "must be 4 integers" before.
+    dy = tf.ones((2, 4, 4, 2), tf.float16)
+    w = tf.ones((3, 3, 3, 2), tf.float16)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4, 4, 2], tf.float16)])
+    def dgrad(dy):
+        sizes = [tf.shape(dy)[0], 4, 4, 3]
+        return tf_fp16ops.conv2d_backprop_input(sizes, w, dy, 1, "SAME", accumulation="float16")
+
+    want = tf_fp16ops.conv2d_backprop_input([2, 4, 4, 3], w, dy, 1, "SAME", accumulation="float16")
+    assert np.array_equal(dgrad(dy).numpy(), want.numpy())
+
+
 def test_a_zero_dimensional_array_is_an_int():
     # strides=np.array(2) raised "TypeError: iteration over a 0-d array".
     y = tf_fp16ops.conv2d(X, W, strides=np.array(2), padding="VALID", accumulation="float16")
