@@ -650,3 +650,22 @@ def test_verify_probes_a_fused_depthwise_conv():
         assert seen.observed_accumulation == "fp32"
     if onednn_takes_half_here():
         assert seen.executed_op == "_FusedDepthwiseConv2dNative"
+
+
+def test_cli_run_on_inputs_the_model_refuses_is_one_line(tmp_path, capsys):
+    # A 3x3 VALID conv run on a 2x2 input: the model's own ValueError, which reached the user
+    # as "internal error" with TensorFlow's flattened "in user code" traceback.
+    module = tf.Module()
+    module.w = tf.Variable(tf.ones((3, 3, 3, 4)))
+    module.f = tf.function(
+        lambda x: tf.nn.conv2d(x, module.w, 1, "VALID"),
+        input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32, name="x")],
+    )
+    path = str(tmp_path / "sm")
+    tf.saved_model.save(module, path, signatures={"serve": module.f})
+    assert main([path, "--run", "--input-shape", "x=1,2,2,3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error" not in err, err
+    assert err.startswith(
+        f"tf-fp16-audit: error: {path}: running the model on inputs of shape [1, 2, 2, 3] failed: "
+    ), err

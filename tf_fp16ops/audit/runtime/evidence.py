@@ -89,7 +89,19 @@ def evidence_report(
         for site, f in zip(ag.call_sites(), full.findings, strict=True)
     }
     report = analyze(model, ctx, graph=ag, signature=signature) if signature else full
-    run = collect(call.fn, call.inputs)
+    import tensorflow as tf
+
+    try:
+        run = collect(call.fn, call.inputs)
+    except (tf.errors.OpError, ValueError, TypeError) as e:
+        # The model's own refusal (e.g. an input too small for a VALID conv): one line with
+        # the inputs and the cause (the last line of TensorFlow's "in user code" message).
+        shapes = ", ".join(str(list(getattr(t, "shape", ()))) for t in call.inputs)
+        lines = [ln.strip() for ln in str(getattr(e, "message", e)).splitlines() if ln.strip()]
+        cause = lines[-1] if lines else type(e).__name__
+        raise AuditInputError(
+            f"{model.source}: running the model on inputs of shape {shapes} failed: {cause[:300]}"
+        ) from None
     executed = run.executed_conv_nodes()
     matched = match([(f, names[f.site_id]) for f in report.findings], executed, call.levels_above)
     in_xla = match_xla(
