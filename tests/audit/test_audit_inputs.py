@@ -434,3 +434,13 @@ def test_runtime_context_takes_a_mapping_and_any_case_of_the_device():
 def test_a_path_with_a_nul_character_is_an_input_error():
     with pytest.raises(AuditInputError, match=r"^a\\x00b: a path cannot hold a NUL character$"):
         audit("a\x00b")
+
+
+def test_markdown_summary_tables_keep_their_lines(tmp_path, capsys):
+    # The escaping of control characters once turned the summary's own line breaks into "\n".
+    p = tmp_path / "g.pb"
+    p.write_bytes(conv_graph().SerializeToString())
+    assert main([str(p), "--format", "markdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "| class | call sites | FLOPs | share of FLOPs |" in lines
+    assert not any("\\n" in line for line in lines)

@@ -24,7 +24,11 @@ def _esc(s: str) -> str:
 def render_markdown_summary(report: AuditReport) -> str:
     s = report.summary
     convs, mms = kind_counts(report)
-    out = [f"**Partial report (over budget):** {_esc(p)}\n" for p in report.partial]
+    out = [
+        line
+        for p in report.partial
+        for line in (f"**Partial report (over budget):** {_esc(p)}", "")
+    ]
     out += [
         f"**{s.call_sites} call sites** ({convs} conv, {mms} matmul; {s.conv_nodes} nodes) "
         f"in `{_esc(report.source)}` "
@@ -64,12 +68,14 @@ def render_markdown_summary(report: AuditReport) -> str:
             f"Auto mixed precision (prediction): {s.amp_predicted_rewrites} call sites would be "
             "rewritten to half at run time."
         )
-    return "\n".join(out) + "\n"
+    # One line per item, each with control characters escaped (as render_markdown's).
+    return "\n".join(printable(line) for line in out) + "\n"
 
 
 def render_markdown(report: AuditReport) -> str:
     legend = reason_legend(report)
-    out = ["# fp16 convolution and matmul audit", "", render_markdown_summary(report)]
+    # The summary's lines (escaped already, so none holds a line break of a name's).
+    out = ["# fp16 convolution and matmul audit", "", *render_markdown_summary(report).split("\n")]
     if report.switches:
         out += ["## Switches", "", "| variable | value | effect |", "|---|---|---|"]
         for sw in report.switches:
