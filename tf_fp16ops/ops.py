@@ -612,15 +612,25 @@ def _sizes(name: str, sizes) -> tf.Tensor:
         _size_values(name, sizes.numpy())  # checked; an eager tensor is its value already
         return sizes
     if isinstance(sizes, (list, tuple)) and any(tf.is_tensor(v) for v in sizes):
-        # [tf.shape(dy)[0], 4, 4, 1], as tf.nn.conv2d_transpose takes it: packed into one tensor.
-        try:
-            sizes = tf.convert_to_tensor(sizes)
-        except (TypeError, ValueError):
+        # [tf.shape(dy)[0], 4, 4, 1], as tf.nn.conv2d_transpose takes it: one int64 tensor (so
+        # that nothing wraps), checked below as any sizes tensor. The ints are checked here,
+        # the tensors must be int32/int64 scalars.
+        bad = len(sizes) != 4 or any(
+            (tf.is_tensor(v) and (v.dtype not in (tf.int32, tf.int64) or v.shape.rank != 0))
+            or (not tf.is_tensor(v) and not (_is_int(v) and 0 <= int(v) <= _INT32_MAX))
+            for v in sizes
+        )
+        if bad:
             raise ValueError(
-                f"{name} must be 4 integers (a 1-D int32 tensor), got {_shown(sizes)}"
-            ) from None
-        if sizes.shape.rank != 1:
-            raise ValueError(f"{name} must be 4 integers (a 1-D int32 tensor), got {_shown(sizes)}")
+                f"{name} must be 4 integers in [0, 2^31 - 1] (ints or int32/int64 scalar "
+                f"tensors), got {_shown(sizes)}"
+            )
+        sizes = tf.stack(
+            [
+                tf.cast(v, tf.int64) if tf.is_tensor(v) else tf.constant(int(v), tf.int64)
+                for v in sizes
+            ]
+        )
     if not tf.is_tensor(sizes):
         return tf.constant(_size_values(name, sizes), tf.int32, name=name)
     if sizes.dtype not in (tf.int32, tf.int64):

@@ -171,6 +171,25 @@ def test_sizes_may_mix_tensors_and_ints_as_in_conv2d_transpose():
     assert np.array_equal(dgrad(dy).numpy(), want.numpy())
 
 
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [tf.constant(2), 2**32 + 6, 6, 2],  # was packed into int32 and wrapped to 6
+        [tf.constant(2), np.int64(2**32 + 6), 6, 2],
+        [tf.constant(2), True, 6, 2],  # a bool, refused in plain lists too
+        [tf.constant([2]), 6, 6, 2],  # not a scalar
+        [tf.constant(2), 6, 6],
+        [tf.constant(2.0), 6, 6, 2],
+    ],
+    ids=["int_beyond_int32", "np_int64", "bool", "vector", "three", "float_tensor"],
+)
+def test_mixed_sizes_are_checked_not_wrapped(sizes):
+    w = tf.ones((3, 3, 2, 4), tf.float16)
+    dy = tf.ones((2, 4, 4, 4), tf.float16)
+    with pytest.raises(ValueError, match=r"input_sizes must be 4 integers in \[0, 2\^31 - 1\]"):
+        tf_fp16ops.conv2d_backprop_input(sizes, w, dy, 1, "VALID", accumulation="float16")
+
+
 def test_a_zero_dimensional_array_is_an_int():
     # strides=np.array(2) raised "TypeError: iteration over a 0-d array".
     y = tf_fp16ops.conv2d(X, W, strides=np.array(2), padding="VALID", accumulation="float16")
