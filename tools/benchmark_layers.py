@@ -165,8 +165,10 @@ def main(argv=None) -> None:
     # Checked before the run, not when the tables are written at its end.
     if args.out is not None and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
         parser.error(f"--out: no directory {os.path.dirname(os.path.abspath(args.out))!r}")
-    if args.out is not None and os.path.isdir(args.out):
-        parser.error(f"--out: {args.out!r} is a directory, not a file")
+    if args.out is not None and (not args.out or os.path.isdir(args.out)):
+        parser.error(f"--out: {args.out!r} is not a file name")
+    if args.out is not None and not os.access(os.path.dirname(os.path.abspath(args.out)), os.W_OK):
+        parser.error(f"--out: cannot write in {os.path.dirname(os.path.abspath(args.out))!r}")
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from benchmark_cpu import ceiling_rate, steady_in_turn

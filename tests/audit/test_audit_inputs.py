@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from google.protobuf import text_format
@@ -411,6 +412,11 @@ def test_control_characters_in_an_error_line_are_escaped(tmp_path, capsys):
             "env must map names to strings (environment values), got "
             "'TF_FP16_CONV_USE_FP32_COMPUTE': 0",
         ),
+        (dict(cpu_onednn_fp16="false"), TypeError, "cpu_onednn_fp16 must be None or a bool"),
+        (dict(amp="no"), TypeError, "amp must be a bool, got 'no'"),
+        (dict(tf_version=2), TypeError, "tf_version must be a string, got 2"),
+        (dict(cpu_flags="avx2 fma"), TypeError, "cpu_flags must be None or a tuple of flag names"),
+        (dict(env={1: "a", "b": "c"}), TypeError, "env must map names to strings"),
     ],
 )
 def test_runtime_context_checks_what_it_is_given(kwargs, error, words):
@@ -421,7 +427,9 @@ def test_runtime_context_checks_what_it_is_given(kwargs, error, words):
 
 def test_runtime_context_takes_a_mapping_and_any_case_of_the_device():
     # device="GPU" was audited as a CPU without a word.
-    ctx = RuntimeContext(device="GPU", compute_capability=[8, 0], env={"B": "1", "A": "0"})
+    ctx = RuntimeContext(
+        device="GPU", compute_capability=[np.int64(8), 0], env={"B": "1", "A": "0"}
+    )
     assert (ctx.device, ctx.compute_capability, ctx.env) == (
         "gpu",
         (8, 0),
@@ -444,3 +452,11 @@ def test_markdown_summary_tables_keep_their_lines(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert "| class | call sites | FLOPs | share of FLOPs |" in lines
     assert not any("\\n" in line for line in lines)
+
+
+def test_a_path_with_control_characters_is_escaped_in_gate_lines(tmp_path, capsys):
+    p = tmp_path / "p\x1b[31mRED\nfake.pb"
+    p.write_bytes(conv_graph().SerializeToString())
+    assert main([str(p), "--fail-under", "0.99"]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\nfake.pb" not in err and "p\\x1b[31mRED\\nfake.pb" in err

@@ -66,7 +66,9 @@ def test_an_out_file_in_a_missing_directory_is_refused_before_the_run(tmp_path):
     [
         (["--calls", "0"], "--calls must be in [1, 16], got 0"),
         (["--calls", "1000000"], "--calls must be in [1, 16], got 1000000"),
-        (["--out", "{tmp}"], "--out: '{tmp}' is a directory, not a file"),
+        (["--out", "{tmp}"], "--out: '{tmp}' is not a file name"),
+        (["--out", ""], "--out: '' is not a file name"),
+        (["--out", "/proc/1/x.md"], "--out: cannot write in '/proc/1'"),
     ],
 )
 def test_bad_arguments_are_refused_before_the_run(tmp_path, args, message):

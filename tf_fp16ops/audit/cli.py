@@ -449,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001 - last resort: a clean message instead of a traceback
             msg = " ".join(str(e).split())[:500]
             print(
-                f"tf-fp16-audit: error: internal error while auditing {as_text(path)}: "
+                f"tf-fp16-audit: error: internal error while auditing {printable(as_text(path))}: "
                 f"{type(e).__name__}: {printable(msg)}",
                 file=sys.stderr,
             )
@@ -457,11 +457,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for reason in report.partial:
             print(
-                f"tf-fp16-audit: over budget: {as_text(path)}: {printable(reason)}", file=sys.stderr
+                f"tf-fp16-audit: over budget: {printable(as_text(path))}: {printable(reason)}",
+                file=sys.stderr,
             )
         for gate in (check(report, args.fail_under, args.require), check_codes(report, fail_on)):
             if gate is not None:
-                print(f"{as_text(path)}: {printable(gate.message)}", file=sys.stderr)
+                print(f"{printable(as_text(path))}: {printable(gate.message)}", file=sys.stderr)
                 if not gate.passed:
                     status = 1
     if failed and not reports:

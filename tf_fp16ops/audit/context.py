@@ -18,6 +18,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 # Environment variables that matter for convolution precision (docs/design.md "Cases and their
 # public sources": the switches, and grappler's auto mixed precision).
 RELEVANT_ENV = (
@@ -178,9 +180,8 @@ class RuntimeContext:
             raise ValueError(f"device must be 'cpu' or 'gpu', got {self.device!r}")
         object.__setattr__(self, "device", device)
         env = self.env
-        pairs = tuple(sorted(env.items())) if isinstance(env, Mapping) else env
         try:
-            pairs = tuple((k, v) for k, v in pairs)
+            pairs = tuple((k, v) for k, v in (env.items() if isinstance(env, Mapping) else env))
         except (TypeError, ValueError):
             raise TypeError(f"env must be a mapping of names to strings, got {env!r:.80}") from None
         for k, v in pairs:
@@ -188,7 +189,24 @@ class RuntimeContext:
                 raise TypeError(
                     f"env must map names to strings (environment values), got {k!r:.40}: {v!r:.40}"
                 )
-        object.__setattr__(self, "env", pairs)
+        object.__setattr__(self, "env", tuple(sorted(pairs)))
+        for name in ("amp", "tf32"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r:.40}")
+        if self.cpu_onednn_fp16 is not None and not isinstance(self.cpu_onednn_fp16, bool):
+            raise TypeError(
+                f"cpu_onednn_fp16 must be None or a bool, got {self.cpu_onednn_fp16!r:.40}"
+            )
+        if not isinstance(self.tf_version, str):
+            raise TypeError(f"tf_version must be a string, got {self.tf_version!r:.40}")
+        if self.cpu_flags is not None:
+            if isinstance(self.cpu_flags, str) or not all(
+                isinstance(f, str) for f in self.cpu_flags
+            ):
+                raise TypeError(
+                    f"cpu_flags must be None or a tuple of flag names, got {self.cpu_flags!r:.60}"
+                )
+            object.__setattr__(self, "cpu_flags", tuple(self.cpu_flags))
         for name, limit, size in (
             ("compute_capability", MAX_CC_MAJOR, 2),
             ("cudnn_version", MAX_CUDNN_PART, None),
@@ -198,12 +216,15 @@ class RuntimeContext:
                 continue
             ok = isinstance(v, (tuple, list)) and (size is None or len(v) == size) and len(v) > 0
             ok = ok and all(
-                isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= limit for x in v
+                isinstance(x, (int, np.integer))
+                and not isinstance(x, (bool, np.bool_))
+                and 0 <= x <= limit
+                for x in v
             )
             if not ok:
                 what = "(major, minor), two ints" if size == 2 else "a tuple of ints"
                 raise ValueError(f"{name} must be {what} in 0..{limit}, got {v!r:.60}")
-            object.__setattr__(self, name, tuple(v))
+            object.__setattr__(self, name, tuple(int(x) for x in v))
 
     def onednn_half(self) -> tuple[bool | None, str]:
         """(whether TensorFlow's oneDNN rewrite takes T=half convs on the target CPU, why); None
