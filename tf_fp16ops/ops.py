@@ -159,18 +159,29 @@ def _is_int(v) -> bool:
 _MAX_LIST = 64  # items read from an iterable argument (a generator may never end)
 
 
-def _int_list(name: str, value, what: str, shown=None) -> list[int]:
-    """A list of Python ints from a sequence of ints (no strings, floats or bools) of at most
-    _MAX_LIST items. Each must lie within int64. `shown`: the argument named in the message
-    (`value` itself by default; the whole padding for one of its pairs)."""
+def _items(name: str, value, what: str, shown=None) -> list:
+    """The items of an iterable argument, at most _MAX_LIST of them (a generator may never end),
+    or a ValueError "`name` must be `what`, got `shown`" (`value` itself by default) for a
+    string, a mapping, a 0-d array, a non-iterable or a longer one."""
     shown = value if shown is None else shown
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
         raise ValueError(f"{name} must be {what}, got {_shown(shown)}")
     try:
-        values = list(itertools.islice(value, _MAX_LIST + 1))
+        items = list(itertools.islice(value, _MAX_LIST + 1))
     except TypeError:  # a 0-d array: iterable in type only
         raise ValueError(f"{name} must be {what}, got {_shown(shown)}") from None
-    if len(values) > _MAX_LIST or not all(_is_int(v) for v in values):
+    if len(items) > _MAX_LIST:
+        raise ValueError(f"{name} must be {what}, got {_shown(shown)}")
+    return items
+
+
+def _int_list(name: str, value, what: str, shown=None) -> list[int]:
+    """A list of Python ints from a sequence of ints (no strings, floats or bools) of at most
+    _MAX_LIST items (`_items`). Each must lie within int64. `shown`: the argument named in the
+    message (`value` itself by default; the whole padding for one of its pairs)."""
+    shown = value if shown is None else shown
+    values = _items(name, value, what, shown)
+    if not all(_is_int(v) for v in values):
         raise ValueError(f"{name} must be {what}, got {_shown(shown)}")
     if any(abs(int(v)) > _INT64_MAX for v in values):
         raise ValueError(f"{name} entries must fit in int64, got {_shown(shown)}")
@@ -213,8 +224,7 @@ def _padding_attrs(padding) -> tuple[str, list[int]]:
             f"{_shown(padding)}"
         )
     what = "'SAME', 'VALID' or a list of 4 [before, after] pairs of ints"
-    pairs_in = _int_pairs(padding, what)
-    pairs = [_int_list("padding", p, what, shown=padding) for p in pairs_in]
+    pairs = [_int_list("padding", p, what, shown=padding) for p in _items("padding", padding, what)]
     if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
         raise ValueError(
             "explicit padding must be 4 [before, after] pairs (one per dimension), got "
@@ -226,20 +236,6 @@ def _padding_attrs(padding) -> tuple[str, list[int]]:
     if any(v > _INT32_MAX for v in flat):  # explicit_paddings is a list(int) attr: int32
         raise ValueError(f"explicit padding entries must fit in int32, got {_shown(padding)}")
     return "EXPLICIT", flat
-
-
-def _int_pairs(padding, what: str) -> list:
-    """The items of an explicit `padding` (at most _MAX_LIST), each to be a [before, after]
-    pair; a ValueError showing the whole argument when it is no list of lists."""
-    if isinstance(padding, (bytes, dict)) or not hasattr(padding, "__iter__"):
-        raise ValueError(f"padding must be {what}, got {_shown(padding)}")
-    try:
-        items = list(itertools.islice(padding, _MAX_LIST + 1))
-    except TypeError:  # a 0-d array
-        raise ValueError(f"padding must be {what}, got {_shown(padding)}") from None
-    if len(items) > _MAX_LIST:
-        raise ValueError(f"padding must be {what}, got {_shown(padding)}")
-    return items
 
 
 def _data_format(data_format: str) -> str:
