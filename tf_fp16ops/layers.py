@@ -629,7 +629,9 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
     value/key -> [B, T, output dim], scores [B, heads, T, S]). Numerics (accumulation=
     'float16'): each einsum as `tf_fp16ops.einsum`, the scores over the key dimension
     (key_dim) ascending, the combine over the key positions S ascending; in a float32 model
-    operands are rounded to float16 and results cast back before the softmax and the bias.
+    operands are rounded to float16 and results cast back before the softmax and the bias (the
+    combine's float16 result goes to the output projection as it is, without a gate: Keras's
+    autocast would widen it only for the projection to round it back).
 
     Raises:
       ValueError: as `tf_fp16ops.layers.Conv2D` and `keras.layers.MultiHeadAttention`
@@ -649,6 +651,12 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
             if sub is not None and type(sub) is keras.layers.EinsumDense:
                 sub.__class__ = EinsumDense
                 sub.supports_jit = False
+        if not self._use_gate and self.compute_dtype == self.variable_dtype:
+            # The combine's float16 result (float16 accumulation) goes to the output projection
+            # as it is: Keras's autocast would widen it to the compute dtype only for the
+            # projection to round it back (an exact no-op the audit flags as a round trip).
+            # Variables need no autocast when they are in the compute dtype already.
+            self._output_dense.autocast = False
         self._share_accumulation()
 
     def _share_accumulation(self) -> None:
@@ -657,9 +665,13 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
             if isinstance(sub, EinsumDense):
                 sub.accumulation = self.accumulation
 
-    def _einsum(self, equation, a, b):
+    def _einsum(self, equation, a, b, to_output_dense=False):
+        """`tf_fp16ops.einsum` on operands rounded as the accumulation needs; the result in the
+        compute dtype, or as it is when it goes to an output projection that takes it so."""
         a, b = self._cast_in(a, b)
         out = matmul_ops.einsum(equation, a, b, accumulation=self.accumulation)
+        if to_output_dense and not self._output_dense.autocast:
+            return out
         return tf.cast(out, self.compute_dtype)
 
     def _compute_attention(
@@ -700,10 +712,10 @@ class MultiHeadAttention(_Fp16AccumulationMixin, keras.layers.MultiHeadAttention
         scores = self._einsum(self._dot_product_equation, key, query)
         if fused:
             probs = self._fused_softmax(scores, attention_mask)
-            return self._einsum(self._combine_equation, probs, value), None
+            return self._einsum(self._combine_equation, probs, value, True), None
         scores = self._masked_softmax(scores, attention_mask)
         final = self._dropout_layer(scores, training=training) if self._dropout > 0.0 else scores
-        output = self._einsum(self._combine_equation, final, value)
+        output = self._einsum(self._combine_equation, final, value, True)
         return output, scores
 
     def _fused_softmax(self, scores, attention_mask):

@@ -244,3 +244,35 @@ def test_policy_error_names_the_op_of_the_layer(make, op):
         make()
     other = "Fp16Conv2D" if op == "Fp16MatMul" else "Fp16MatMul"
     assert other not in str(e.value)
+
+
+def test_converted_float32_encoder_has_no_cast_round_trip(model):
+    # In a float32 model the combine einsum's float16 result goes straight into the output
+    # projection, which rounds its inputs to float16 anyway: no float16 -> float32 -> float16
+    # pair for the audit to flag, and the same values as Keras's autocast path would give.
+    from tf_fp16ops.audit import RuntimeContext, audit
+
+    conv = tf_fp16ops.convert(model, "float16")
+    fn = tf.function(lambda t: conv(t)).get_concrete_function(tf.TensorSpec((2, SEQ, DIM)))
+    report = audit(fn, RuntimeContext(device="cpu", tf_version="test"))
+    flagged = [(f.node, f.flag_texts) for f in report.findings if "noop-round-trip" in f.codes]
+    assert report.findings and flagged == [], flagged
+    # The output projection's operand is the combine's float16 result itself.
+    mha = conv.get_layer("mha_0")
+    x = inputs(2, 3)
+    q, v = tf.constant(x), tf.constant(x)
+    a, scores = mha(q, v, return_attention_scores=True)
+    combine = matmul_ops.einsum(
+        mha._combine_equation,
+        tf.cast(scores, tf.float16),
+        tf.cast(mha._value_dense(v), tf.float16),
+        accumulation="float16",
+    )
+    proj = mha._output_dense
+    want = (
+        R.einsum_half(
+            proj.equation, combine.numpy(), proj.kernel.numpy().astype(np.float16)
+        ).astype(np.float32)
+        + proj.bias.numpy()
+    )
+    np.testing.assert_array_equal(a.numpy(), want)
