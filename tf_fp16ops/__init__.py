@@ -14,14 +14,16 @@ installed TensorFlow (tf_fp16ops/_platform/library.py). When there is none, that
 versions the libraries present were built for and the fix; it is raised from the attribute
 access itself, with no import machinery frames in its traceback.
 
-When TensorFlow is already imported, `import tf_fp16ops` loads the library and registers the
-Keras layer at once, so SavedModels and .keras files holding them load right after the import
-(`import tensorflow as tf; import tf_fp16ops; tf.saved_model.load(...)`); a missing or
-mismatched library does not fail that import, its OpLibraryError is raised at the first attribute
-access. Imported before TensorFlow (as `tf_fp16ops.quiet_stderr()` wants), the package does the
-same as soon as the import of TensorFlow or Keras that comes later has finished (a finder on
-`sys.meta_path`, `_RegisterAfterImport`, removed once it has run), so the order of the imports
-does not matter; `import tf_fp16ops.layers` (or any attribute) also registers them.
+When TensorFlow is already imported, `import tf_fp16ops` loads the library and registers the Keras
+layer at once, so SavedModels and .keras files holding them load right after the import (`import
+tensorflow as tf; import tf_fp16ops; tf.saved_model.load(...)`); a missing or mismatched library
+does not fail that import, its OpLibraryError is raised at the first attribute access, and by
+`keras.models.load_model` of a file that holds one of the layers (stand-ins registered under their
+names, `_platform/missing_library.py`). Imported before TensorFlow (as `tf_fp16ops.quiet_stderr()`
+wants), the package does the same as soon as the import of TensorFlow or Keras that comes later has
+finished (a finder on `sys.meta_path`, `_RegisterAfterImport`, removed once it has run), so the
+order of the imports does not matter; `import tf_fp16ops.layers` (or any attribute) also registers
+them.
 """
 
 from __future__ import annotations
@@ -106,6 +108,15 @@ def __dir__():
 def _register_layers() -> None:
     try:
         _importlib.import_module(f"{__name__}.layers")  # loads the op library, registers the layer
+    except OpLibraryError as e:
+        # Raised again, with its message, at the first attribute access, and by loading a model
+        # that holds one of the layers.
+        from tf_fp16ops._platform.missing_library import register_stand_ins
+
+        try:
+            register_stand_ins(e)
+        except ImportError:
+            pass
     except ImportError:
         pass  # raised again, with its message, at the first attribute access
 

@@ -240,3 +240,36 @@ def test_loading_with_an_unknown_cap_fails_in_one_line():
         "ValueError: tf_fp16ops: TF_FP16OPS_CPU_ISA must be one of 'avx512fp16', 'avx512', "
         "'avx2', 'scalar' or empty, got 'Scalar'"
     )
+
+
+def test_the_stand_ins_cover_every_registered_layer():
+    import keras
+
+    from tf_fp16ops import layers
+    from tf_fp16ops._platform.missing_library import LAYER_NAMES
+
+    registered = sorted(
+        keras.saving.get_registered_name(c) for c in layers.KERAS_EQUIVALENTS.values()
+    )
+    assert registered == sorted(f"tf_fp16ops>{n}" for n in LAYER_NAMES)
+
+
+@pytest.mark.parametrize("first", ["import tensorflow, tf_fp16ops", "import tf_fp16ops, keras"])
+def test_a_converted_model_without_the_library_fails_in_one_line(tmp_path, first):
+    # Keras would say "Could not locate class 'Conv2D'" and print the layer's whole config.
+    import keras
+
+    import tf_fp16ops
+
+    saved = tmp_path / "converted.keras"
+    model = keras.Sequential([keras.Input((5, 5, 2)), keras.layers.DepthwiseConv2D(3)])
+    tf_fp16ops.convert(model, "float16").save(saved)
+    path = copy_package(tmp_path / "pkg", with_library=False, source_tree=True)
+    r = run_in(path, f"{first}\nimport keras\nkeras.models.load_model({str(saved)!r})")
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines()[-1] == (
+        "tf_fp16ops.OpLibraryError: tf_fp16ops: cannot load the layer "
+        "'tf_fp16ops>DepthwiseConv2D': no op library has been built in this source tree "
+        f"({path}), and TensorFlow {tf.__version__} is installed; run `make build` in {path} to "
+        f"build it for TensorFlow {tf.__version__}"
+    ), r.stderr
