@@ -384,6 +384,49 @@ def test_control_characters_in_node_names_are_escaped(tmp_path, capsys, fmt):
     assert [f["node"] for f in json.loads(capsys.readouterr().out)["findings"]] == [EVIL]
 
 
+def _markdown_cells(markdown: str) -> list[list[tuple[str, set[str]]]]:
+    """The body rows of every table in `markdown` as parsed by markdown-it-py (CommonMark with
+    GFM tables and strikethrough, an independent parser): per cell its text (code spans'
+    content included) and the types of the other inline tokens it holds (emphasis, links,
+    HTML...)."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(markdown)
+    rows, row, in_body = [], None, False
+    for t in tokens:
+        if t.type in ("tbody_open", "tbody_close"):
+            in_body = t.type == "tbody_open"
+        elif in_body and t.type == "tr_open":
+            row = []
+            rows.append(row)
+        elif in_body and t.type == "inline" and row is not None:
+            kids = t.children or []
+            text = "".join(k.content for k in kids if k.type in ("text", "code_inline"))
+            row.append((text, {k.type for k in kids} - {"text", "code_inline"}))
+    return rows
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a|b*c*_d_[e](http://x)<i>f</i>~~g~~&amp;",  # a code span: only "|" needs escaping
+        "a\\|b`c`*d*[e](http://x)<i>~~g~~&amp;\\",  # backslash and backtick: escaped text
+    ],
+)
+def test_markdown_shows_a_node_name_as_it_is(tmp_path, capsys, name):
+    # A name can neither split the row, nor format the report (emphasis, links, HTML).
+    gd = conv_graph()
+    (conv,) = [n for n in gd.node if n.op == "Conv2D"]
+    conv.name = name
+    p = tmp_path / "md.pb"
+    p.write_bytes(gd.SerializeToString())
+    assert main([str(p), "--format", "markdown"]) == 0
+    tables = _markdown_cells(capsys.readouterr().out)
+    (row,) = [r for r in tables if len(r) == 9 and r[3][0] == "Conv2D"]
+    assert row[2] == (name, set()), row
+    assert all(markup == set() for _, markup in row), row
+
+
 def test_control_characters_in_an_error_line_are_escaped(tmp_path, capsys):
     gd = graph_pb2.GraphDef()
     gd.node.add().name = EVIL  # no op: a malformed GraphDef naming the node

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ..errors import printable
 from ..findings import AuditReport
 from .common import (
@@ -16,9 +18,26 @@ from .common import (
 )
 from .runtime import has_runtime, observed_cell, probe_rows, runtime_lines
 
+# CommonMark's backslash escapes (spec 0.31, section 2.4) for the characters that can start
+# inline markup (emphasis, code, links, HTML, entities, GFM strikethrough) or end a GFM table cell
+# (a `]` without its `[` is literal).
+_SPECIAL = re.compile(r"([\\`*_\[<&~|])")
+
 
 def _esc(s: str) -> str:
-    return s.replace("|", "\\|")
+    """`s` as literal Markdown text: every markup character backslash-escaped, so that a name
+    from the model can neither format the report nor split a table cell (a backslash before `|`
+    included: both are escaped)."""
+    return _SPECIAL.sub(r"\\\1", s)
+
+
+def _code(s: str) -> str:
+    """`s` as a code span in a table cell, `|` written `\\|` (GFM reads it as part of the cell).
+    Inside a code span a backslash is literal, so a name with a backslash (which could pair with
+    that `|` escape) or a backtick (which could end the span) is written as escaped text."""
+    if "\\" in s or "`" in s:
+        return _esc(s)
+    return "`" + s.replace("|", "\\|") + "`"
 
 
 def render_markdown_summary(report: AuditReport) -> str:
@@ -31,7 +50,7 @@ def render_markdown_summary(report: AuditReport) -> str:
     ]
     out += [
         f"**{s.call_sites} call sites** ({convs} conv, {mms} matmul; {s.conv_nodes} nodes) "
-        f"in `{_esc(report.source)}` "
+        f"in {_code(report.source)} "
         f"({report.source_format}); context: device={report.context.device}, "
         f"amp={report.context.amp}"
         + (
@@ -80,7 +99,7 @@ def render_markdown(report: AuditReport) -> str:
         out += ["## Switches", "", "| variable | value | effect |", "|---|---|---|"]
         for sw in report.switches:
             out.append(
-                f"| `{sw.name}` | {'unset' if sw.value is None else '`' + sw.value + '`'} | "
+                f"| `{sw.name}` | {'unset' if sw.value is None else _code(sw.value)} | "
                 f"{_esc(sw.effect)} |"
             )
         out.append("")
@@ -103,7 +122,7 @@ def render_markdown(report: AuditReport) -> str:
             acc += " (amp→half, predicted)"
         obs = f" {_esc(observed_cell(f))} |" if run else ""
         out.append(
-            f"| {i} | {_esc(path_of(f))} | `{_esc(f.node)}` | {f.op} | {f.T} | {acc} | "
+            f"| {i} | {_code(path_of(f))} | {_code(f.node)} | {_code(f.op)} | {f.T} | {acc} | "
             f"{f.audit_class} | {fmt_flops(f.flops)} |{obs} "
             f"{_esc(', '.join(f.flag_texts)) or '-'} |"
         )
@@ -121,7 +140,7 @@ def render_markdown(report: AuditReport) -> str:
     if report.unknown_ops:
         out += ["", "## Unknown ops", ""]
         out += [
-            f"- `{u.op}` ×{u.count}: {u.verdict} (attrs: {_esc(', '.join(u.attrs))})"
+            f"- {_code(u.op)} ×{u.count}: {_esc(u.verdict)} (attrs: {_esc(', '.join(u.attrs))})"
             for u in report.unknown_ops
         ]
     if report.notes:
