@@ -176,3 +176,40 @@ def test_audit_reports_every_converted_layer_type_as_fp16_accumulate(tmp_path):
     dense = [d for d in map(lambda f: f.to_dict(), report.findings) if "/d_" in d["node"]]
     assert dense and all(d["flops"] == 2 * 16 * 5 * 4 for d in dense), [d["flops"] for d in dense]
     assert all(f.to_dict()["flops"] is not None for f in report.findings)
+
+
+def _residual_model(kind):
+    """A residual block whose last layer's bias add and the residual add form a chain of adds
+    (`h + (y + bias)`), the tree Grappler's AddOpsRewrite regroups when both are AddV2."""
+    keras.utils.set_random_seed(4)
+    bias = {"bias_initializer": "random_normal"}
+    if kind == "dense":
+        inp = keras.Input((24, 32))
+        h = keras.layers.LayerNormalization()(inp)
+        f = keras.layers.Dense(48, **bias)(h)
+        f = keras.layers.Dense(32, **bias)(f)
+    else:
+        channels_first = kind == "conv1d_channels_first"
+        inp = keras.Input((8, 20) if channels_first else (12, 12, 8))
+        h = keras.layers.LayerNormalization(axis=1 if channels_first else -1)(inp)
+        layer = keras.layers.Conv1D if channels_first else keras.layers.Conv2D
+        fmt = "channels_first" if channels_first else "channels_last"
+        f = layer(8, 3, padding="same", data_format=fmt, **bias)(h)
+    return keras.Model(inp, keras.layers.LayerNormalization()(h + f))
+
+
+@pytest.mark.parametrize("kind", ["dense", "conv2d", "conv1d_channels_first"])
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_a_converted_model_gives_the_same_bits_eagerly_and_in_a_tf_function(kind, policy):
+    import tensorflow as tf
+
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = tf_fp16ops.convert(_residual_model(kind), "float16")
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    x = np.random.default_rng(5).standard_normal((6, *model.input_shape[1:])).astype("float32")
+    eager = model(x, training=False).numpy()
+    graph = tf.function(lambda t: model(t, training=False))(tf.constant(x)).numpy()
+    assert eager.dtype == graph.dtype
+    np.testing.assert_array_equal(graph, eager)
