@@ -51,12 +51,15 @@ class NotConverted:
 class ConversionReport:
     """What `convert` did: `converted` layer names in model order; `not_converted` convolution
     and Dense layers left unchanged; `converted_classes` the Keras class name of each converted
-    layer (same order)."""
+    layer (same order); `float32_layers` the converted layers that compute in float32 in a model
+    whose other layers compute in float16 (a mixed-precision model's float32 output layer, say),
+    which float16 accumulation runs on float16-rounded inputs and weights."""
 
     accumulation: str
     converted: tuple[str, ...]
     not_converted: tuple[NotConverted, ...]
     converted_classes: tuple[str, ...] = ()
+    float32_layers: tuple[str, ...] = ()
 
     def counts(self) -> dict[str, int]:
         """Converted layers per Keras class name, e.g. {'Conv2D': 35, 'DepthwiseConv2D': 17}."""
@@ -76,6 +79,11 @@ class ConversionReport:
         lines += [
             f"  not converted: {n.name} ({n.class_name}): {n.reason}" for n in self.not_converted
         ]
+        if self.float32_layers and self.accumulation == "float16":
+            lines.append(
+                f"  float32 layer(s) of a float16 model, now on float16-rounded inputs and "
+                f"weights: {', '.join(self.float32_layers)} (`layers=` can leave them out)"
+            )
         return "\n".join(lines)
 
 
@@ -200,9 +208,9 @@ def convert_with_report(
         )
     if not _is_rebuilt_container(model):
         raise ValueError(
-            f"model '{model.name}' is a subclassed {type(model).__name__}; convert rebuilds "
-            f"Sequential and functional models only (build it from tf_fp16ops.layers.Conv2D "
-            f"instead)"
+            f"model '{model.name}' is a subclassed {type(model).__name__}; convert (and "
+            f"sensitivity, which converts) rebuilds Sequential and functional models only (build "
+            f"it from tf_fp16ops.layers instead)"
         )
     if not model.layers:
         raise ValueError(f"model '{model.name}' has no layers; there is nothing to convert")
@@ -255,7 +263,17 @@ def convert_with_report(
                     f"original weights; build the model (call it once) before converting"
                 )
             new.set_weights(weights)
-    report = ConversionReport(accumulation, tuple(converted), tuple(skipped), tuple(classes))
+    halves = [
+        old for old, _ in pairs if getattr(old, "compute_dtype", None) in ("float16", "bfloat16")
+    ]
+    float32_layers = tuple(
+        old.name
+        for old, new in pairs
+        if halves and old.name in converted and getattr(old, "compute_dtype", None) == "float32"
+    )
+    report = ConversionReport(
+        accumulation, tuple(converted), tuple(skipped), tuple(classes), float32_layers
+    )
     _LOG.info("%s", report.summary())
     return Conversion(new_model, report)
 

@@ -354,6 +354,34 @@ def test_float64_layer_left_unconverted_with_the_reason():
     )
 
 
+def test_a_float32_output_layer_of_a_mixed_model_is_named_in_the_report():
+    # The mixed-precision recipe keeps the last layer in float32; converting it with float16
+    # accumulation rounds its inputs and weights to float16, which the report says.
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        inp = keras.Input((6, 6, 2))
+        x = keras.layers.Conv2D(4, 3, name="body")(inp)
+        x = keras.layers.Flatten()(x)
+        out = keras.layers.Dense(3, dtype="float32", name="logits")(x)
+        model = keras.Model(inp, out)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    r16 = tf_fp16ops.convert_with_report(model, "float16").report
+    assert r16.float32_layers == ("logits",)
+    assert r16.summary().splitlines()[-1] == (
+        "  float32 layer(s) of a float16 model, now on float16-rounded inputs and weights: "
+        "logits (`layers=` can leave them out)"
+    )
+    # float32 accumulation changes nothing there; a float32 model has no such layer to name.
+    assert (
+        "float32 layer(s)" not in tf_fp16ops.convert_with_report(model, "float32").report.summary()
+    )
+    plain = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(2, 3)])
+    assert tf_fp16ops.convert_with_report(plain, "float16").report.float32_layers == ()
+    left = tf_fp16ops.convert_with_report(model, "float16", layers=["body"]).report
+    assert left.float32_layers == () and "float32 layer(s)" not in left.summary()
+
+
 @pytest.mark.parametrize("which", ["model_a", "model_b"])
 def test_compare_rejects_a_model_that_is_not_callable(which):
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
