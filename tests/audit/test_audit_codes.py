@@ -110,9 +110,11 @@ def test_fail_on_gate(tmp_path, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "unknown code 'fake16'" in err and "fake-fp16" in err
-    with pytest.raises(SystemExit):
-        main([str(pb), "--fail-on", ","])
-    assert "--fail-on expects CODE[,CODE...]" in capsys.readouterr().err
+    for value in (",", "fake-fp16,", "fake-fp16,,tf32", ""):
+        with pytest.raises(SystemExit):
+            main([str(pb), "--fail-on", value])
+        assert f"--fail-on expects CODE[,CODE...], got {value!r}" in capsys.readouterr().err
+    assert main([str(clean), *args, "--fail-on", " fake-fp16 , tf32"]) == 0  # spaces are fine
 
 
 def test_unknown_code_is_a_key_error():

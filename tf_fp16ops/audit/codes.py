@@ -161,10 +161,11 @@ def parse_codes(text: str) -> tuple[str, ...]:
     """The codes of a `--fail-on` value ("CODE[,CODE...]"), each checked against CODES.
 
     Raises:
-      ValueError: an empty list or an unknown code, naming it and the known codes.
+      ValueError: an empty list, an empty item ("a,,b", a trailing comma: perhaps a code that
+        was meant to be there) or an unknown code, naming it and the known codes.
     """
-    codes = tuple(c.strip() for c in text.split(",") if c.strip())
-    if not codes:
+    codes = tuple(c.strip() for c in text.split(","))
+    if not all(codes):
         raise ValueError(f"--fail-on expects CODE[,CODE...], got {text!r}")
     for c in codes:
         if c not in CODES:
