@@ -341,6 +341,25 @@ def test_a_failed_share_gate_never_prints_as_its_threshold():
     assert gates._fraction(0.12345678, 0.1234568) == "0.12345678"
 
 
+def test_an_unknown_signature_lists_the_signatures_only(tmp_path, capsys):
+    # A tf.Module with a variable saves its initializer under "__saved_model_init_op" in the
+    # SignatureDef map: not a signature anyone can ask for.
+    module = tf.Module()
+    module.w = tf.Variable(tf.ones([3, 3, 2, 2]))
+    module.conv = tf.function(
+        lambda x: tf.nn.conv2d(x, module.w, 1, "SAME"),
+        input_signature=[tf.TensorSpec([1, 4, 4, 2])],
+    )
+    path = tmp_path / "sm"
+    tf.saved_model.save(module, str(path), signatures={"conv": module.conv})
+    assert main([str(path), "--signature", "nope"]) == 2
+    assert capsys.readouterr().err == (
+        f"tf-fp16-audit: error: {path}: no signature 'nope' (has: conv)\n"
+    )
+    assert main([str(path), "--signature", "__saved_model_init_op"]) == 2
+    assert "(has: conv)" in capsys.readouterr().err
+
+
 def test_a_signature_asked_of_a_graph_def_says_only_saved_models_have_them(tmp_path, capsys):
     p = tmp_path / "g.pb"
     p.write_bytes(conv_graph().SerializeToString())

@@ -133,6 +133,8 @@ def _load_saved_model_dir(path: str, limits: Limits = DEFAULT) -> LoadedModel:
         sigs: dict[str, set[str]] = {}  # one name per signature, however many outputs it has
         shapes: dict[str, tuple[int, ...]] = {}
         for sname, sdef in mg.signature_def.items():
+            if sname == "__saved_model_init_op":  # the restore-time initializer, not a signature
+                continue
             for t in sdef.outputs.values():
                 if t.name:
                     sigs.setdefault(t.name.split(":")[0], set()).add(sname)
