@@ -538,9 +538,10 @@ def conv2d(
       filters: same dtype as `input`, HWIO [KH, KW, C / groups, K]. When C is a multiple
         `groups` of the filter's in-channels, the convolution is grouped (K divisible by groups).
       strides: int or list of 1, 2 or 4 ints (4: in data_format order, 1 at batch and channel).
-      padding: 'SAME', 'VALID', or explicit [[0, 0], [top, bottom], [left, right], [0, 0]] pairs in
-        data_format order (elements; padded positions are zeros that take part in the sum).
-      data_format: 'NHWC' (default) or 'NCHW'.
+      padding: 'SAME', 'VALID' (any case, as Keras writes them: 'same' too), or explicit
+        [[0, 0], [top, bottom], [left, right], [0, 0]] pairs in data_format order (elements;
+        padded positions are zeros that take part in the sum).
+      data_format: 'NHWC' (default) or 'NCHW' (any case).
       dilations: int or list of 1, 2 or 4 ints; default 1.
       accumulation: 'float16' (default; true fp16 accumulation, needs float16 inputs) or
         'float32'; or tf.float16/tf.float32, np.float16/np.float32. Nothing else (see
@@ -821,7 +822,7 @@ def depthwise_conv2d(
       input: 4-D float16 or float32 tensor [N, H, W, C].
       filter: same dtype, [KH, KW, C, M] (M the depth multiplier).
       strides: int or list of 1, 2 or 4 ints (4: NHWC order, 1 at batch and channel).
-      padding: 'SAME' or 'VALID' (tf.nn.conv2d's output size and padding rules).
+      padding: 'SAME' or 'VALID', any case (tf.nn.conv2d's output size and padding rules).
       dilations: int or list of 1, 2 or 4 ints; default 1.
       accumulation: 'float16' (default; needs float16 inputs) or 'float32'.
       name: op name.

@@ -532,3 +532,21 @@ def test_einsum_takes_two_operands_and_accumulation_by_keyword():
         tf_fp16ops.einsum("ij,jk->ik", a, a.T, accumulation="float32").numpy(),
         np.full((2, 2), 3.0, np.float16),
     )
+
+
+def test_padding_and_data_format_take_any_case():
+    # As documented: Keras writes 'same'/'valid'; the op attrs get the upper-case names.
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((1, 5, 5, 2)).astype(np.float16))
+    w = tf.constant(rng.standard_normal((3, 3, 2, 2)).astype(np.float16))
+    want = tf_fp16ops.conv2d(x, w, 1, "SAME", data_format="NHWC").numpy()
+    got = tf_fp16ops.conv2d(x, w, 1, "same", data_format="nhwc").numpy()
+    assert want.shape == (1, 5, 5, 2)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    dw = tf.constant(rng.standard_normal((3, 3, 2, 1)).astype(np.float16))
+    a = tf_fp16ops.ops.depthwise_conv2d(x, dw, 1, "Valid").numpy()
+    b = tf_fp16ops.ops.depthwise_conv2d(x, dw, 1, "VALID").numpy()
+    assert a.shape == (1, 3, 3, 2)
+    np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+    with pytest.raises(ValueError, match="padding must be 'SAME', 'VALID' or a list"):
+        tf_fp16ops.conv2d(x, w, 1, "sam")
