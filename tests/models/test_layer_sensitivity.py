@@ -335,6 +335,16 @@ def test_cli(digits, tmp_path, capsys):
         assert capsys.readouterr().err == f"tf-fp16-sensitivity: error: {message}\n"
     assert cli_main([path, "--inputs", str(tmp_path / "nope.npy")]) == 2
     assert "--inputs '" in capsys.readouterr().err
+    # inputs of the wrong shape are named by their flag and file, not by the API's `x`
+    wrong = str(tmp_path / "wrong.npy")
+    np.save(wrong, x[:4, :-1])
+    assert cli_main([path, "--inputs", wrong]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"tf-fp16-sensitivity: error: --inputs {wrong!r} has shape {x[:4, :-1].shape}; "
+        "the model's input"
+    ), err
+    assert err.count("\n") == 1
 
 
 @pytest.fixture(scope="module")

@@ -195,6 +195,13 @@ def main(argv=None) -> int:
         y = _load_array("--labels", args.labels) if args.labels else None
     except (OSError, ValueError) as e:
         return fail(f"cannot read inputs/labels: {e}")
+    if args.inputs:
+        from .source import check_x
+
+        try:
+            check_x(model, x, arg=f"--inputs {args.inputs!r}")
+        except ValueError as e:
+            return fail(str(e))
     try:
         result = sensitivity(
             model,

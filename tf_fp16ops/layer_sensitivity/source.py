@@ -10,9 +10,10 @@ import keras
 import numpy as np
 
 
-def check_x(model, x):
+def check_x(model, x, arg: str = "x"):
     """`x` as arrays whose ranks and fixed dimensions match the model's inputs (a leading batch
-    axis); raises ValueError naming `x` and its shape otherwise."""
+    axis); raises ValueError naming `arg` (the argument `x`, or the command line's `--inputs`
+    file) and its shape otherwise."""
     specs = keras.tree.flatten(model.inputs) if getattr(model, "inputs", None) else []
     if len(specs) == 1 and isinstance(x, (list, tuple)) and len(x) == 1 and hasattr(x[0], "shape"):
         x = x[0]
@@ -21,7 +22,9 @@ def check_x(model, x):
     else:
         arrays = keras.tree.flatten(x)
         if specs and len(arrays) != len(specs):
-            raise ValueError(f"x holds {len(arrays)} arrays; the model takes {len(specs)} inputs")
+            raise ValueError(
+                f"{arg} holds {len(arrays)} arrays; the model takes {len(specs)} inputs"
+            )
     checked = []
     for a, spec in zip(arrays, specs or [None] * len(arrays), strict=True):
         try:
@@ -29,11 +32,11 @@ def check_x(model, x):
             kind = np.asarray(arr).dtype.kind
         except (TypeError, ValueError) as e:
             raise ValueError(
-                f"x must be an array-like of numbers, got {type(a).__name__}: {e}"
+                f"{arg} must be an array-like of numbers, got {type(a).__name__}: {e}"
             ) from None
         shape = tuple(arr.shape)
         if kind not in "biuf":
-            raise ValueError(f"x must hold numbers, got dtype {arr.dtype} (shape {shape})")
+            raise ValueError(f"{arg} must hold numbers, got dtype {arr.dtype} (shape {shape})")
         if spec is not None:
             want = tuple(spec.shape)
             if len(shape) != len(want) or any(
@@ -41,7 +44,7 @@ def check_x(model, x):
             ):
                 want_txt = "(N, " + ", ".join(str(d) for d in want[1:]) + ")"
                 raise ValueError(
-                    f"x has shape {shape}; the model's input {spec.name!r} takes {want_txt} "
+                    f"{arg} has shape {shape}; the model's input {spec.name!r} takes {want_txt} "
                     "(N samples on axis 0)"
                 )
         checked.append(arr)
