@@ -218,6 +218,8 @@ PER_ROW = "per row (M unknown: the row count is a run-time value)"
         ((-1, -1, 4), (-1, 4), (4, 3), (), (2 * 4 * 3, PER_ROW)),
         # Sizes that do not divide (20 elements per example in rows of 8): left per row.
         ((-1, 5, 4), (-1, 8), (8, 3), (), (2 * 8 * 3, PER_ROW)),
+        # An example of no elements ([B, 0, 4]) gives no rows: 0 FLOPs per example.
+        ((-1, 0, 4), (-1, 4), (4, 3), (), (0, PER_EXAMPLE)),
     ],
 )
 def test_rows_reshaped_from_a_batch_count_per_example(x_shape, rows_shape, w_shape, via, want):

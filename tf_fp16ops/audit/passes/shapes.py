@@ -523,8 +523,8 @@ def _batch_scale(pre, a_shape, ta: bool, k: int | None, y) -> int | None:
         return None
     known_pre = math.prod(pre[1:])
     known_a = math.prod(d for d in a if d >= 0)
-    if known_a <= 0 or known_pre < known_a or known_pre % known_a:
-        return None
+    if known_a <= 0 or 0 < known_pre < known_a or known_pre % known_a:
+        return None  # (known_pre 0: examples of no elements, no rows: the factor is 0)
     pos = unknown[0]
     if pos == (len(a) - 1 if ta else len(a) - 2):
         at = len(y) - 2
