@@ -213,3 +213,4 @@ def test_a_converted_model_gives_the_same_bits_eagerly_and_in_a_tf_function(kind
     graph = tf.function(lambda t: model(t, training=False))(tf.constant(x)).numpy()
     assert eager.dtype == graph.dtype
     np.testing.assert_array_equal(graph, eager)
+    np.testing.assert_array_equal(model.predict(x, verbose=0), eager)
