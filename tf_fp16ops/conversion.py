@@ -268,7 +268,7 @@ def convert_with_report(
     ]
     float32_layers = tuple(
         old.name
-        for old, new in pairs
+        for old, _ in pairs
         if halves and old.name in converted and getattr(old, "compute_dtype", None) == "float32"
     )
     report = ConversionReport(

@@ -156,10 +156,10 @@ class _Fp16AccumulationMixin:
         outputs = tf.cast(outputs, self.compute_dtype)
         if self.bias is not None:
             bias = tf.cast(self.bias, self.compute_dtype)
-            rank = len(outputs.shape)
+            rank = outputs.shape.rank  # None when unknown
             if conv and self.data_format == "channels_first":
                 outputs = tf.nn.bias_add(outputs, bias, data_format="NCHW")  # [N, C, ...]
-            elif len(bias.shape) == 1 and rank >= 2:
+            elif len(bias.shape) == 1 and rank is not None and rank >= 2:
                 outputs = tf.nn.bias_add(outputs, bias)  # [..., C]
             else:
                 outputs = outputs + bias
