@@ -142,27 +142,27 @@ class _Fp16AccumulationMixin:
         dtype = self._op_dtype()
         return [tf.cast(t, dtype) for t in tensors]
 
-    def _finish(self, outputs, conv=False):
+    def _finish(self, outputs, channels=None):
         """Cast back to the compute dtype, then bias and activation as the Keras layer does: a
-        convolution's (`conv`) bias [channels] on the channel axis of data_format, Dense's and
-        EinsumDense's as it is shaped.
+        convolution's bias [channels] on the channel axis of data_format, Dense's and
+        EinsumDense's as it is shaped (channels None).
 
-        A bias vector on the channel axis (every convolution's and Dense's, an EinsumDense's of
-        one output axis, the last) is added by `tf.nn.bias_add` (BiasAdd), not `+` (AddV2):
-        Grappler's arithmetic optimizer (AddOpsRewrite) regroups trees of AddV2 nodes, so that
-        `residual + (y + bias)` ran as `(y + residual) + bias` in a `tf.function` and rounded
-        differently from eager execution; a BiasAdd is not part of such a tree. The sums are the
-        same, one rounding each."""
+        The bias is added by `keras.ops.add`, as the Keras layers add theirs: its TensorFlow
+        backend writes an add of a bias-shaped operand as BiasAdd, which is not part of the
+        trees of AddV2 nodes that Grappler's arithmetic optimizer (AddOpsRewrite) regroups; with
+        `+` (AddV2), `residual + (y + bias)` ran as `(y + residual) + bias` in a `tf.function`
+        and rounded differently from eager execution. Either way one rounding per element."""
         outputs = tf.cast(outputs, self.compute_dtype)
         if self.bias is not None:
             bias = tf.cast(self.bias, self.compute_dtype)
-            rank = outputs.shape.rank  # None when unknown
-            if conv and self.data_format == "channels_first":
-                outputs = tf.nn.bias_add(outputs, bias, data_format="NCHW")  # [N, C, ...]
-            elif len(bias.shape) == 1 and rank is not None and rank >= 2:
-                outputs = tf.nn.bias_add(outputs, bias)  # [..., C]
-            else:
-                outputs = outputs + bias
+            if channels is not None:
+                rank = len(outputs.shape) - 2
+                if self.data_format == "channels_last":
+                    shape = (1,) * (rank + 1) + (channels,)
+                else:
+                    shape = (1, channels) + (1,) * rank
+                bias = tf.reshape(bias, shape)
+            outputs = keras.ops.add(outputs, bias)
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
@@ -243,7 +243,7 @@ def _conv(layer, inputs):
         data_format=_nhwc_or_nchw(layer.data_format),
         dilations=_window(layer.dilation_rate, layer),
     )
-    return layer._finish(_from_2d(layer, y), conv=True)
+    return layer._finish(_from_2d(layer, y), layer.filters)
 
 
 def _use_fixed_order(model) -> None:
@@ -284,7 +284,8 @@ def _depthwise(layer, inputs, kernel):
 
 def _depthwise_conv(layer, inputs):
     """DepthwiseConv2D and DepthwiseConv1D."""
-    return layer._finish(_depthwise(layer, inputs, layer.kernel), conv=True)
+    channels = layer.depth_multiplier * layer._get_input_channel(inputs.shape)
+    return layer._finish(_depthwise(layer, inputs, layer.kernel), channels)
 
 
 def _separable_conv(layer, inputs):
@@ -296,7 +297,7 @@ def _separable_conv(layer, inputs):
     y = _fp16_conv2d(
         layer, depthwise, pointwise, 1, "VALID", data_format=_nhwc_or_nchw(layer.data_format)
     )
-    return layer._finish(_from_2d(layer, y), conv=True)
+    return layer._finish(_from_2d(layer, y), layer.filters)
 
 
 def _conv_transpose(layer, inputs):
@@ -339,7 +340,7 @@ def _conv_transpose(layer, inputs):
         filters=w,
         out_backprop=x,
     )
-    return layer._finish(_from_2d(layer, y), conv=True)
+    return layer._finish(_from_2d(layer, y), layer.filters)
 
 
 @keras.saving.register_keras_serializable(package="tf_fp16ops", name="Conv2D")

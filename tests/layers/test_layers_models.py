@@ -188,6 +188,10 @@ def _residual_model(kind):
         h = keras.layers.LayerNormalization()(inp)
         f = keras.layers.Dense(48, **bias)(h)
         f = keras.layers.Dense(32, **bias)(f)
+    elif kind == "einsum_dense_bias_on_rows":  # bias [24, 1]: a BiasAdd on axis 1 (as Keras's)
+        inp = keras.Input((24, 32))
+        h = keras.layers.LayerNormalization()(inp)
+        f = keras.layers.EinsumDense("abc,cd->abd", (24, 32), bias_axes="b", **bias)(h)
     else:
         channels_first = kind == "conv1d_channels_first"
         inp = keras.Input((8, 20) if channels_first else (12, 12, 8))
@@ -198,7 +202,9 @@ def _residual_model(kind):
     return keras.Model(inp, keras.layers.LayerNormalization()(h + f))
 
 
-@pytest.mark.parametrize("kind", ["dense", "conv2d", "conv1d_channels_first"])
+@pytest.mark.parametrize(
+    "kind", ["dense", "einsum_dense_bias_on_rows", "conv2d", "conv1d_channels_first"]
+)
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
 def test_a_converted_model_gives_the_same_bits_eagerly_and_in_a_tf_function(kind, policy):
     import tensorflow as tf
