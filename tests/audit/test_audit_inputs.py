@@ -446,6 +446,49 @@ def test_markdown_shows_a_node_name_as_it_is(tmp_path, capsys, name):
     assert all(markup == set() for _, markup in row), row
 
 
+@pytest.mark.parametrize(
+    "op",
+    [
+        "# Heading\\",
+        "> quote\\",
+        "    code\\",
+        "1. one\\",
+        "- item\\",
+        "+ x",
+        "=== x",
+        " both ",
+        "a|b",
+    ],
+)
+def test_markdown_lists_show_an_unknown_op_type_as_it_is(tmp_path, capsys, op):
+    # An op type starts a list item of "Unknown ops": it must not open a heading, quote, code
+    # block or list, and a name with spaces at both ends keeps them.
+    from markdown_it import MarkdownIt
+
+    gd = conv_graph()
+    add_node(gd.node, "u", op, ["x"])
+    p = tmp_path / "md.pb"
+    p.write_bytes(gd.SerializeToString())
+    assert main([str(p), "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(md)
+    kinds = {t.type for t in tokens}
+    assert not kinds & {"blockquote_open", "code_block", "fence", "hr"}, kinds
+    # the report's own lists only: the accumulation reasons (ordered), the unknown ops
+    assert [t.type for t in tokens if t.type.endswith("list_open")] == [
+        "ordered_list_open",
+        "bullet_list_open",
+    ]
+    assert [t.tag for t in tokens if t.type == "heading_open"] == ["h1"] + ["h2"] * 3
+    (item,) = [
+        t
+        for i, t in enumerate(tokens)
+        if t.type == "inline" and tokens[i - 2].type == "list_item_open" and "×1" in t.content
+    ]
+    text = "".join(k.content for k in item.children if k.type in ("text", "code_inline"))
+    assert text.startswith(op + " ×1: "), text
+
+
 def test_control_characters_in_an_error_line_are_escaped(tmp_path, capsys):
     gd = graph_pb2.GraphDef()
     gd.node.add().name = EVIL  # no op: a malformed GraphDef naming the node

@@ -31,13 +31,38 @@ def _esc(s: str) -> str:
     return _SPECIAL.sub(r"\\\1", s)
 
 
-def _code(s: str) -> str:
-    """`s` as a code span in a table cell, `|` written `\\|` (GFM reads it as part of the cell).
-    Inside a code span a backslash is literal, so a name with a backslash (which could pair with
-    that `|` escape) or a backtick (which could end the span) is written as escaped text."""
-    if "\\" in s or "`" in s:
+def _code(s: str, cell: bool = True) -> str:
+    """`s` as a code span, `|` written `\\|` in a table cell (GFM reads it as part of the cell;
+    elsewhere it would show its backslash). Inside a code span a backslash is literal, so a name
+    with a backslash (which could pair with that `|` escape) or a backtick (which could end the
+    span), and the empty name, are written as escaped text; a name with a space at both ends gets
+    one more on each side (CommonMark strips one)."""
+    if not s or "\\" in s or "`" in s:
         return _esc(s)
-    return "`" + s.replace("|", "\\|") + "`"
+    if cell:
+        s = s.replace("|", "\\|")
+    if s[0] == " " and s[-1] == " " and s.strip(" "):
+        s = f" {s} "
+    return f"`{s}`"
+
+
+_BLOCK_START = re.compile(r"[#>+=-]|\d{1,9}(?=[.)])")
+
+
+def _item(text: str) -> str:
+    """Escaped `text` made safe at the start of a list item: leading spaces or tabs as character
+    references (four would start a code block), and a leading `#`, `>`, `+`, `-`, `=` or an
+    ordered-list number's `.`/`)` backslash-escaped (a heading, quote, list or rule otherwise)."""
+    body = text.lstrip(" \t")
+    if len(body) < len(text):
+        lead = text[: len(text) - len(body)]
+        return "".join("&#9;" if c == "\t" else "&#32;" for c in lead) + body
+    m = _BLOCK_START.match(body)
+    if m is None:
+        return body
+    if m.group().isdigit():
+        return body[: m.end()] + "\\" + body[m.end() :]
+    return "\\" + body
 
 
 def render_markdown_summary(report: AuditReport) -> str:
@@ -50,7 +75,7 @@ def render_markdown_summary(report: AuditReport) -> str:
     ]
     out += [
         f"**{s.call_sites} call sites** ({convs} conv, {mms} matmul; {s.conv_nodes} nodes) "
-        f"in {_code(report.source)} "
+        f"in {_code(report.source, cell=False)} "
         f"({report.source_format}); context: device={report.context.device}, "
         f"amp={report.context.amp}"
         + (
@@ -127,10 +152,10 @@ def render_markdown(report: AuditReport) -> str:
             f"{_esc(', '.join(f.flag_texts)) or '-'} |"
         )
     out += ["", "Accumulation reasons:", ""]
-    out += [f"{n}. {_esc(r)}" for r, n in legend.items()]
+    out += [f"{n}. {_item(_esc(r))}" for r, n in legend.items()]
     if run:
         out += ["", "## Runtime evidence (the model was executed)", ""]
-        out += [f"- {_esc(line)}" for line in runtime_lines(report)]
+        out += [f"- {_item(_esc(line))}" for line in runtime_lines(report)]
         out += [
             "",
             "| probe configuration | process | kernel | rounding | taps49 | overflow | observed |",
@@ -140,11 +165,12 @@ def render_markdown(report: AuditReport) -> str:
     if report.unknown_ops:
         out += ["", "## Unknown ops", ""]
         out += [
-            f"- {_code(u.op)} ×{u.count}: {_esc(u.verdict)} (attrs: {_esc(', '.join(u.attrs))})"
+            f"- {_item(_code(u.op, cell=False))} ×{u.count}: {_esc(u.verdict)} "
+            f"(attrs: {_esc(', '.join(u.attrs))})"
             for u in report.unknown_ops
         ]
     if report.notes:
-        out += ["", "## Notes", ""] + [f"- {_esc(n)}" for n in report.notes]
+        out += ["", "## Notes", ""] + [f"- {_item(_esc(n))}" for n in report.notes]
     # Names from the model (nodes, functions, layers) with control characters escaped: none can
     # break a table row or a line.
     return "\n".join(printable(line) for line in out) + "\n"
