@@ -6,7 +6,9 @@ when they match), computed in float64 from `model(inputs, training=False)`:
   max_rel  = max_abs / max |a| (the infinity-norm relative difference, model_a the reference;
              0 when both outputs are all zero, inf when only a is all zero);
   mean_abs = mean |a - b|;
-  num_unequal = elements where a != b (NaN equals NaN here).
+  num_unequal = elements where a != b (NaN equals NaN here);
+  max_abs_a = max |a| over its finite elements (0: a reference that is all zero, against which
+             a relative difference measures nothing; the summary says so).
 An element that is non-finite in one output and not equal in the other counts as an infinite
 difference; nonfinite_a / nonfinite_b count inf and NaN elements.
 """
@@ -29,6 +31,7 @@ class OutputDifference:
     num_unequal: int
     nonfinite_a: int
     nonfinite_b: int
+    max_abs_a: float
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,11 @@ class ComparisonReport:
             + (
                 f", non-finite a/b {o.nonfinite_a}/{o.nonfinite_b}"
                 if o.nonfinite_a or o.nonfinite_b
+                else ""
+            )
+            + (
+                "; model_a's output is all zero: the relative difference measures nothing"
+                if o.max_abs_a == 0.0 and o.num_elements
                 else ""
             )
             for o in self.outputs
@@ -87,6 +95,7 @@ def difference(name: str, a, b) -> OutputDifference:
         num_unequal=int((~equal).sum()),
         nonfinite_a=int((~np.isfinite(a)).sum()),
         nonfinite_b=int((~np.isfinite(b)).sum()),
+        max_abs_a=scale,
     )
 
 

@@ -325,7 +325,21 @@ def test_difference_hand_values():
     overflow = difference("y", [1.0, 2.0], [1.0, np.inf])
     assert overflow.max_abs == np.inf and overflow.nonfinite_b == 1 and overflow.nonfinite_a == 0
     zero_ref = difference("y", [0.0, 0.0], [0.0, 1e-3])
-    assert zero_ref.max_rel == np.inf
+    assert zero_ref.max_rel == np.inf and zero_ref.max_abs_a == 0.0
+    assert (d.max_abs_a, same.max_abs_a) == (4.0, 0.0)
+
+
+def test_compare_says_when_the_reference_output_is_all_zero():
+    # Both all zero: max_rel reads 0, which measures nothing; the summary says so.
+    zeros = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, kernel_initializer="zeros")])
+    r = tf_fp16ops.compare(zeros, zeros, np.ones((2, 3), "float32"))
+    assert r.max_rel == 0.0
+    assert r.summary().endswith(
+        "0/4 elements differ; model_a's output is all zero: the relative difference measures "
+        "nothing"
+    ), r.summary()
+    ones = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, kernel_initializer="ones")])
+    assert "all zero" not in tf_fp16ops.compare(ones, ones, np.ones((2, 3), "float32")).summary()
 
 
 def test_empty_sequential_is_a_clear_error():

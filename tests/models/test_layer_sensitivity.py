@@ -518,6 +518,11 @@ def test_bad_x_non_finite_reference_and_empty_selection():
         sensitivity(model, nan, progress=False)
     with pytest.raises(ValueError, match=r"not all finite \(10 of 10"):
         sensitivity(model, np.full((5, 4), np.nan, "float32"), progress=False)
+    # All-zero outputs (zero inputs, no bias): every layer would read "fp16-safe" at error 0.
+    with pytest.raises(
+        ValueError, match=r"^x: the model's outputs on x are all zero \(10 values\); sensitivity"
+    ):
+        sensitivity(model, np.zeros((5, 4), "float32"), progress=False)
 
 
 @pytest.mark.parametrize("others", ["float32", "original"])

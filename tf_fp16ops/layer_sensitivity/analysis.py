@@ -450,6 +450,25 @@ def sensitivity(
             "output values on x, though the model's own outputs are finite"
         )
 
+    if not any(np.count_nonzero(o) for o in base):
+        # Every relative error against an all-zero reference reads 0 or inf: nothing measured.
+        total_values = sum(int(np.size(o)) for o in base)
+        orig_zero = not any(
+            np.count_nonzero(keras.ops.convert_to_numpy(o))
+            for xb, _ in source
+            for o in keras.tree.flatten(model(xb, training=False))
+        )
+        raise ValueError(
+            (
+                f"x: the model's outputs on x are all zero ({total_values} values); "
+                if orig_zero
+                else f"x: the reference run (others={others!r}) gives all-zero outputs on x "
+                f"({total_values} values), though the model's own are not; "
+            )
+            + "sensitivity needs a reference that is not all zero (inputs at the scale the "
+            "model expects?)"
+        )
+
     metric_name = getattr(metric, "__name__", type(metric).__name__)
 
     def score(outs, state: str):
