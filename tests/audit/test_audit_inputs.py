@@ -273,7 +273,12 @@ def _exit_status(fn, argv) -> int:
         (["--max-rows", "-3"], "--max-rows"),
         (["--fail-under", "2"], "--fail-under must be a fraction in [0, 1], got 2.0"),
         (["--fail-on", "bogus"], "bogus"),
-        (["--input-shape", "1,2"], "--input-shape and --probe-switch need --run"),
+        (["--input-shape", "1,2"], "error: --input-shape needs --run\n"),
+        (["--probe-switch", "X=1"], "error: --probe-switch needs --run\n"),
+        (
+            ["--probe-switch", "X=1", "--input-shape", "1,2"],
+            "error: --input-shape and --probe-switch need --run\n",
+        ),
     ],
 )
 def test_cli_flag_errors_are_one_line(tmp_path, capsys, args, needle):

@@ -345,6 +345,14 @@ def test_cli(digits, tmp_path, capsys):
         "the model's input"
     ), err
     assert err.count("\n") == 1
+    # labels that do not fit the inputs: named by their flags too
+    labels = str(tmp_path / "y3.npy")
+    np.save(labels, y[:3])
+    assert cli_main([path, "--inputs", str(tmp_path / "x.npy"), "--labels", labels]) == 2
+    assert capsys.readouterr().err == (
+        f"tf-fp16-sensitivity: error: --labels {labels!r} has 3 labels for the 100 samples of "
+        f"--inputs {str(tmp_path / 'x.npy')!r}\n"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -409,7 +409,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     elif args.input_shape or args.probe_switch:
-        parser.error("--input-shape and --probe-switch need --run")
+        given = [
+            f
+            for f, v in (("--input-shape", args.input_shape), ("--probe-switch", args.probe_switch))
+            if v
+        ]
+        parser.error(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --run")
     for i, path in enumerate(args.paths):
         try:
             if run_opts is not None:

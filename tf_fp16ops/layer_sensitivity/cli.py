@@ -202,6 +202,11 @@ def main(argv=None) -> int:
             check_x(model, x, arg=f"--inputs {args.inputs!r}")
         except ValueError as e:
             return fail(str(e))
+    if y is not None and len(y) != len(x):
+        src = f"--inputs {args.inputs!r}" if args.inputs else f"--random-inputs {len(x)}"
+        return fail(
+            f"--labels {args.labels!r} has {len(y)} labels for the {len(x)} samples of {src}"
+        )
     try:
         result = sensitivity(
             model,
