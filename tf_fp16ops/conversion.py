@@ -47,6 +47,10 @@ class NotConverted:
     reason: str
 
 
+_NOT_SELECTED = "not selected by `layers`"
+_SHOWN_UNSELECTED = 8  # names of unselected layers the summary shows
+
+
 @dataclass(frozen=True)
 class ConversionReport:
     """What `convert` did: `converted` layer names in model order; `not_converted` convolution
@@ -76,9 +80,19 @@ class ConversionReport:
             + (f": {per_class}" if per_class else "")
             + f"; {len(self.not_converted)} convolution/Dense layer(s) not converted"
         ]
+        unselected = [n.name for n in self.not_converted if n.reason == _NOT_SELECTED]
         lines += [
-            f"  not converted: {n.name} ({n.class_name}): {n.reason}" for n in self.not_converted
+            f"  not converted: {n.name} ({n.class_name}): {n.reason}"
+            for n in self.not_converted
+            if n.reason != _NOT_SELECTED
         ]
+        if unselected:  # one line: a small selection leaves most of a model's layers out
+            shown = ", ".join(unselected[:_SHOWN_UNSELECTED])
+            more = len(unselected) - _SHOWN_UNSELECTED
+            lines.append(
+                f"  not converted ({_NOT_SELECTED}): {len(unselected)} layer(s): {shown}"
+                + (f" and {more} more (report.not_converted lists them)" if more > 0 else "")
+            )
         if self.float32_layers and self.accumulation == "float16":
             lines.append(
                 f"  float32 layer(s) of a float16 model, now on float16-rounded inputs and "
@@ -229,11 +243,7 @@ def convert_with_report(
         else:
             new = layer.__class__.from_config(layer.get_config())
             if _is_convolution(layer):
-                reason = (
-                    "not selected by `layers`"
-                    if _is_convertible(layer)
-                    else _not_convertible_reason(layer)
-                )
+                reason = _NOT_SELECTED if _is_convertible(layer) else _not_convertible_reason(layer)
                 skipped.append(NotConverted(layer.name, type(layer).__name__, reason))
             # Keras operations of a functional graph (`x + y`) are not layers: nothing inside. A
             # convertible layer left out by `layers` (MultiHeadAttention) is listed itself above,

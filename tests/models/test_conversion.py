@@ -194,6 +194,19 @@ def test_a_compiled_model_comes_back_compiled_with_a_fresh_optimizer():
     assert not tf_fp16ops.convert(bare).compiled
 
 
+def test_a_small_selection_of_a_large_model_has_a_short_summary():
+    inp = keras.Input((8, 8, 2))
+    x = inp
+    for i in range(12):
+        x = keras.layers.Conv2D(2, 1, name=f"c{i}")(x)
+    r = tf_fp16ops.convert_with_report(keras.Model(inp, x), "float16", layers=["c0"]).report
+    assert len(r.not_converted) == 11
+    assert r.summary().splitlines()[1:] == [
+        "  not converted (not selected by `layers`): 11 layer(s): c1, c2, c3, c4, c5, c6, c7, c8 "
+        "and 3 more (report.not_converted lists them)"
+    ]
+
+
 def test_an_attention_layer_left_out_is_listed_once_not_as_a_custom_layer():
     # MultiHeadAttention left out by `layers`: one entry, "not selected"; its four projections
     # are its own (converted with it when it is selected), not layers of a custom layer.
@@ -221,6 +234,12 @@ def test_subset_by_name_and_predicate(nested):
 
     single = tf_fp16ops.convert_with_report(nested, "float16", layers="shared")
     assert single.report.converted == ("shared",)
+    # the summary gives the layers left out by `layers` one line, whatever their number
+    summary = by_name.report.summary().splitlines()
+    assert [ln for ln in summary if "not selected" in ln] == [
+        "  not converted (not selected by `layers`): 3 layer(s): "
+        + ", ".join(n.name for n in by_name.report.not_converted if "not selected" in n.reason)
+    ]
 
     by_pred = tf_fp16ops.convert_with_report(
         nested, "float16", layers=lambda layer: layer.kernel_size == (3, 3)
