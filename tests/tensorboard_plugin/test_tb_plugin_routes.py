@@ -251,6 +251,33 @@ def _f(node, cls, fpath=("__inference_f_12",), op="Conv2D", sig=("serving_defaul
     }
 
 
+@pytest.mark.parametrize(
+    "stock, ours",
+    [
+        # (node, op) of a Keras model and of its `convert`ed copy, as the audit reports them
+        # (TF 2.21, Keras 3.15): Dense on rank 2 and 3, EinsumDense, MultiHeadAttention.
+        (("f/d2_1/MatMul", "MatMul"), ("f/d2_1/Fp16Conv2D/Fp16Conv2D", "Fp16Conv2D")),
+        (("f/d3_1/Tensordot/MatMul", "MatMul"), ("f/d3_1/Fp16Conv2D/Fp16Conv2D", "Fp16Conv2D")),
+        (
+            ("f/ed_1/MatMul", "BatchMatMulV2"),
+            ("f/ed_1/Fp16Einsum/Fp16MatMul/Fp16MatMul", "Fp16MatMul"),
+        ),
+        (
+            ("f/mha_1/query_1/MatMul", "BatchMatMulV2"),
+            ("f/mha_1/query_1/Fp16Einsum/Fp16MatMul/Fp16MatMul", "Fp16MatMul"),
+        ),
+        (
+            ("f/mha_1/einsum_1/Einsum", "Einsum"),
+            ("f/mha_1/Fp16Einsum_1/Fp16MatMul/Fp16MatMul", "Fp16MatMul"),
+        ),
+    ],
+)
+def test_a_converted_matmul_matches_its_original(stock, ours):
+    a = _f(stock[0], "fp16-storage", ("__inference_call_12",), op=stock[1])
+    b = _f(ours[0], "fp16-accumulate", ("__inference_call_99",), op=ours[1])
+    assert match_key(a) == match_key(b)
+
+
 def test_match_key_survives_retracing_and_conversion_to_our_op():
     assert (
         normalize_function("__inference_signature_wrapper___call___236")

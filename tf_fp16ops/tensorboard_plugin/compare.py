@@ -1,12 +1,13 @@
-"""Run-vs-run comparison of audit findings: which conv call sites changed class.
+"""Run-vs-run comparison of audit findings: which conv and matmul call sites changed class.
 
 Works on finding dicts (`ConvFinding.to_dict()` as stored in the plugin data), so it needs neither
 TensorFlow nor the audit's analysis. Two findings are "the same conv" when their match keys are
 equal (see `match_key`); the key is built to survive what differs between two exports of one
 model: the numeric suffixes TensorFlow appends to traced function names, and the op-specific tail
 of the conv node's name (`.../convolution` for Conv2D, `.../Fp16Conv2D/Fp16Conv2D` for this
-package's op, `.../depthwise` for DepthwiseConv2dNative), so a Keras layer converted from
-keras Conv2D to the Fp16Conv2D op still matches its original.
+package's op, `.../depthwise` for DepthwiseConv2dNative, `.../Tensordot/MatMul` for a Dense,
+`.../Fp16Einsum/Fp16MatMul/Fp16MatMul` for this package's einsum), so a Keras layer converted to
+the op family still matches its original.
 """
 
 from __future__ import annotations
@@ -33,6 +34,20 @@ OP_NAME_TAILS = frozenset(
         "_FusedConv2D",
         "conv2d",
         "conv3d",
+        # the matmul family: TensorFlow's and Keras's names (`dense/Tensordot/MatMul`,
+        # `mha/einsum/Einsum`), this package's (`.../Fp16Einsum/Fp16MatMul/Fp16MatMul`; a
+        # converted Dense runs as `.../Fp16Conv2D/Fp16Conv2D`)
+        "MatMul",
+        "BatchMatMul",
+        "BatchMatMulV2",
+        "BatchMatMulV3",
+        "_FusedMatMul",
+        "Einsum",
+        "einsum",
+        "Tensordot",
+        "matmul",
+        "Fp16MatMul",
+        "Fp16Einsum",
     }
 )
 _TRACE_SUFFIX = re.compile(r"_\d+$")
@@ -46,9 +61,10 @@ def normalize_function(name: str) -> str:
 
 
 def layer_scope(node: str, op: str = "") -> str:
-    """Node name without trailing op-named components (keeps at least one component)."""
+    """Node name without trailing op-named components, TensorFlow's "_<n>" uniquifying suffix
+    ignored (`einsum_1`), keeping at least one component."""
     parts = node.split("/")
-    while len(parts) > 1 and (parts[-1] in OP_NAME_TAILS or parts[-1] == op):
+    while len(parts) > 1 and (_TRACE_SUFFIX.sub("", parts[-1]) in OP_NAME_TAILS or parts[-1] == op):
         parts.pop()
     return "/".join(parts)
 
