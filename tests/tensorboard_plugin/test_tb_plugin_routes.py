@@ -286,6 +286,9 @@ def test_match_key_survives_retracing_and_conversion_to_our_op():
     assert layer_scope("tiny/block1/convolution", "Conv2D") == "tiny/block1"
     assert layer_scope("tiny/block1/Fp16Conv2D/Fp16Conv2D", "Fp16Conv2D") == "tiny/block1"
     assert layer_scope("stem", "Conv2D") == "stem"  # a top-level node keeps its name
+    # a layer Keras auto-named conv2d_1 stays a layer scope (only einsum scopes are numbered)
+    assert layer_scope("m/conv2d_1/convolution", "Conv2D") == "m/conv2d_1"
+    assert layer_scope("m/mha/einsum_1/Einsum", "Einsum") == "m/mha"
     a = _f("m/block1/convolution", "fp32", ("__inference_call_12",))
     b = _f(
         "m/block1/Fp16Conv2D/Fp16Conv2D",

@@ -60,11 +60,20 @@ def normalize_function(name: str) -> str:
     return _TRACE_SUFFIX.sub("", name)
 
 
+# Tails that come numbered within one layer scope (MultiHeadAttention's two products:
+# `einsum`, `einsum_1`; ours `Fp16Einsum`, `Fp16Einsum_1`). Other names keep their "_<n>": a
+# Keras layer auto-named `conv2d_1` is a layer, not an op tail.
+_NUMBERED_TAILS = frozenset({"einsum", "Fp16Einsum"})
+
+
 def layer_scope(node: str, op: str = "") -> str:
-    """Node name without trailing op-named components, TensorFlow's "_<n>" uniquifying suffix
-    ignored (`einsum_1`), keeping at least one component."""
+    """Node name without trailing op-named components (keeps at least one component)."""
     parts = node.split("/")
-    while len(parts) > 1 and (_TRACE_SUFFIX.sub("", parts[-1]) in OP_NAME_TAILS or parts[-1] == op):
+    while len(parts) > 1 and (
+        parts[-1] in OP_NAME_TAILS
+        or parts[-1] == op
+        or _TRACE_SUFFIX.sub("", parts[-1]) in _NUMBERED_TAILS
+    ):
         parts.pop()
     return "/".join(parts)
 
