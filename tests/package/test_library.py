@@ -273,3 +273,11 @@ def test_a_converted_model_without_the_library_fails_in_one_line(tmp_path, first
         f"({path}), and TensorFlow {tf.__version__} is installed; run `make build` in {path} to "
         f"build it for TensorFlow {tf.__version__}"
     ), r.stderr
+    if first.startswith("import tensorflow"):
+        # The stand-ins are registered under this package's names only: Keras's own layers load.
+        plain = tmp_path / "plain.keras"
+        model.save(plain)
+        r = run_in(
+            path, f"{first}\nimport keras\nprint(keras.models.load_model({str(plain)!r}).name)"
+        )
+        assert r.returncode == 0 and r.stdout.strip() == model.name, r.stderr
