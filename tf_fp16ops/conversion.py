@@ -273,13 +273,11 @@ def convert_with_report(
                     f"original weights; build the model (call it once) before converting"
                 )
             new.set_weights(weights)
-    halves = [
-        old for old, _ in pairs if getattr(old, "compute_dtype", None) in ("float16", "bfloat16")
-    ]
+    mixed = any(getattr(old, "compute_dtype", None) in ("float16", "bfloat16") for old, _ in pairs)
     float32_layers = tuple(
         old.name
         for old, _ in pairs
-        if halves and old.name in converted and getattr(old, "compute_dtype", None) == "float32"
+        if mixed and old.name in converted and getattr(old, "compute_dtype", None) == "float32"
     )
     report = ConversionReport(
         accumulation, tuple(converted), tuple(skipped), tuple(classes), float32_layers

@@ -390,15 +390,33 @@ def test_a_signature_asked_of_a_keras_file_says_only_saved_models_have_them(tmp_
 EVIL = "evil\x1b[31mRED\x1b[0m\nFAKE LINE\r\x07name"
 
 
+def _conv_graph_file(tmp_path, conv_name=None, unknown_op=None):
+    """conv_graph() written to a .pb, its conv node renamed `conv_name` and/or an op of type
+    `unknown_op` added."""
+    gd = conv_graph()
+    if conv_name is not None:
+        (conv,) = [n for n in gd.node if n.op == "Conv2D"]
+        conv.name = conv_name
+    if unknown_op is not None:
+        add_node(gd.node, "u", unknown_op, ["x"])
+    p = tmp_path / "g.pb"
+    p.write_bytes(gd.SerializeToString())
+    return p
+
+
+def _parse_markdown(markdown: str):
+    """markdown-it-py's tokens (CommonMark with GFM tables and strikethrough: an independent
+    parser of the audit's Markdown)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(markdown)
+
+
 @pytest.mark.parametrize("fmt", ["table", "markdown"])
 def test_control_characters_in_node_names_are_escaped(tmp_path, capsys, fmt):
     # A node name carrying an escape sequence, a newline, a carriage return and a bell could
     # forge rows and drive the terminal; it is written with backslash escapes instead.
-    gd = conv_graph()
-    (conv,) = [n for n in gd.node if n.op == "Conv2D"]
-    conv.name = EVIL
-    p = tmp_path / "evil.pb"
-    p.write_bytes(gd.SerializeToString())
+    p = _conv_graph_file(tmp_path, conv_name=EVIL)
     assert main([str(p), "--format", fmt]) == 0
     out = capsys.readouterr().out
     assert not any(c in out for c in "\x1b\r\x07") and "\nFAKE LINE" not in out
@@ -413,9 +431,7 @@ def _markdown_cells(markdown: str) -> list[list[tuple[str, set[str]]]]:
     GFM tables and strikethrough, an independent parser): per cell its text (code spans'
     content included) and the types of the other inline tokens it holds (emphasis, links,
     HTML...)."""
-    from markdown_it import MarkdownIt
-
-    tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(markdown)
+    tokens = _parse_markdown(markdown)
     rows, row, in_body = [], None, False
     for t in tokens:
         if t.type in ("tbody_open", "tbody_close"):
@@ -439,11 +455,7 @@ def _markdown_cells(markdown: str) -> list[list[tuple[str, set[str]]]]:
 )
 def test_markdown_shows_a_node_name_as_it_is(tmp_path, capsys, name):
     # A name can neither split the row, nor format the report (emphasis, links, HTML).
-    gd = conv_graph()
-    (conv,) = [n for n in gd.node if n.op == "Conv2D"]
-    conv.name = name
-    p = tmp_path / "md.pb"
-    p.write_bytes(gd.SerializeToString())
+    p = _conv_graph_file(tmp_path, conv_name=name)
     assert main([str(p), "--format", "markdown"]) == 0
     tables = _markdown_cells(capsys.readouterr().out)
     (row,) = [r for r in tables if len(r) == 9 and r[3][0] == "Conv2D"]
@@ -468,15 +480,9 @@ def test_markdown_shows_a_node_name_as_it_is(tmp_path, capsys, name):
 def test_markdown_lists_show_an_unknown_op_type_as_it_is(tmp_path, capsys, op):
     # An op type starts a list item of "Unknown ops": it must not open a heading, quote, code
     # block or list, and a name with spaces at both ends keeps them.
-    from markdown_it import MarkdownIt
-
-    gd = conv_graph()
-    add_node(gd.node, "u", op, ["x"])
-    p = tmp_path / "md.pb"
-    p.write_bytes(gd.SerializeToString())
+    p = _conv_graph_file(tmp_path, unknown_op=op)
     assert main([str(p), "--format", "markdown"]) == 0
-    md = capsys.readouterr().out
-    tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(md)
+    tokens = _parse_markdown(capsys.readouterr().out)
     kinds = {t.type for t in tokens}
     assert not kinds & {"blockquote_open", "code_block", "fence", "hr"}, kinds
     # the report's own lists only: the accumulation reasons (ordered), the unknown ops
