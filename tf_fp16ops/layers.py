@@ -142,10 +142,10 @@ class _Fp16AccumulationMixin:
         dtype = self._op_dtype()
         return [tf.cast(t, dtype) for t in tensors]
 
-    def _finish(self, outputs, channels=None):
-        """Cast back to the compute dtype, then bias and activation as the Keras layer does: a
-        convolution's bias [channels] on the channel axis of data_format, Dense's and
-        EinsumDense's as it is shaped (channels None).
+    def _finish(self, outputs, channels=None, add_bias=True):
+        """Cast back to the compute dtype, then bias (unless the op added it: `add_bias` False)
+        and activation as the Keras layer does: a convolution's bias [channels] on the channel
+        axis of data_format, Dense's and EinsumDense's as it is shaped (channels None).
 
         The bias is added by `keras.ops.add`, as the Keras layers add theirs: its TensorFlow
         backend writes an add of a bias-shaped operand as BiasAdd, which is not part of the
@@ -153,7 +153,7 @@ class _Fp16AccumulationMixin:
         `+` (AddV2), `residual + (y + bias)` ran as `(y + residual) + bias` in a `tf.function`
         and rounded differently from eager execution. Either way one rounding per element."""
         outputs = tf.cast(outputs, self.compute_dtype)
-        if self.bias is not None:
+        if add_bias and self.bias is not None:
             bias = tf.cast(self.bias, self.compute_dtype)
             if channels is not None:
                 rank = len(outputs.shape) - 2
@@ -263,19 +263,24 @@ def _fp16_conv2d(layer, x, w, strides, padding, data_format, dilations=1):
     )
 
 
-def _depthwise(layer, inputs, kernel):
-    """Fp16DepthwiseConv2D (NHWC; channels_first is transposed around it)."""
-    x, w = _to_2d(layer, *layer._cast_in(inputs, kernel))
+def _depthwise(layer, inputs, kernel, dtype, bias=None):
+    """Fp16DepthwiseConv2D on operands of `dtype` (NHWC; channels_first is transposed around
+    it), `bias` (of `dtype`, [C*M]) added by the op. With float32 operands and
+    accumulation='float16' the op rounds them to float16 and returns the float16 sum as float32:
+    the bits of the casts around a float16 op, without their passes over memory."""
+    x, w = _to_2d(layer, tf.cast(inputs, dtype), tf.cast(kernel, dtype))
     nchw = layer.data_format == "channels_first"
     if nchw:
         x = tf.transpose(x, [0, 2, 3, 1])
-    y = ops.depthwise_conv2d(
+    ops.check_not_in_xla("Fp16DepthwiseConv2D")
+    y = ops._depthwise_op(
         x,
         w,
-        strides=_window(layer.strides, layer),
-        padding=layer.padding.upper(),
-        dilations=_window(layer.dilation_rate, layer),
-        accumulation=layer.accumulation,
+        bias,
+        ops.accumulation_dtype(layer.accumulation),
+        ops._window_attr("strides", _window(layer.strides, layer), "NHWC"),
+        layer.padding,
+        ops._window_attr("dilations", _window(layer.dilation_rate, layer), "NHWC"),
     )
     if nchw:
         y = tf.transpose(y, [0, 3, 1, 2])
@@ -283,15 +288,18 @@ def _depthwise(layer, inputs, kernel):
 
 
 def _depthwise_conv(layer, inputs):
-    """DepthwiseConv2D and DepthwiseConv1D."""
-    channels = layer.depth_multiplier * layer._get_input_channel(inputs.shape)
-    return layer._finish(_depthwise(layer, inputs, layer.kernel), channels)
+    """DepthwiseConv2D and DepthwiseConv1D: the op in the compute dtype, the bias added by the op
+    (the bits of Keras's BiasAdd after the cast back), then the activation."""
+    dtype = layer.compute_dtype
+    bias = None if layer.bias is None else tf.cast(layer.bias, dtype)
+    y = _depthwise(layer, inputs, layer.kernel, dtype, bias)
+    return layer._finish(y, add_bias=False)
 
 
 def _separable_conv(layer, inputs):
     """SeparableConv2D and SeparableConv1D: the depthwise step, its result rounded to the op
     dtype, then the pointwise step as a 1x1 Fp16Conv2D."""
-    depthwise = _depthwise(layer, inputs, layer.depthwise_kernel)
+    depthwise = _depthwise(layer, inputs, layer.depthwise_kernel, layer._op_dtype())
     (pointwise,) = layer._cast_in(layer.pointwise_kernel)
     depthwise, pointwise = _to_2d(layer, depthwise, pointwise)
     y = _fp16_conv2d(

@@ -815,6 +815,7 @@ def depthwise_conv2d(
     dilations: IntOrList | None = None,
     accumulation="float16",
     name: str | None = None,
+    bias=None,
 ) -> tf.Tensor:
     """Depthwise convolution like `tf.nn.depthwise_conv2d` (NHWC), accumulation chosen per call.
 
@@ -826,10 +827,14 @@ def depthwise_conv2d(
       dilations: int or list of 1, 2 or 4 ints; default 1.
       accumulation: 'float16' (default; needs float16 inputs) or 'float32'.
       name: op name.
+      bias: optional 1-D tensor of the same dtype, [C*M]: added to each output channel in the
+        op, with the bits of `tf.nn.bias_add` on the result (the sum in float32, rounded once to
+        the dtype: TensorFlow's float16 BiasAdd computes in float32 too); its gradient is
+        TensorFlow's BiasAddGrad.
 
     Returns:
       Tensor of the input dtype, [N, P, Q, C*M]; channel c*M + m is input channel c convolved
-      with filter[:, :, c, m] (tf.nn.depthwise_conv2d's order).
+      with filter[:, :, c, m] (tf.nn.depthwise_conv2d's order), plus bias[c*M + m].
 
     Numerics: one accumulator per output over (kh, kw) ascending, as the grouped `conv2d` with
     groups = C and filter [KH, KW, 1, C*M] (same bits); the CPU kernel vectorizes over the C*M
@@ -841,7 +846,7 @@ def depthwise_conv2d(
         float16/float32 or differing.
       tf.errors.InvalidArgumentError: ranks other than 4, filter in-channels other than C,
         KH or KW of 0, non-positive strides or dilations, a VALID input smaller than the
-        effective filter, accumulation float16 with float32 inputs.
+        effective filter, a bias not of shape [C*M].
 
     Zero N, C or M (or H, W with SAME) give an empty output, the shape of TF's shape function
     for tf.nn.depthwise_conv2d (size rules: cc/kernels/conv_shape.h); its gradients are zeros.
@@ -857,22 +862,50 @@ def depthwise_conv2d(
     with tf.name_scope(name or "Fp16DepthwiseConv2D"):
         input = tf.convert_to_tensor(input, name="input")
         filter = tf.convert_to_tensor(filter, name="filter")
-        _check_dtypes(tacc, input=input, filter=filter)
-        return _ops.fp16_depthwise_conv2d(
-            input,
-            filter,
-            Tacc=tacc,
-            strides=strides_attr,
-            padding=padding.upper(),
-            dilations=dilations_attr,
-        )
+        if bias is None:
+            _check_dtypes(tacc, input=input, filter=filter)
+        else:
+            bias = tf.convert_to_tensor(bias, name="bias")
+            _check_dtypes(tacc, input=input, filter=filter, bias=bias)
+        return _depthwise_op(input, filter, bias, tacc, strides_attr, padding, dilations_attr)
+
+
+def _depthwise_op(input, filter, bias, tacc, strides, padding, dilations) -> tf.Tensor:
+    """Fp16DepthwiseConv2D with checked arguments (`depthwise_conv2d`'s; attrs as lists of 4).
+    Float32 operands with tacc float16 are accepted here: the op rounds them to float16 before
+    the first step and returns the float16 sum as float32, what casts around a float16 op give
+    (the layers of a float32 model use this; `depthwise_conv2d` asks its callers to cast)."""
+    return _ops.fp16_depthwise_conv2d(
+        input,
+        filter,
+        [] if bias is None else [bias],
+        Tacc=tacc,
+        strides=strides,
+        padding=padding.upper(),
+        dilations=dilations,
+    )
 
 
 @tf.RegisterGradient("Fp16DepthwiseConv2D")
 def _fp16_depthwise_conv2d_grad(op, grad):
     # The grouped convolution with groups = C is the same sum: its dgrad and wgrad ops give the
-    # gradients, with the forward op's Tacc, strides, padding and dilations.
-    x, w = op.inputs
+    # gradients, with the forward op's Tacc, strides, padding and dilations. The bias's is
+    # BiasAddGrad's, as after tf.nn.bias_add. With float32 operands and Tacc=half (the operands
+    # rounded to float16 by the op) the gradients are those of the float16 op between casts: the
+    # output gradient rounded to float16, the float16 gradients widened (a Cast's gradient is the
+    # cast back).
+    x, w = op.inputs[:2]
+    bias_grads = [tf.raw_ops.BiasAddGrad(out_backprop=grad)] if len(op.inputs) > 2 else []
+    if x.dtype == tf.float32 and op.get_attr("Tacc") == tf.float16:
+        dx, dw = _fp16_depthwise_conv2d_grads(
+            op, tf.cast(x, tf.float16), tf.cast(w, tf.float16), tf.cast(grad, tf.float16)
+        )
+        return [tf.cast(dx, tf.float32), tf.cast(dw, tf.float32)] + bias_grads
+    return _fp16_depthwise_conv2d_grads(op, x, w, grad) + bias_grads
+
+
+def _fp16_depthwise_conv2d_grads(op, x, w, grad):
+    """[dx, dw] of Fp16DepthwiseConv2D for the operands x, w and output gradient grad."""
     shape = tf.shape(w)
     grouped = tf.reshape(w, tf.stack([shape[0], shape[1], 1, shape[2] * shape[3]]))
     a = dict(

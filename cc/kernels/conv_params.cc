@@ -57,14 +57,14 @@ Status CheckWindowAttr(const char* name, const std::vector<int32_t>& v, bool nch
 
 }  // namespace
 
-Status ValidateConvAttrs(const ConvAttrs& a) {
+Status ValidateConvAttrs(const ConvAttrs& a, bool half_acc_of_float) {
   if (a.T != tensorflow::DT_HALF && a.T != tensorflow::DT_FLOAT) {
     return errors::InvalidArgument("T must be half or float, got ", TypeName(a.T));
   }
   if (a.Tacc != tensorflow::DT_HALF && a.Tacc != tensorflow::DT_FLOAT) {
     return errors::InvalidArgument("Tacc must be half or float, got ", TypeName(a.Tacc));
   }
-  if (a.T == tensorflow::DT_FLOAT && a.Tacc == tensorflow::DT_HALF) {
+  if (a.T == tensorflow::DT_FLOAT && a.Tacc == tensorflow::DT_HALF && !half_acc_of_float) {
     return errors::InvalidArgument(
         "Tacc=half requires T=half: a float input would be rounded to half before every product; "
         "cast the inputs to half, or use Tacc=float (got T=float, Tacc=half)");
@@ -113,7 +113,7 @@ bool HasAttr(tensorflow::shape_inference::InferenceContext* ctx, const char* nam
 }  // namespace
 
 template <typename Ctx>
-Status ReadConvAttrs(Ctx* ctx, ConvAttrs* a) {
+Status ReadConvAttrs(Ctx* ctx, ConvAttrs* a, bool half_acc_of_float) {
   TF_RETURN_IF_ERROR(ctx->GetAttr("T", &a->T));
   TF_RETURN_IF_ERROR(ctx->GetAttr("Tacc", &a->Tacc));
   TF_RETURN_IF_ERROR(ctx->GetAttr("strides", &a->strides));
@@ -138,11 +138,11 @@ Status ReadConvAttrs(Ctx* ctx, ConvAttrs* a) {
     return errors::InvalidArgument("data_format must be NHWC or NCHW, got '", data_format, "'");
   }
   a->nchw = data_format == "NCHW";
-  return ValidateConvAttrs(*a);
+  return ValidateConvAttrs(*a, half_acc_of_float);
 }
 
-template Status ReadConvAttrs(tensorflow::OpKernelConstruction*, ConvAttrs*);
-template Status ReadConvAttrs(tensorflow::shape_inference::InferenceContext*, ConvAttrs*);
+template Status ReadConvAttrs(tensorflow::OpKernelConstruction*, ConvAttrs*, bool);
+template Status ReadConvAttrs(tensorflow::shape_inference::InferenceContext*, ConvAttrs*, bool);
 
 Dims4 ToNHWC(const ConvAttrs& a, const int64_t d[4]) {
   return a.nchw ? Dims4{d[0], d[2], d[3], d[1]} : Dims4{d[0], d[1], d[2], d[3]};

@@ -28,11 +28,13 @@ struct ConvAttrs {
 };
 
 // Reads and validates the attrs; Ctx is OpKernelConstruction or shape_inference::InferenceContext.
+// half_acc_of_float: T=float with Tacc=half is accepted (Fp16DepthwiseConv2D, whose contract
+// rounds float operands to binary16 first); the Fp16Conv2D family rejects it.
 template <typename Ctx>
-tensorflow::Status ReadConvAttrs(Ctx* ctx, ConvAttrs* attrs);
+tensorflow::Status ReadConvAttrs(Ctx* ctx, ConvAttrs* attrs, bool half_acc_of_float = false);
 
 // Checks the attrs that do not depend on shapes (also used by ReadConvAttrs).
-tensorflow::Status ValidateConvAttrs(const ConvAttrs& attrs);
+tensorflow::Status ValidateConvAttrs(const ConvAttrs& attrs, bool half_acc_of_float = false);
 
 // Logical dims of a 4-D activation tensor in data_format order.
 struct Dims4 {

@@ -171,6 +171,54 @@ for kh, kw, sh, dh, pad, c in ((3, 3, 1, 1, "SAME", 19), (3, 5, 1, 2, "SAME", 40
         bad += int((~same).sum())
         compared += same.size
         negzero += int(((want == 0) & np.signbit(want)).sum())
+# The fused forms (the op's float32 operands with Tacc=half, and its bias): float32 operands
+# rounded to float16 by NumPy (to nearest even: midpoints, values beyond 65504 -> inf, float32
+# subnormals -> 0) before the reference's float16 sum, which is returned as float32; a bias added
+# to the float32 result in float32, or to the float16 result in float32 and rounded to float16
+# (TensorFlow's float16 BiasAdd computes in float32). Sliding-window shapes (the rounding and
+# the bias in the kernel's loads and stores), strided and dilated ones (a float16 copy of the
+# input, the bias after each output row), a multiplier of 2 (the binary32 route); the gradients
+# against the reference's float16 dgrad/wgrad of the rounded operands, widened, and the bias's
+# as the sum of dy over (n, p, q).
+for kh, kw, s, d, pad, c, m in ((3, 3, 1, 1, "SAME", 19, 1), (3, 3, 1, 1, "SAME", 64, 1),
+                                (3, 5, 2, 1, "SAME", 40, 1), (2, 3, 1, 2, "VALID", 17, 1),
+                                (3, 3, 1, 1, "SAME", 6, 2), (1, 1, 1, 1, "VALID", 33, 1)):
+    shape = (2, 5, 23, c)
+    x = rng.normal(size=shape) * 30
+    x.flat[::7] = rng.integers(-2047, 2048, x.size)[::7] * 2.0 ** -12 + 2.0 ** -13  # midpoints
+    x.flat[3::11] = rng.integers(-9, 9, x.flat[3::11].size) * 2.0**-140  # float32 subnormals
+    x.flat[5::13] = 65520.0 * np.sign(rng.normal(size=x.flat[5::13].size))  # rounds to +-inf
+    x = x.astype(np.float32)
+    w = rng.normal(size=(kh, kw, c, m)).astype(np.float32)
+    b = (rng.normal(size=c * m) * 4).astype(np.float32)
+    x16, w16, b16 = x.astype(np.float16), w.astype(np.float16), b.astype(np.float16)
+    ref16 = R.depthwise_conv2d(x16, w16, (s, s), (d, d), pad, "half")
+    dy = rng.normal(size=ref16.shape).astype(np.float32)
+    xt, wt_, bt, bt16 = tf.constant(x), tf.constant(w), tf.constant(b), tf.constant(b16)
+    s4, d4 = [1, s, s, 1], [1, d, d, 1]
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([xt, wt_, bt])
+        y32 = ops._depthwise_op(xt, wt_, None, tf.float16, s4, pad, d4)
+        y32b = ops._depthwise_op(xt, wt_, bt, tf.float16, s4, pad, d4)
+    y16b = ops.depthwise_conv2d(x16, w16, s, pad, d, bias=bt16).numpy()
+    want16b = (ref16.astype(np.float32) + b16.astype(np.float32)).astype(np.float16)
+    dx, dw, db = tape.gradient(y32b, [xt, wt_, bt], output_gradients=tf.constant(dy))
+    wg = w16.reshape(kh, kw, 1, c * m)
+    dy16 = dy.astype(np.float16)
+    ref_dx = R.conv2d_backprop_input(x.shape, wg, dy16, (s, s), (d, d), pad, "half")
+    ref_dw = R.conv2d_backprop_filter(x16, wg.shape, dy16, (s, s), (d, d), pad, "half")
+    for got, want in ((y32.numpy(), ref16.astype(np.float32)),
+                      (y32b.numpy(), ref16.astype(np.float32) + b),
+                      (y16b, want16b),
+                      (dx.numpy(), ref_dx.astype(np.float32)),
+                      (dw.numpy(), ref_dw.reshape(w.shape).astype(np.float32))):
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        same &= np.signbit(got) == np.signbit(want)
+        bad += int((~same).sum())
+        compared += same.size
+    # float32 sums of dy: ordering may differ from NumPy's; within a few ulps of the exact sum
+    exact_db = dy.astype(np.float64).sum(axis=(0, 1, 2))
+    bad += int((np.abs(db.numpy() - exact_db) > 1e-5 * np.abs(dy).sum(axis=(0, 1, 2))).sum())
 print("isa", ops.cpu_isa())
 print("negzero", negzero)
 print("compared", compared)
@@ -249,15 +297,25 @@ def test_bad_inputs():
     w16 = np.ones((3, 3, 3, 1), np.float16)
     with pytest.raises(ValueError, match=r"accumulation='float16' needs float16 inputs"):
         ops.depthwise_conv2d(x16.astype("float32"), w16.astype("float32"), 1, "VALID")
-    with pytest.raises(tf.errors.InvalidArgumentError, match="Tacc=half requires T=half"):
-        ops._ops.fp16_depthwise_conv2d(
-            x16.astype("float32"),
-            w16.astype("float32"),
-            Tacc=tf.float16,
-            strides=[1, 1, 1, 1],
-            padding="VALID",
-            dilations=[1, 1, 1, 1],
-        )
+    raw = dict(Tacc=tf.float16, strides=[1, 1, 1, 1], padding="VALID", dilations=[1, 1, 1, 1])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="num_bias must be 0 or 1, got 2"):
+        ops._ops.fp16_depthwise_conv2d(x16, w16, [np.ones(3, np.float16)] * 2, **raw)
+    for bias, message in (
+        (np.ones(2, np.float16), r"bias must be 1-D with C\*M = 3 elements .*got shape \[2\]"),
+        (np.ones((1, 3), np.float16), r"bias must be 1-D.*\[1,3\]"),
+    ):
+        with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=message):
+            ops.depthwise_conv2d(x16, w16, 1, "VALID", bias=bias)
+
+        # The kernel's own check, where the graph does not know the bias's size.
+        @tf.function(input_signature=[tf.TensorSpec(None, tf.float16)])
+        def unknown(b):
+            return ops.depthwise_conv2d(x16, w16, 1, "VALID", bias=b)
+
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            unknown(bias)
+    with pytest.raises(ValueError, match="bias must have the dtype of input"):
+        ops.depthwise_conv2d(x16, w16, 1, "VALID", bias=np.ones(3, np.float32))
     with pytest.raises(
         (tf.errors.InvalidArgumentError, ValueError), match="must equal the input channels"
     ):

@@ -318,11 +318,16 @@ __attribute__((target("avx2,f16c,fma"))) void MultiHalf256Dispatch(int rows, uin
 // reads xr[a] + i * ld + kw * kw_step (lanes l) and wr[a * kw_n + kw]. Each output gets the steps
 // of MultiHalf256 in the same order ((kh, kw) ascending from +0, padded positions +0 that take
 // part), so the bits are the same.
-template <int R>
-__attribute__((target("avx2,f16c,fma"))) void SlideRows256(uint16_t* const* acc, int64_t len,
+//
+// The outputs are stored as HalfFpropIo's epilogue: Out = uint16_t the binary16 value of
+// sum (+ bias[l] in binary32 where bias is given), Out = float the same in binary32.
+template <int R, typename Out>
+__attribute__((target("avx2,f16c,fma"))) void SlideRows256(Out* const* acc, int64_t len,
                                                            const float* const* xr, int64_t ld,
                                                            int64_t kw_step, const float* const* wr,
-                                                           int64_t kh_n, int64_t kw_n) {
+                                                           int64_t kh_n, int64_t kw_n,
+                                                           const float* bias) {
+  constexpr bool kHalfOut = std::is_same<Out, uint16_t>::value;
   int64_t l = 0;
   for (; l + 8 <= len; l += 8) {
     __m256 a[R];
@@ -337,10 +342,16 @@ __attribute__((target("avx2,f16c,fma"))) void SlideRows256(uint16_t* const* acc,
         for (int i = 0; i < R; ++i) a[i] = HalfStep256(a[i], _mm256_loadu_ps(x + i * ld), wv);
       }
     }
+    const __m256 b = bias != nullptr ? _mm256_loadu_ps(bias + l) : _mm256_setzero_ps();
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(acc[i] + l),
-                       _mm256_cvtps_ph(a[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      const __m256 v = bias != nullptr ? _mm256_add_ps(a[i], b) : a[i];
+      if constexpr (kHalfOut) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(acc[i] + l),
+                         _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      } else {
+        _mm256_storeu_ps(acc[i] + l, v);
+      }
     }
   }
   for (; l < len; ++l) {
@@ -351,25 +362,32 @@ __attribute__((target("avx2,f16c,fma"))) void SlideRows256(uint16_t* const* acc,
           a = HalfFmaStep(a, xr[kh][i * ld + kw * kw_step + l], wr[kh * kw_n + kw][l]);
         }
       }
-      acc[i][l] = _cvtss_sh(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      if (bias != nullptr) a += bias[l];
+      if constexpr (kHalfOut) {
+        acc[i][l] = _cvtss_sh(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      } else {
+        acc[i][l] = a;
+      }
     }
   }
 }
 constexpr int kSlideRows = 4;  // R: 4 accumulators, the filter vector and the step's constants
-using SlideRowsFn = void (*)(uint16_t* const*, int64_t, const float* const*, int64_t, int64_t,
-                             const float* const*, int64_t, int64_t);
-// SlideRows256<m>, m = 1 .. kSlideRows (the rest of a row runs a narrower block).
-constexpr SlideRowsFn kSlideRows256[kSlideRows] = {&SlideRows256<1>, &SlideRows256<2>,
-                                                   &SlideRows256<3>, &SlideRows256<4>};
+template <typename Out>
+using SlideRowsFn = void (*)(Out* const*, int64_t, const float* const*, int64_t, int64_t,
+                             const float* const*, int64_t, int64_t, const float*);
+// SlideRows256<m, Out>, m = 1 .. kSlideRows (the rest of a row runs a narrower block).
+template <typename Out>
+constexpr SlideRowsFn<Out> kSlideRows256[kSlideRows] = {
+    &SlideRows256<1, Out>, &SlideRows256<2, Out>, &SlideRows256<3, Out>, &SlideRows256<4, Out>};
 
 // SlideRows256 with 16 lanes per step (HalfStep512, the steps of MultiHalf512 in the same
 // order): on a Zen 4 MultiHalf512, which widens every x vector as it is loaded, ran the
 // 8x56x56x144 * 3x3 forward at 58% of the AVX-512 ceiling in a tf.function; a lane tail of
 // fewer than 16 reads the float copies masked and stores through StoreHalf16.
-template <int R>
+template <int R, typename Out>
 __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void SlideRows512(
-    uint16_t* const* acc, int64_t len, const float* const* xr, int64_t ld, int64_t kw_step,
-    const float* const* wr, int64_t kh_n, int64_t kw_n) {
+    Out* const* acc, int64_t len, const float* const* xr, int64_t ld, int64_t kw_step,
+    const float* const* wr, int64_t kh_n, int64_t kw_n, const float* bias) {
   for (int64_t l = 0; l < len; l += 16) {
     const int64_t n = len - l;
     const __mmask16 mask =
@@ -388,15 +406,24 @@ __attribute__((target("avx512f,avx512vl,avx512dq,f16c,fma"))) void SlideRows512(
         }
       }
     }
+    const __m512 b = bias != nullptr ? _mm512_maskz_loadu_ps(mask, bias + l) : _mm512_setzero_ps();
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) StoreHalf16(acc[i] + l, n, a[i]);
+    for (int i = 0; i < R; ++i) {
+      const __m512 v = bias != nullptr ? _mm512_add_ps(a[i], b) : a[i];
+      if constexpr (std::is_same<Out, uint16_t>::value) {
+        StoreHalf16(acc[i] + l, n, v);
+      } else {
+        _mm512_mask_storeu_ps(acc[i] + l, mask, v);
+      }
+    }
   }
 }
 constexpr int kSlideRows512 = 8;  // R: 8 accumulators (16 spilled and ran 10-20% slower, Zen 4)
-// SlideRows512<m>, m = 1 .. kSlideRows512.
-constexpr SlideRowsFn kSlideRows512Fns[kSlideRows512] = {
-    &SlideRows512<1>, &SlideRows512<2>, &SlideRows512<3>, &SlideRows512<4>,
-    &SlideRows512<5>, &SlideRows512<6>, &SlideRows512<7>, &SlideRows512<8>};
+// SlideRows512<m, Out>, m = 1 .. kSlideRows512.
+template <typename Out>
+constexpr SlideRowsFn<Out> kSlideRows512Fns[kSlideRows512] = {
+    &SlideRows512<1, Out>, &SlideRows512<2, Out>, &SlideRows512<3, Out>, &SlideRows512<4, Out>,
+    &SlideRows512<5, Out>, &SlideRows512<6, Out>, &SlideRows512<7, Out>, &SlideRows512<8, Out>};
 
 // wgrad's sliding kernel: R taps of one lane block, each summing over the Q outputs of one dy row
 // in ascending order, on float copies. acc: R rows of `len` floats (binary16 values), loaded at
@@ -529,6 +556,20 @@ __attribute__((target("avx2,f16c,fma"))) void WidenRuns(const uint16_t* src, int
   }
 }
 
+// WidenRuns for binary32 sources: each value rounded to binary16 (to nearest even, F16C) and
+// widened back, the value a binary16 copy of the source holds.
+__attribute__((target("avx2,f16c,fma"))) void RoundRuns(const float* src, int64_t src_stride,
+                                                        float* dst, int64_t runs, int64_t lanes) {
+  constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  for (int64_t j = 0; j < runs; ++j, src += src_stride, dst += lanes) {
+    int64_t i = 0;
+    for (; i + 8 <= lanes; i += 8) {
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), kRne)));
+    }
+    for (; i < lanes; ++i) dst[i] = _cvtsh_ss(_cvtss_sh(src[i], kRne));
+  }
+}
+
 // `runs` runs of `lanes` floats holding binary16 values, run j from src + j * lanes narrowed
 // (exactly) to dst + j * dst_stride by FloatToHalf.
 void NarrowRuns(const float* src, uint16_t* dst, int64_t lanes, int64_t runs, int64_t dst_stride) {
@@ -547,12 +588,18 @@ class RowCache {
         width_(width) {}
   // The copy in `slot` of row `key`: `positions` runs of `lanes` binary16 values, run j at
   // src + j * src_stride, widened to row positions offset + j (`lanes` floats each).
-  const float* Get(int64_t slot, int64_t key, const uint16_t* src, int64_t offset,
-                   int64_t positions, int64_t src_stride, int64_t lanes) {
+  // A binary32 source (Src = float) is rounded to binary16 values (RoundRuns).
+  template <typename Src>
+  const float* Get(int64_t slot, int64_t key, const Src* src, int64_t offset, int64_t positions,
+                   int64_t src_stride, int64_t lanes) {
     float* row = data_.data() + slot * width_;
     if (tags_[static_cast<size_t>(slot)] != key) {
       tags_[static_cast<size_t>(slot)] = key;
-      WidenRuns(src, src_stride, row + offset * lanes, positions, lanes);
+      if constexpr (std::is_same<Src, float>::value) {
+        RoundRuns(src, src_stride, row + offset * lanes, positions, lanes);
+      } else {
+        WidenRuns(src, src_stride, row + offset * lanes, positions, lanes);
+      }
     }
     return row;
   }
@@ -676,10 +723,70 @@ void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, con
   });
 }
 
+void RoundToHalfValues(const float* src, float* dst, int64_t n) {
+  constexpr int64_t kChunk = 1024;
+  uint16_t h[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t m = std::min(kChunk, n - i);
+    FloatToHalf(src + i, h, m);
+    HalfToFloat(h, dst + i, m);
+  }
+}
+
+namespace {
+
+void AddBias(float* v, const float* bias, int64_t L) {
+  for (int64_t l = 0; l < L; ++l) v[l] += bias[l];
+}
+
+// HalfFpropIo's epilogue on n positions of L binary16 sums (acc) to y16 or y32; tmp: L floats.
+void HalfSumsEpilogue(const uint16_t* acc, int64_t n, int64_t L, const float* bias, float* tmp,
+                      uint16_t* y16, float* y32) {
+  for (int64_t q = 0; q < n; ++q) {
+    float* v = y32 != nullptr ? y32 + q * L : tmp;
+    HalfToFloat(acc + q * L, v, L);
+    if (bias != nullptr) AddBias(v, bias, L);
+    if (y16 != nullptr) FloatToHalf(v, y16 + q * L, L);
+  }
+}
+
+}  // namespace
+
+void FpropEpilogue(const float* acc, int64_t rows, int64_t L, const float* bias, uint16_t* y16,
+                   float* y32) {
+  std::vector<float> tmp(bias != nullptr && y16 != nullptr ? static_cast<size_t>(L) : 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = acc + r * L;
+    if (y16 != nullptr) {
+      uint16_t* out = y16 + r * L;
+      FloatToHalf(a, out, L);  // the op's rounding to T
+      if (bias == nullptr) continue;
+      HalfToFloat(out, tmp.data(), L);
+      AddBias(tmp.data(), bias, L);
+      FloatToHalf(tmp.data(), out, L);
+    } else {
+      float* out = y32 + r * L;
+      if (out != a) std::copy(a, a + L, out);
+      if (bias != nullptr) AddBias(out, bias, L);
+    }
+  }
+}
+
 bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
                                uint16_t* y, const ParallelFor& parallel_for) {
-  // AVX512-FP16: 32 binary16 lanes per step, the operands read as they are.
-  if (DepthwiseFpropFp16(g, x, w, y, parallel_for)) return true;
+  HalfFpropIo io;
+  io.x16 = x;
+  io.y16 = y;
+  return DepthwiseFpropHalf(g, w, io, parallel_for);
+}
+
+bool DepthwiseFpropHalf(const ConvGeometry& g, const uint16_t* w, const HalfFpropIo& io,
+                        const ParallelFor& parallel_for) {
+  // AVX512-FP16: 32 binary16 lanes per step, the operands read as they are (no epilogue).
+  if (io.x16 != nullptr && io.y16 != nullptr && io.bias == nullptr &&
+      DepthwiseFpropFp16(g, io.x16, w, io.y16, parallel_for)) {
+    return true;
+  }
 #if defined(__x86_64__)
   const int64_t M = g.K / g.groups;  // the depth multiplier (groups = C)
   const int64_t L = g.K;             // C lanes (M = 1), output channel c
@@ -701,11 +808,26 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
       ((static_cast<double>(g.KH) + 1) * static_cast<double>(padded) + static_cast<double>(T)) *
               static_cast<double>(L) <=
           static_cast<double>(kRowCacheFloats);
+  if (io.x32 != nullptr && !slide) return false;
+  // The binary16 sums go straight to y16 without an epilogue, else to a row of their own.
+  const bool direct = io.y16 != nullptr && io.bias == nullptr;
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
     const std::vector<uint16_t> zeros(static_cast<size_t>(L), 0);  // binary16 +0
     std::vector<const uint16_t*> xp(static_cast<size_t>(kElemRows * chunk));
     std::vector<const uint16_t*> wp(static_cast<size_t>(chunk));
     uint16_t* accs[kElemRows];
+    float* accf[kElemRows];
+    std::vector<uint16_t> sums(direct || slide ? 0 : static_cast<size_t>(g.Q * L));
+    std::vector<float> tmp(direct || slide ? 0 : static_cast<size_t>(L));
+    // Output row r: where its sums go, and its epilogue once they are all there.
+    const auto row_sums = [&](int64_t r) { return direct ? io.y16 + r * g.Q * L : sums.data(); };
+    const auto finish_row = [&](int64_t r) {
+      if (direct) return;
+      const int64_t o = r * g.Q * L;
+      HalfSumsEpilogue(sums.data(), g.Q, L, io.bias, tmp.data(),
+                       io.y16 != nullptr ? io.y16 + o : nullptr,
+                       io.y32 != nullptr ? io.y32 + o : nullptr);
+    };
 #if defined(__x86_64__)
     if (slide) {
       // Input columns 0 .. W-1 at positions pad_left .. (those an output reads: < padded).
@@ -730,27 +852,38 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
           // With dilation 1 the rows of one output row are consecutive, so h mod KH is a slot of
           // its own for each, and the next output row finds the rows it shares in place.
           const int64_t slot = g.dilation_h == 1 ? h % g.KH : kh;
-          xr[kh] = cache.Get(slot, n * g.H + h, x + ((n * g.H + h) * g.W + w_lo) * L,
-                             w_lo + g.pad_left, w_hi - w_lo, L, L);
+          const int64_t at = ((n * g.H + h) * g.W + w_lo) * L;
+          xr[kh] =
+              io.x32 != nullptr
+                  ? cache.Get(slot, n * g.H + h, io.x32 + at, w_lo + g.pad_left, w_hi - w_lo, L, L)
+                  : cache.Get(slot, n * g.H + h, io.x16 + at, w_lo + g.pad_left, w_hi - w_lo, L, L);
         }
-        uint16_t* yrow = y + r * g.Q * L;
+        // The epilogue in the kernel's stores: y16 or y32 directly.
         static_assert(kSlideRows <= kElemRows && kSlideRows512 <= kElemRows, "accs holds a block");
         const int block = path == Path::kAvx512 ? kSlideRows512 : kSlideRows;
-        const SlideRowsFn* fns = path == Path::kAvx512 ? kSlideRows512Fns : kSlideRows256;
+        const int64_t o = r * g.Q * L;
         for (int64_t q0 = 0; q0 < g.Q; q0 += block) {
           const int m = static_cast<int>(std::min<int64_t>(block, g.Q - q0));
-          for (int i = 0; i < m; ++i) accs[i] = yrow + (q0 + i) * L;
           for (int64_t kh = 0; kh < g.KH; ++kh) xq[kh] = xr[kh] + q0 * L;
-          fns[m - 1](accs, L, xq.data(), L, L, wr.data(), g.KH, g.KW);
+          if (io.y16 != nullptr) {
+            for (int i = 0; i < m; ++i) accs[i] = io.y16 + o + (q0 + i) * L;
+            (path == Path::kAvx512 ? kSlideRows512Fns<uint16_t> : kSlideRows256<uint16_t>)[m - 1](
+                accs, L, xq.data(), L, L, wr.data(), g.KH, g.KW, io.bias);
+          } else {
+            for (int i = 0; i < m; ++i) accf[i] = io.y32 + o + (q0 + i) * L;
+            (path == Path::kAvx512 ? kSlideRows512Fns<float> : kSlideRows256<float>)[m - 1](
+                accf, L, xq.data(), L, L, wr.data(), g.KH, g.KW, io.bias);
+          }
         }
       }
       return;
     }
 #endif
+    const uint16_t* x = io.x16;
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.P;
       const int64_t p = r % g.P;
-      uint16_t* yrow = y + r * g.Q * L;
+      uint16_t* yrow = row_sums(r);
       // kElemRows output positions at once, each over (kh, kw) ascending from +0.
       for (int64_t q0 = 0; q0 < g.Q; q0 += kElemRows) {
         const int m = static_cast<int>(std::min<int64_t>(kElemRows, g.Q - q0));
@@ -774,11 +907,12 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
           }
         }
       }
+      finish_row(r);
     }
   });
   return true;
 #else
-  (void)g, (void)x, (void)w, (void)y, (void)parallel_for;
+  (void)g, (void)w, (void)io, (void)parallel_for;
   return false;
 #endif
 }
@@ -896,8 +1030,8 @@ void DgradRows(const ConvGeometry& g, int64_t M, const E* dyc, const E* wc, E* d
             const int64_t kh_n = static_cast<int64_t>(khs.size());
             for (int64_t a = 0; a < kh_n; ++a) xq[a] = sx[a] + (wi + g.pad_left) * C;
             for (int i = 0; i < m; ++i) accs[i] = dxrow + (wi + i) * C;
-            (wide ? kSlideRows512Fns : kSlideRows256)[m - 1](accs, C, xq.data(), C, -C, sw.data(),
-                                                             kh_n, g.KW);
+            (wide ? kSlideRows512Fns<uint16_t> : kSlideRows256<uint16_t>)[m - 1](
+                accs, C, xq.data(), C, -C, sw.data(), kh_n, g.KW, nullptr);
             wi += m - 1;
             continue;
           }

@@ -40,6 +40,41 @@ void DepthwiseFprop(const ConvGeometry& g, Accumulation acc, const float* x, con
 bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const uint16_t* w,
                                uint16_t* y, const ParallelFor& parallel_for);
 
+// The operands and the result of DepthwiseFpropHalf: exactly one of x16 / x32 and one of
+// y16 / y32 set. x32: binary32 values rounded to binary16 (to nearest even) as the kernel reads
+// them, the same values as a binary16 copy would hold. bias (optional, [C * M]) and the epilogue
+// of every output: v = the binary16 sum widened (exact); with a bias v = v + bias[channel] in
+// binary32 (one rounding); then y32 = v, or y16 = v rounded to binary16 (to nearest even) --
+// the bits of TensorFlow's Cast and BiasAdd after the binary16 result (a binary16 BiasAdd
+// computes in binary32 and rounds the sum to binary16, as here).
+struct HalfFpropIo {
+  const uint16_t* x16 = nullptr;
+  const float* x32 = nullptr;
+  const float* bias = nullptr;
+  uint16_t* y16 = nullptr;
+  float* y32 = nullptr;
+};
+
+// DepthwiseFpropHalfBuffers with the operands and epilogue of `io` (w: binary16, [KH, KW, 1, C]),
+// the epilogue applied to each output row while it is in cache. Returns false without touching
+// the output where it does not apply: as DepthwiseFpropHalfBuffers, and for x32 on geometries
+// whose kernel reads the input in place (stride or dilation other than 1 along W, rows too long
+// for the row copies); the caller then hands it a binary16 copy of x, or takes the binary32 route.
+bool DepthwiseFpropHalf(const ConvGeometry& g, const uint16_t* w, const HalfFpropIo& io,
+                        const ParallelFor& parallel_for);
+
+// The epilogue of HalfFpropIo on `rows` rows of L outputs: acc (binary32 values; for Tacc=half
+// binary16 values) -> y16 (rounded) or y32, with the bias [L] added in binary32 first where given;
+// for y16 acc is first rounded to binary16 (Tacc=float: the op's one rounding to T) and the bias
+// added to that, as TensorFlow's BiasAdd after the op's binary16 output. In place (y32 == acc)
+// allowed.
+void FpropEpilogue(const float* acc, int64_t rows, int64_t L, const float* bias, uint16_t* y16,
+                   float* y32);
+
+// dst[i] = src[i] rounded to binary16 (to nearest even) and widened back: binary32 buffers
+// holding the binary16 values TensorFlow's Cast to float16 gives.
+void RoundToHalfValues(const float* src, float* dst, int64_t n);
+
 // The gradients of the same problem (or of any grouped convolution with one input channel per
 // group, Cg = 1 and groups = C), with the bits of Conv2DDgrad and Conv2DWgrad
 // (cc/kernels/cpu/conv2d_cpu.h), vectorized over channels instead of one lane per group:

@@ -316,7 +316,7 @@ def _run_one(config: ProbeConfig, a, b) -> tuple[float, str]:
 
             def fn(x, w):
                 return lib.fp16_depthwise_conv2d(
-                    x, w, Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad
+                    x, w, [], Tacc=_tf_dtype(config.Tacc), strides=s4, padding=pad
                 )
         elif op == "Fp16Conv2D":
             lib = _ours()
