@@ -3,7 +3,8 @@
 Layers (each registered serializable as "tf_fp16ops>Name"; same arguments, weights and config as
 the keras.layers class of the same name, plus `accumulation`):
   Conv2D           Fp16Conv2D; sum over (kh, kw, in_channel) ascending.
-  DepthwiseConv2D  Fp16DepthwiseConv2D (= grouped Fp16Conv2D, groups = C); sum over (kh, kw).
+  DepthwiseConv2D  Fp16DepthwiseConv2D (= grouped Fp16Conv2D, groups = C); sum over (kh, kw);
+                   the bias added by the op.
   SeparableConv2D  DepthwiseConv2D then a 1x1 Fp16Conv2D; sums over (kh, kw), then C*M channels.
   Conv2DTranspose  Fp16Conv2DBackpropInput; sum in the dgrad order (kh, kw, in_channel).
   Conv1D           Fp16Conv2D with height 1 (causal padding included); sum over (k, in_channel).
@@ -26,7 +27,8 @@ imported. What every class adds is one mixin, `_Fp16AccumulationMixin`.
 any time (`layer.accumulation = ...`):
   "float16": T=half. Inputs and kernel are cast to float16 when the layer's compute dtype is
     float32, and the result is cast back to the compute dtype, so one layer of a float32 model
-    can be switched to true fp16 arithmetic.
+    can be switched to true fp16 arithmetic (DepthwiseConv2D/1D: the op does the casts, same
+    bits).
   "float32": T = the layer's compute dtype (float16 under the "float16" and "mixed_float16"
     policies, float32 under "float32"), fp32 accumulation.
   "keras" (KERAS): the Keras class's own computation, TensorFlow's stock kernels with their
@@ -391,6 +393,9 @@ class DepthwiseConv2D(_Fp16AccumulationMixin, keras.layers.DepthwiseConv2D):
     Numerics (accumulation='float16'): each output is one binary16 accumulator over the KH*KW
     terms of its channel, (kh, kw) ascending, one rounding per fused step; fprop, dgrad
     (over (kh, kw, m) ascending) and wgrad (over (n, p, q) ascending) as `tf_fp16ops.conv2d`.
+    The op takes the compute-dtype operands (a float32 model's are rounded to binary16 by the
+    op, as a cast would) and adds the bias as BiasAdd does (in float32, rounded once to the
+    compute dtype): the bits of the cast, op, cast back and bias add of the other layers.
 
     Raises:
       ValueError: as `tf_fp16ops.layers.Conv2D` (accumulation, dtype policy) and

@@ -10,7 +10,9 @@ rank-2 inputs, `add_dense_layer`) with T = compute dtype.
 This package's registered layers ("tf_fp16ops>NAME" in a .keras config; Conv2D through
 `add_conv_layer` with `our_accumulation`, the others through `add_our_layer`), NHWC, with
 T = float16 under accumulation='float16' (input and kernels cast to half when the compute dtype is
-float32) and T = the compute dtype under 'float32'; Tacc = the accumulation choice:
+float32) and T = the compute dtype under 'float32'; Tacc = the accumulation choice. DepthwiseConv2D
+and DepthwiseConv1D take T = the compute dtype under both (the op rounds float32 operands to
+float16 itself) and add their bias in the op (its third input, left out here):
 
   DepthwiseConv2D   Fp16DepthwiseConv2D(x, kernel [KH, KW, C, M])
   SeparableConv2D   Fp16DepthwiseConv2D, then the 1x1 Fp16Conv2D (pointwise [1, 1, C*M, F])
@@ -491,7 +493,9 @@ def add_our_layer(gd, name: str, cls: str, cfg: dict, notes, build_config, acc: 
         return
     dt = lambda d: protos.DataType.Value("DT_" + _DTYPES[d].upper())  # noqa: E731
     tv, tc = dt(var), dt(comp)
-    t = protos.DT_HALF if acc == "half" else tc
+    # DepthwiseConv2D/1D hand their compute-dtype operands to the op (float32 ones with Tacc=half
+    # are rounded to float16 by the op); the others cast them to float16 for accumulation='float16'.
+    t = protos.DT_HALF if acc == "half" and kind != "depthwise" else tc
     field = FieldReader(name, cls)
     bc = build_config if build_config is not None else cfg.get("build_config")
     if bc is not None and not isinstance(bc, dict):
