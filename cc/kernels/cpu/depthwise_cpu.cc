@@ -782,9 +782,33 @@ bool DepthwiseFpropHalfBuffers(const ConvGeometry& g, const uint16_t* x, const u
 
 bool DepthwiseFpropHalf(const ConvGeometry& g, const uint16_t* w, const HalfFpropIo& io,
                         const ParallelFor& parallel_for) {
-  // AVX512-FP16: 32 binary16 lanes per step, the operands read as they are (no epilogue).
-  if (io.x16 != nullptr && io.y16 != nullptr && io.bias == nullptr &&
-      DepthwiseFpropFp16(g, io.x16, w, io.y16, parallel_for)) {
+  // AVX512-FP16: 32 binary16 lanes per step on binary16 buffers (a binary16 copy of x32), the
+  // epilogue a pass of its own over binary16 sums (the result itself where it is binary16).
+  if (DepthwiseFpropFp16Applies(g)) {
+    const int64_t L = g.K, rows = g.N * g.P * g.Q;
+    std::vector<uint16_t> x_copy, sums;
+    const uint16_t* x = io.x16;
+    if (x == nullptr) {
+      x_copy.resize(static_cast<size_t>(g.N * g.H * g.W * g.C));
+      parallel_for(g.N * g.H * g.W, 2 * g.C, [&](int64_t begin, int64_t end) {
+        FloatToHalf(io.x32 + begin * g.C, x_copy.data() + begin * g.C, (end - begin) * g.C);
+      });
+      x = x_copy.data();
+    }
+    uint16_t* y = io.y16;
+    if (y == nullptr) {
+      sums.resize(static_cast<size_t>(rows * L));
+      y = sums.data();
+    }
+    DepthwiseFpropFp16(g, x, w, y, parallel_for);
+    if (y == io.y16 && io.bias == nullptr) return true;
+    parallel_for(rows, 4 * L, [&](int64_t begin, int64_t end) {
+      std::vector<float> tmp(static_cast<size_t>(L));
+      const int64_t o = begin * L;
+      HalfSumsEpilogue(y + o, end - begin, L, io.bias, tmp.data(),
+                       io.y16 != nullptr ? io.y16 + o : nullptr,
+                       io.y32 != nullptr ? io.y32 + o : nullptr);
+    });
     return true;
   }
 #if defined(__x86_64__)

@@ -55,10 +55,14 @@ constexpr auto kMasked = MakeTiles<true>(std::make_integer_sequence<int, kPositi
 
 }  // namespace
 
+bool DepthwiseFpropFp16Applies(const ConvGeometry& g) {
+  return Fp16TileAvailable() && g.Cg == 1 && g.groups == g.C && g.K == g.C && g.N > 0 && g.P > 0 &&
+         g.Q > 0 && g.C > 0;
+}
+
 bool DepthwiseFpropFp16(const ConvGeometry& g, const uint16_t* x, const uint16_t* w, uint16_t* y,
                         const ParallelFor& parallel_for) {
-  if (!Fp16TileAvailable() || g.Cg != 1 || g.groups != g.C || g.K != g.C) return false;
-  if (g.N == 0 || g.P == 0 || g.Q == 0 || g.C == 0) return false;
+  if (!DepthwiseFpropFp16Applies(g)) return false;
   const int64_t C = g.C, taps = g.KH * g.KW;
   const std::vector<uint16_t> zeros(static_cast<size_t>(C), 0);  // padded taps read these
   const int64_t rows = g.N * g.P;                                // one unit: one output row (n, p)
@@ -101,6 +105,8 @@ bool DepthwiseFpropFp16(const ConvGeometry& g, const uint16_t* x, const uint16_t
 }
 
 #else  // !__x86_64__
+
+bool DepthwiseFpropFp16Applies(const ConvGeometry&) { return false; }
 
 bool DepthwiseFpropFp16(const ConvGeometry&, const uint16_t*, const uint16_t*, uint16_t*,
                         const ParallelFor&) {

@@ -20,6 +20,9 @@ namespace cpu {
 bool DepthwiseFpropFp16(const ConvGeometry& g, const uint16_t* x, const uint16_t* w, uint16_t* y,
                         const ParallelFor& parallel_for);
 
+// Whether DepthwiseFpropFp16 runs g (true) or returns false.
+bool DepthwiseFpropFp16Applies(const ConvGeometry& g);
+
 }  // namespace cpu
 }  // namespace tf_fp16ops
 
