@@ -149,11 +149,12 @@ class _Fp16AccumulationMixin:
         and activation as the Keras layer does: a convolution's bias [channels] on the channel
         axis of data_format, Dense's and EinsumDense's as it is shaped (channels None).
 
-        The bias is added by `keras.ops.add`, as the Keras layers add theirs: its TensorFlow
-        backend writes an add of a bias-shaped operand as BiasAdd, which is not part of the
-        trees of AddV2 nodes that Grappler's arithmetic optimizer (AddOpsRewrite) regroups; with
-        `+` (AddV2), `residual + (y + bias)` ran as `(y + residual) + bias` in a `tf.function`
-        and rounded differently from eager execution. Either way one rounding per element."""
+        The bias is added by `_add_bias`, with the op the Keras layers' `keras.ops.add` writes
+        (BiasAdd for a bias on the first or last axis, which is not part of the trees of AddV2
+        nodes that Grappler's arithmetic optimizer (AddOpsRewrite) regroups; with `+` (AddV2),
+        `residual + (y + bias)` ran as `(y + residual) + bias` in a `tf.function` and rounded
+        differently from eager execution) but on the bias's own axis. Either way one rounding
+        per element."""
         outputs = tf.cast(outputs, self.compute_dtype)
         if add_bias and self.bias is not None:
             bias = tf.cast(self.bias, self.compute_dtype)
@@ -164,7 +165,7 @@ class _Fp16AccumulationMixin:
                 else:
                     shape = (1, channels) + (1,) * rank
                 bias = tf.reshape(bias, shape)
-            outputs = keras.ops.add(outputs, bias)
+            outputs = _add_bias(outputs, bias)
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
@@ -180,6 +181,25 @@ class _Fp16AccumulationMixin:
         config = super().get_config()
         config["accumulation"] = self.accumulation
         return config
+
+
+def _add_bias(outputs, bias):
+    """outputs + bias (bias broadcast against outputs from the right, one dimension above 1 at
+    most): BiasAdd where the bias lies along the last axis ("N...C") or axis 1 ("NC..."), else
+    AddV2 -- the ops `keras.ops.add` writes where it finds the right axis. Keras 3.15's
+    TensorFlow backend guesses the axis from the bias's length and takes the last one whenever the
+    last dimension has that length, so its channels_first layers added the bias along the width
+    when width == channels (Conv2D(4, 1, data_format="channels_first") on [1, 4, 3, 4]: bias[w]
+    added at width w instead of bias[c] at channel c); this adds it on its own axis."""
+    dims = bias.shape.as_list()
+    rank = len(outputs.shape)
+    axes = [rank - len(dims) + i for i, d in enumerate(dims) if d is None or d > 1]
+    if len(axes) == 1 and dims[axes[0] - rank + len(dims)] is not None and rank > 1:
+        if axes[0] == rank - 1:
+            return tf.nn.bias_add(outputs, tf.reshape(bias, [-1]), data_format="N...C")
+        if axes[0] == 1:
+            return tf.nn.bias_add(outputs, tf.reshape(bias, [-1]), data_format="NC...")
+    return tf.add(outputs, bias)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,12 +310,17 @@ def _depthwise(layer, inputs, kernel, dtype, bias=None):
 
 
 def _depthwise_conv(layer, inputs):
-    """DepthwiseConv2D and DepthwiseConv1D: the op in the compute dtype, the bias added by the op
-    (the bits of Keras's BiasAdd after the cast back), then the activation."""
+    """DepthwiseConv2D and DepthwiseConv1D: the op in the compute dtype, then the bias and the
+    activation. channels_last with more than one output channel: the bias added by the op (the
+    bits of BiasAdd after the cast back, and BiasAddGrad's gradient, as Keras's); otherwise by
+    `_finish`, whose op is Keras's there too (BiasAdd NCHW, or AddV2 for one channel, whose
+    gradients sum in another order)."""
     dtype = layer.compute_dtype
-    bias = None if layer.bias is None else tf.cast(layer.bias, dtype)
+    channels = layer.depth_multiplier * layer._get_input_channel(inputs.shape)
+    fused = layer.bias is not None and layer.data_format == "channels_last" and channels > 1
+    bias = tf.cast(layer.bias, dtype) if fused else None
     y = _depthwise(layer, inputs, layer.kernel, dtype, bias)
-    return layer._finish(y, add_bias=False)
+    return layer._finish(y, channels, add_bias=not fused)
 
 
 def _separable_conv(layer, inputs):
