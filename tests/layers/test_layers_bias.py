@@ -54,7 +54,11 @@ def _bias_gradient(layer, x, dy):
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
 @pytest.mark.parametrize(
     "data_format, shape",
-    [("channels_last", (2, 9, 7, 5)), ("channels_first", (2, 9, 5, 7)), ("channels_last", (3, 20, 24, 1))],
+    [
+        ("channels_last", (2, 9, 7, 5)),
+        ("channels_first", (2, 9, 5, 7)),
+        ("channels_last", (3, 20, 24, 1)),
+    ],
     ids=["last", "first", "one_channel"],
 )
 def test_depthwise_bias_gradient_has_the_bits_of_the_keras_layer(policy, data_format, shape):
