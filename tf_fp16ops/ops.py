@@ -865,7 +865,9 @@ def depthwise_conv2d(
         if bias is None:
             _check_dtypes(tacc, input=input, filter=filter)
         else:
-            bias = tf.convert_to_tensor(bias, name="bias")
+            # Python numbers take the input's dtype (as in tf.nn.bias_add); arrays keep theirs.
+            py = isinstance(bias, (list, tuple, int, float))
+            bias = tf.convert_to_tensor(bias, dtype=input.dtype if py else None, name="bias")
             _check_dtypes(tacc, input=input, filter=filter, bias=bias)
         return _depthwise_op(input, filter, bias, tacc, strides_attr, padding, dilations_attr)
 
@@ -893,7 +895,9 @@ def _fp16_depthwise_conv2d_grad(op, grad):
     # BiasAddGrad's, as after tf.nn.bias_add. With float32 operands and Tacc=half (the operands
     # rounded to float16 by the op) the gradients are those of the float16 op between casts: the
     # output gradient rounded to float16, the float16 gradients widened (a Cast's gradient is the
-    # cast back).
+    # cast back). Where a higher-order gradient reaches an operand by two paths, the casts'
+    # composition adds the two in float16 at the cast's output, this in float32 (one rounding
+    # less).
     x, w = op.inputs[:2]
     bias_grads = [tf.raw_ops.BiasAddGrad(out_backprop=grad)] if len(op.inputs) > 2 else []
     if x.dtype == tf.float32 and op.get_attr("Tacc") == tf.float16:

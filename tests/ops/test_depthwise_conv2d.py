@@ -316,6 +316,9 @@ def test_bad_inputs():
             unknown(bias)
     with pytest.raises(ValueError, match="bias must have the dtype of input"):
         ops.depthwise_conv2d(x16, w16, 1, "VALID", bias=np.ones(3, np.float32))
+    # A Python list takes the input's dtype, as with tf.nn.bias_add: 9 ones + 0.5 (hand sum).
+    y = ops.depthwise_conv2d(x16, w16, 1, "VALID", bias=[0.5, 0.5, 0.5]).numpy()
+    assert y.dtype == np.float16 and np.all(y == 9.5)
     with pytest.raises(
         (tf.errors.InvalidArgumentError, ValueError), match="must equal the input channels"
     ):

@@ -71,6 +71,12 @@ def test_verdicts():
     assert verdict(1.0009765625, "half", "rounding") == "other"
     assert verdict(float("nan"), "half", "overflow") == "fp16"
     assert verdict(0.0, "float", "overflow") == "fp32"
+    # T=float holding an fp16 sum (the depthwise op's float operands with Tacc=half)
+    assert verdict(1.0, "float", "rounding") == "fp16"
+    assert verdict(1.015380859375, "float", "rounding") == "fp32"  # 1 + 63 * 2^-12, exact
+    assert verdict(1.0009765625, "float", "rounding") == "other"
+    assert verdict(0.98046875, "float", "taps49") == "fp16"
+    assert verdict(float("inf"), "float", "overflow") == "fp16"
 
 
 @pytest.mark.parametrize(
@@ -82,6 +88,7 @@ def test_verdicts():
         ("Fp16DepthwiseConv2D", "half", "half", "fp16"),
         ("Fp16DepthwiseConv2D", "half", "float", "fp32"),
         ("Fp16DepthwiseConv2D", "float", "float", "fp32"),
+        ("Fp16DepthwiseConv2D", "float", "half", "fp16"),  # operands rounded, fp16 sum
         ("Fp16MatMul", "half", "half", "fp16"),
         ("Fp16MatMul", "half", "float", "fp32"),
         ("Fp16MatMul", "float", "float", "fp32"),
@@ -93,7 +100,7 @@ def test_probes_on_this_process(op, T, Tacc, expected):
     assert r.observed == expected, r
     assert [o.probe for o in r.outcomes] == ["rounding", "taps49", "overflow"]
     assert r.kernel  # the executed kernel was read back from the partitioned graph
-    if T == "half":
+    if T == "half" or Tacc == "half":
         assert {o.verdict for o in r.outcomes} == {expected}
 
 
@@ -250,6 +257,18 @@ def test_verify_probes_and_confirms_the_depthwise_op():
     assert finding.observed.status == "confirmed", finding.observed
     assert finding.observed.observed_accumulation == "fp16"
     assert finding.observed.probe_key == "Fp16DepthwiseConv2D:half:half:cpu"
+
+
+def test_verify_confirms_the_depthwise_layer_of_a_float32_model():
+    # The layer hands its float32 operands to the op with Tacc=half (no casts around it).
+    layer = tf_fp16ops.layers.DepthwiseConv2D(3, accumulation="float16")
+    x = tf.random.stateless_normal([1, 6, 6, 4], seed=[1, 2])
+    layer(x)
+    (finding,) = verify(tf.function(layer), x, context=CPU).findings
+    assert (finding.op, finding.T) == ("Fp16DepthwiseConv2D", "float")
+    assert finding.observed.status == "confirmed", finding.observed
+    assert finding.observed.observed_accumulation == "fp16"
+    assert finding.observed.probe_key == "Fp16DepthwiseConv2D:float:half:cpu"
 
 
 def test_verify_matches_a_handed_over_conv_fused_past_its_reshape():

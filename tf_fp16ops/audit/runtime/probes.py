@@ -32,7 +32,10 @@ Probes (expected values by hand, IEEE binary16; checked against a NumPy referenc
 Verdict per probe: "fp32" when the result equals the fp32 value, "fp16" when it equals the fp16
 value (overflow: any non-finite result), else "other". A configuration's observed accumulation
 is "fp16" when any probe shows fp16 rounding, "fp32" when all show the fp32 value, else
-"inconclusive". For T=float the verdict "fp32" means "within fp32 rounding of the float64 sum".
+"inconclusive". For T=float the verdict "fp32" means "within fp32 rounding of the float64 sum",
+"fp16" the fp16 value itself (overflow: non-finite), as Fp16DepthwiseConv2D with T=float and
+Tacc=half gives: it rounds its float operands to fp16 (the probes' are fp16 values already) and
+returns the fp16 sum as float.
 
 Probes run inside a fresh tf.function so grappler and the oneDNN/Eigen kernel selection are those
 of a model's function; the kernel that ran is read back from the partitioned graph.
@@ -210,7 +213,13 @@ def verdict(value: float, T: str, probe: str) -> str:
         return "fp32" if value == fp32 else ("fp16" if value == fp16 else "other")
     exact = math.fsum(x * y for x, y in zip(a, b, strict=True))
     bound = len(a) * 2.0**-24 * math.fsum(abs(x * y) for x, y in zip(a, b, strict=True))
-    return "fp32" if math.isfinite(value) and abs(value - exact) <= bound else "other"
+    if math.isfinite(value) and abs(value - exact) <= bound:
+        return "fp32"
+    # T=float summed in fp16 (Fp16DepthwiseConv2D with Tacc=half rounds float operands to fp16
+    # and returns the fp16 sum, exact in float): the fp16 value, or overflow's non-finite one.
+    if probe == "overflow":
+        return "fp16" if not math.isfinite(value) else "other"
+    return "fp16" if value == fp16 else "other"
 
 
 def combine(verdicts: list[str]) -> str:
