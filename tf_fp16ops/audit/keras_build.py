@@ -12,7 +12,8 @@ This package's registered layers ("tf_fp16ops>NAME" in a .keras config; Conv2D t
 T = float16 under accumulation='float16' (input and kernels cast to half when the compute dtype is
 float32) and T = the compute dtype under 'float32'; Tacc = the accumulation choice. DepthwiseConv2D
 and DepthwiseConv1D take T = the compute dtype under both (the op rounds float32 operands to
-float16 itself) and add their bias in the op (its third input, left out here):
+float16 itself); channels_last with more than one output channel, their bias is the op's third
+input (left out here, as the bias adds of the other layers are):
 
   DepthwiseConv2D   Fp16DepthwiseConv2D(x, kernel [KH, KW, C, M])
   SeparableConv2D   Fp16DepthwiseConv2D, then the 1x1 Fp16Conv2D (pointwise [1, 1, C*M, F])
