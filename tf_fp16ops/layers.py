@@ -193,12 +193,12 @@ def _add_bias(outputs, bias):
     added at width w instead of bias[c] at channel c); this adds it on its own axis."""
     dims = bias.shape.as_list()
     rank = len(outputs.shape)
-    axes = [rank - len(dims) + i for i, d in enumerate(dims) if d is None or d > 1]
-    if len(axes) == 1 and dims[axes[0] - rank + len(dims)] is not None and rank > 1:
-        if axes[0] == rank - 1:
-            return tf.nn.bias_add(outputs, tf.reshape(bias, [-1]), data_format="N...C")
-        if axes[0] == 1:
-            return tf.nn.bias_add(outputs, tf.reshape(bias, [-1]), data_format="NC...")
+    big = [i for i, d in enumerate(dims) if d is None or d > 1]
+    if rank > 1 and len(big) == 1 and dims[big[0]] is not None:
+        axis = rank - len(dims) + big[0]  # the bias's axis in outputs
+        if axis in (1, rank - 1):
+            fmt = "N...C" if axis == rank - 1 else "NC..."
+            return tf.nn.bias_add(outputs, tf.reshape(bias, [-1]), data_format=fmt)
     return tf.add(outputs, bias)
 
 

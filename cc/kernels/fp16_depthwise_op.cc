@@ -65,7 +65,7 @@ class Fp16DepthwiseConv2DOp : public OpKernel {
       // The binary16 kernels with the epilogue (bias, T=float result) on each output row; with
       // T=float the input rounded to binary16 as the kernel reads it, or a binary16 copy.
       const uint16_t* w16;
-      Tensor w16t, x16t;
+      Tensor w16t;
       OP_REQUIRES_OK(ctx, ToHalfBits(ctx, filter, &w16t, &w16));
       cpu::HalfFpropIo io;
       io.bias = b;
@@ -77,11 +77,6 @@ class Fp16DepthwiseConv2DOp : public OpKernel {
         io.y16 = reinterpret_cast<uint16_t*>(output->flat<T>().data());
       }
       if (cpu::DepthwiseFpropHalf(g, w16, io, parallel_for)) return;
-      if constexpr (kFloat) {
-        OP_REQUIRES_OK(ctx, ToHalfBits(ctx, input, &x16t, &io.x16));
-        io.x32 = nullptr;
-        if (cpu::DepthwiseFpropHalf(g, w16, io, parallel_for)) return;
-      }
     }
     // The binary32 route: binary32 buffers of the operands' values (with T=float and Tacc=half
     // the binary16 values TensorFlow's Cast would give), the functor, then the epilogue.

@@ -735,6 +735,17 @@ void RoundToHalfValues(const float* src, float* dst, int64_t n) {
 
 namespace {
 
+// A binary16 copy (to nearest even) of the n binary32 values x, converted in parallel.
+std::vector<uint16_t> HalfCopy(const float* x, int64_t n, const ParallelFor& parallel_for) {
+  std::vector<uint16_t> copy(static_cast<size_t>(n));
+  constexpr int64_t kBlock = 4096;
+  parallel_for((n + kBlock - 1) / kBlock, 2 * kBlock, [&](int64_t begin, int64_t end) {
+    const int64_t lo = begin * kBlock, hi = std::min(n, end * kBlock);
+    FloatToHalf(x + lo, copy.data() + lo, hi - lo);
+  });
+  return copy;
+}
+
 void AddBias(float* v, const float* bias, int64_t L) {
   for (int64_t l = 0; l < L; ++l) v[l] += bias[l];
 }
@@ -760,10 +771,7 @@ void FpropEpilogue(const float* acc, int64_t rows, int64_t L, const float* bias,
     if (y16 != nullptr) {
       uint16_t* out = y16 + r * L;
       FloatToHalf(a, out, L);  // the op's rounding to T
-      if (bias == nullptr) continue;
-      HalfToFloat(out, tmp.data(), L);
-      AddBias(tmp.data(), bias, L);
-      FloatToHalf(tmp.data(), out, L);
+      if (bias != nullptr) HalfSumsEpilogue(out, 1, L, bias, tmp.data(), out, nullptr);
     } else {
       float* out = y32 + r * L;
       if (out != a) std::copy(a, a + L, out);
@@ -789,10 +797,7 @@ bool DepthwiseFpropHalf(const ConvGeometry& g, const uint16_t* w, const HalfFpro
     std::vector<uint16_t> x_copy, sums;
     const uint16_t* x = io.x16;
     if (x == nullptr) {
-      x_copy.resize(static_cast<size_t>(g.N * g.H * g.W * g.C));
-      parallel_for(g.N * g.H * g.W, 2 * g.C, [&](int64_t begin, int64_t end) {
-        FloatToHalf(io.x32 + begin * g.C, x_copy.data() + begin * g.C, (end - begin) * g.C);
-      });
+      x_copy = HalfCopy(io.x32, g.N * g.H * g.W * g.C, parallel_for);
       x = x_copy.data();
     }
     uint16_t* y = io.y16;
@@ -832,7 +837,9 @@ bool DepthwiseFpropHalf(const ConvGeometry& g, const uint16_t* w, const HalfFpro
       ((static_cast<double>(g.KH) + 1) * static_cast<double>(padded) + static_cast<double>(T)) *
               static_cast<double>(L) <=
           static_cast<double>(kRowCacheFloats);
-  if (io.x32 != nullptr && !slide) return false;
+  // x32 where the kernel reads the input in place: a binary16 copy of it.
+  std::vector<uint16_t> x_copy;
+  if (io.x32 != nullptr && !slide) x_copy = HalfCopy(io.x32, g.N * g.H * g.W * g.C, parallel_for);
   // The binary16 sums go straight to y16 without an epilogue, else to a row of their own.
   const bool direct = io.y16 != nullptr && io.bias == nullptr;
   parallel_for(rows, cost, [&](int64_t begin, int64_t end) {
@@ -903,7 +910,7 @@ bool DepthwiseFpropHalf(const ConvGeometry& g, const uint16_t* w, const HalfFpro
       return;
     }
 #endif
-    const uint16_t* x = io.x16;
+    const uint16_t* x = io.x16 != nullptr ? io.x16 : x_copy.data();
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / g.P;
       const int64_t p = r % g.P;

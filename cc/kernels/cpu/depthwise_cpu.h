@@ -57,12 +57,10 @@ struct HalfFpropIo {
 
 // DepthwiseFpropHalfBuffers with the operands and epilogue of `io` (w: binary16, [KH, KW, 1, C]):
 // the sliding kernels round x32 as they copy its rows and apply the epilogue in their stores, the
-// other AVX2/AVX-512 kernels after each output row; on AVX512-FP16 the binary16 kernel runs on a
-// binary16 copy of x32 and the epilogue is a pass of its own. Returns false without touching the
-// output where it does not apply: as DepthwiseFpropHalfBuffers, and for x32 on geometries whose
-// AVX2/AVX-512 kernel reads the input in place (stride or dilation other than 1 along W, rows too
-// long for the row copies); the caller then hands it a binary16 copy of x, or takes the binary32
-// route.
+// other AVX2/AVX-512 kernels (which read the input in place: a binary16 copy of x32) after each
+// output row; on AVX512-FP16 the binary16 kernel runs on a binary16 copy of x32 and the epilogue
+// is a pass of its own. Returns false without touching the output where it does not apply, as
+// DepthwiseFpropHalfBuffers; the caller then takes the binary32 route.
 bool DepthwiseFpropHalf(const ConvGeometry& g, const uint16_t* w, const HalfFpropIo& io,
                         const ParallelFor& parallel_for);
 
